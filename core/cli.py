@@ -1,0 +1,104 @@
+"""``./run.sh <stage> [<name>] [key=value ...]``: one entry point per stage.
+
+Every stage is ``main(cfg, out_dir)``. The CLI loads the stage's config (schema, data set file,
+``configs/<folder>/<name>.yaml``, overrides), makes the run directory, saves the resolved config
+there and calls the stage. A `UserError` ends in one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.config import CONFIG_ROOT, available, load_config, to_yaml
+from core.errors import UserError
+from core.rundir import atomic_write_text, resolve_run_dir
+
+
+@dataclass(frozen=True)
+class Stage:
+    help: str
+    entry: str  # "module:function", called as function(cfg, out_dir)
+    schema: str  # "module:Class", the config dataclass
+    config_folder: str | None = None  # the stage takes a name: configs/<folder>/<name>.yaml
+    run_stage: str | None = None  # the <stage> part of the run directory
+
+
+def _load(ref: str):
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def usage() -> str:
+    lines = [
+        "usage: ./run.sh <command> [<name>] [key=value ...]",
+        "",
+        "commands:",
+    ]
+    for name, stage in STAGES.items():
+        names = f" <{'|'.join(available(stage.config_folder))}>" if stage.config_folder else ""
+        lines.append(f"  {name}{names}\n      {stage.help}")
+    lines += [
+        "  test [pytest args]\n      run the test suite",
+        "",
+        "common keys: data=<name> data.path=<folder> scarcity.fraction=<f> scarcity.val=full|same",
+        "             scarcity.binary_tau=<tau> seed=<int> run_dir=<folder> epochs=<int> logger=none",
+        f"data sets: {', '.join(available('data'))}",
+    ]
+    return "\n".join(lines)
+
+
+def run(argv: list[str]) -> object:
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return None
+    command, rest = argv[0], argv[1:]
+    if command not in STAGES:
+        raise UserError(f"unknown command '{command}'; commands: {', '.join(STAGES)}, test")
+    stage = STAGES[command]
+    stage_file = None
+    name = command
+    if stage.config_folder:
+        names = available(stage.config_folder)
+        if not rest or "=" in rest[0]:
+            raise UserError(f"'{command}' needs a name: one of {', '.join(names)}")
+        name, rest = rest[0], rest[1:]
+        if name not in names:
+            raise UserError(f"unknown {command} '{name}'; valid: {', '.join(names)}")
+        stage_file = CONFIG_ROOT / stage.config_folder / f"{name}.yaml"
+    if any(a in ("-h", "--help") for a in rest):
+        print(usage())
+        return None
+    cfg, resolved = load_config(_load(stage.schema), rest, stage_file=stage_file)
+    out_dir: Path | None = None
+    if stage.run_stage:
+        out_dir = resolve_run_dir(cfg, stage=stage.run_stage, method=name)
+        atomic_write_text(out_dir / "config.yaml", to_yaml(resolved))
+    return _load(stage.entry)(cfg, out_dir)
+
+
+def main() -> None:
+    try:
+        run(sys.argv[1:])
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+# The command-line name of each stage. Later stages register here.
+STAGES: dict[str, Stage] = {
+    "data-info": Stage(
+        help="per split: QGs, items, labels, outlier QGs; the label setting's labeled QGs",
+        entry="data.info:main",
+        schema="core.config:CommonConfig",
+    ),
+}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Configs: OmegaConf YAML plus ``key=value`` overrides, validated into frozen dataclasses.
+
+A stage's config is its dataclass schema, merged in this order:
+``schema defaults <- configs/data/<data>.yaml (under "data") <- configs/<stage>/<name>.yaml
+<- key=value overrides``. ``data=<name>`` picks the data set file; every other override is a
+dotted key. An unknown key, a value of the wrong type or out of range stops with a `UserError`
+naming the key (and the allowed keys), never a traceback.
+
+The public keys that scripts rely on: ``data``, ``data.path``, ``scarcity.fraction``,
+``scarcity.val``, ``scarcity.binary_tau``, ``seed``, ``run_dir``, ``epochs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from core.errors import UserError
+from data.datasets import DataConfig
+from data.scarcity import ScarcityConfig
+
+CONFIG_ROOT = Path(__file__).resolve().parents[1] / "configs"
+POLICIES = ("skip", "one", "zero")
+LOGGERS = ("wandb", "none")
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])
+    policy: str = "skip"  # what a QG without any relevant item counts as: skip | one | zero
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"metrics.policy must be one of {', '.join(POLICIES)}")
+        if not self.ks or min(self.ks) < 1:
+            raise ValueError("metrics.ks must be a non-empty list of positive integers")
+
+
+@dataclass(frozen=True)
+class CommonConfig:
+    """Keys every stage shares."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    scarcity: ScarcityConfig = field(default_factory=ScarcityConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    seed: int = 0
+    run_dir: str | None = None  # default: runs/<data>/<stage>/<method>/<label setting>/seed=<s>
+    epochs: int | None = None  # caps a training stage's epochs
+    logger: str = "wandb"  # wandb (offline unless logged in) | none
+
+    def __post_init__(self) -> None:
+        if self.logger not in LOGGERS:
+            raise ValueError(f"logger must be one of {', '.join(LOGGERS)}")
+        if self.epochs is not None and self.epochs < 0:
+            raise ValueError("epochs must be >= 0")
+
+
+ConfigT = TypeVar("ConfigT")
+
+
+def available(folder: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIG_ROOT / folder).glob("*.yaml"))
+
+
+def load_config(
+    schema: type[ConfigT], overrides: list[str], *, stage_file: Path | None = None
+) -> tuple[ConfigT, DictConfig]:
+    """The validated config object and its resolved OmegaConf form (saved with every run)."""
+    base = OmegaConf.structured(schema)
+    OmegaConf.set_readonly(base, False)
+    OmegaConf.set_struct(base, True)
+    dataset, dotlist = _split_overrides(overrides, default_data=base.data.name)
+    layers: list[tuple[str, Any]] = [
+        (str(_data_file(dataset)), {"data": _read_yaml(_data_file(dataset))})
+    ]
+    if stage_file is not None:
+        layers.append((str(stage_file), _read_yaml(stage_file)))
+    layers.append(("command line", _parse_dotlist(dotlist)))
+    merged = base
+    for source, layer in layers:
+        merged = _merge(merged, layer, source, base)
+    try:
+        obj = OmegaConf.to_object(merged)
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"bad config value: {exc}") from None
+    except OmegaConfBaseException as exc:
+        raise UserError(f"bad config: {exc}") from None
+    return obj, merged  # type: ignore[return-value]
+
+
+def _split_overrides(overrides: list[str], *, default_data: str) -> tuple[str, list[str]]:
+    dataset, dotlist = default_data, []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"'{item}' is not a key=value override")
+        if key == "data":
+            dataset = value
+        else:
+            dotlist.append(item)
+    return dataset, dotlist
+
+
+def _data_file(dataset: str) -> Path:
+    path = CONFIG_ROOT / "data" / f"{dataset}.yaml"
+    if not path.is_file():
+        raise UserError(
+            f"unknown data set '{dataset}'; known: {', '.join(available('data'))} "
+            "(or data=letor data.path=<folder with train/vali/test files>)"
+        )
+    return path
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        content = OmegaConf.load(path)
+    except OmegaConfBaseException as exc:
+        raise UserError(f"{path}: not valid YAML ({exc})") from None
+    return content
+
+
+def _parse_dotlist(dotlist: list[str]) -> DictConfig:
+    try:
+        return OmegaConf.from_dotlist(dotlist)
+    except OmegaConfBaseException as exc:
+        raise UserError(f"bad override: {exc}") from None
+
+
+def _merge(merged: DictConfig, layer: Any, source: str, schema: DictConfig) -> DictConfig:
+    try:
+        return OmegaConf.merge(merged, layer)  # type: ignore[return-value]
+    except ConfigKeyError as exc:
+        key = str(exc.full_key)
+        raise UserError(
+            f"{source}: unknown config key '{key}'; allowed keys here: {_siblings(schema, key)}"
+        ) from None
+    except ValidationError as exc:
+        raise UserError(f"{source}: config key '{exc.full_key}': {exc.msg}") from None
+    except OmegaConfBaseException as exc:
+        raise UserError(f"{source}: {exc}") from None
+
+
+def _siblings(schema: DictConfig, key: str) -> str:
+    parent = key.rpartition(".")[0]
+    node = OmegaConf.select(schema, parent) if parent else schema
+    if isinstance(node, DictConfig):
+        return ", ".join(f"{parent + '.' if parent else ''}{k}" for k in node.keys())
+    return f"(none: '{parent}' takes a value, not keys)"
+
+
+def to_yaml(resolved: DictConfig) -> str:
+    return OmegaConf.to_yaml(resolved)

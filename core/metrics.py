@@ -1,0 +1,228 @@
+"""NDCG@k: the single numpy reference implementation.
+
+The convention (DESIGN.md, "One metric, one convention"): gain ``2**y - 1``, discount
+``1 / log2(rank + 1)``, k clipped to the list length (never padded with zeros), ties in score
+broken by stable input order. A query group (QG) whose ideal DCG is 0 (no label above 0, or no
+item at all) has no defined NDCG; the empty-QG policy says what it counts as:
+
+- ``skip`` (default): NaN per QG, left out of every mean (what the paper's code does);
+- ``one``: 1.0, LightGBM's convention;
+- ``zero``: 0.0, sklearn's and TF-Ranking's convention.
+
+Items of one QG are contiguous rows: QG ``g`` owns rows ``offsets[g]:offsets[g + 1]``.
+The torch version used in training (``core.metrics_torch``) is tested against this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def check_policy(policy: str) -> float:
+    """The NDCG an undefined QG gets under ``policy`` (NaN for ``skip``); ValueError if unknown."""
+    if policy not in EMPTY_QG_POLICIES:
+        allowed = ", ".join(repr(name) for name in EMPTY_QG_POLICIES)
+        raise ValueError(f"unknown empty-QG policy {policy!r}; allowed: {allowed}")
+    return EMPTY_QG_POLICIES[policy]
+
+
+def check_k(k: int) -> int:
+    """``k`` as a Python int; ValueError unless it is an integer >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"NDCG cutoff k must be an integer >= 1, got {k!r}")
+    return int(k)
+
+
+def gains(labels: np.ndarray) -> np.ndarray:
+    """``2**labels - 1`` as float64, same shape as ``labels``."""
+    # exp2 is exact for integer labels, so gains match LightGBM's (1 << y) - 1 table bit for bit.
+    return np.exp2(np.asarray(labels, dtype=np.float64)) - 1.0
+
+
+def discounts(ranks: np.ndarray) -> np.ndarray:
+    """``1 / log2(rank + 1)`` as float64 for 1-based ``ranks`` of any shape."""
+    return 1.0 / np.log2(np.asarray(ranks, dtype=np.float64) + 1.0)
+
+
+def ndcg_per_group(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    k: int,
+    policy: str = "skip",
+) -> np.ndarray:
+    """NDCG@k of every QG.
+
+    Args:
+        scores: ``[n_items]`` model scores, higher ranks first; NaN is refused.
+        labels: ``[n_items]`` relevance labels >= 0.
+        offsets: ``[n_groups + 1]`` int, QG ``g`` owns rows ``offsets[g]:offsets[g + 1]``.
+        k: cutoff, clipped to each QG's length.
+        policy: empty-QG policy, ``skip``, ``one`` or ``zero``.
+
+    Returns:
+        ``[n_groups]`` float64; NaN for QGs without a relevant item when ``policy="skip"``.
+    """
+    fill = check_policy(policy)
+    k = check_k(k)
+    ranked = _RankedGains.build(scores, labels, offsets)
+    return ranked.ndcg_at(k, fill)
+
+
+def mean_ndcg(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    k: int,
+    policy: str = "skip",
+    groups: np.ndarray | Sequence[int] | None = None,
+) -> float:
+    """Mean NDCG@k over QGs (all of them, or those ``groups`` selects, e.g. the outlier QGs).
+
+    Args:
+        scores, labels, offsets, k, policy: as in ``ndcg_per_group``.
+        groups: ``[n_groups]`` bool mask or an index array of QGs; None selects every QG.
+
+    Returns:
+        The mean over the selected QGs that have a defined value; NaN if none is left.
+    """
+    per_group = ndcg_per_group(scores, labels, offsets, k=k, policy=policy)
+    if groups is not None:
+        per_group = per_group[group_mask(groups, n_groups=len(per_group))]
+    return _nanmean(per_group)
+
+
+def evaluate_ranking(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    ks: Sequence[int] = (1, 3, 5, 10),
+    policy: str = "skip",
+    outlier_groups: np.ndarray | None = None,
+) -> dict[str, float]:
+    """Every NDCG@k of ``ks``, and Outlier-NDCG@k when ``outlier_groups`` is given.
+
+    Args:
+        scores, labels, offsets, policy: as in ``ndcg_per_group``.
+        ks: cutoffs.
+        outlier_groups: ``[n_groups]`` bool mask (or index array) of the outlier QGs.
+
+    Returns:
+        ``ndcg@k`` for each k and ``n_groups_evaluated`` (QGs that entered the means); with
+        ``outlier_groups`` also ``outlier_ndcg@k`` and ``n_outlier_groups`` (outlier QGs that
+        entered the outlier means). Means with nothing to average are NaN.
+    """
+    fill = check_policy(policy)
+    cutoffs = [check_k(k) for k in ks]
+    if not cutoffs:
+        raise ValueError("ks must hold at least one cutoff")
+    ranked = _RankedGains.build(scores, labels, offsets)
+    outlier = None
+    if outlier_groups is not None:
+        outlier = group_mask(outlier_groups, n_groups=ranked.n_groups)
+    report: dict[str, float] = {}
+    for k in cutoffs:
+        per_group = ranked.ndcg_at(k, fill)
+        report[f"ndcg@{k}"] = _nanmean(per_group)
+        if outlier is not None:
+            report[f"outlier_ndcg@{k}"] = _nanmean(per_group[outlier])
+    # Whether a QG is defined does not depend on k, so the last per_group speaks for all.
+    evaluated = ~np.isnan(per_group)
+    report["n_groups_evaluated"] = int(evaluated.sum())
+    if outlier is not None:
+        report["n_outlier_groups"] = int((evaluated & outlier).sum())
+    return report
+
+
+def group_mask(groups: np.ndarray | Sequence[int], *, n_groups: int) -> np.ndarray:
+    """``[n_groups]`` bool mask from a bool mask or an index array of QGs."""
+    selected = np.asarray(groups)
+    if selected.dtype == bool:
+        if selected.shape != (n_groups,):
+            raise ValueError(f"a bool QG mask must have shape ({n_groups},), got {selected.shape}")
+        return selected
+    if selected.size and not np.issubdtype(selected.dtype, np.integer):
+        raise ValueError(f"select QGs by a bool mask or integer indices, not {selected.dtype}")
+    mask = np.zeros(n_groups, dtype=bool)
+    mask[selected.astype(np.int64).ravel()] = True
+    return mask
+
+
+class _RankedGains:
+    """Per-item gains in model order and in ideal order, sorted once and reused for every k.
+
+    All arrays are ``[n_items]``: ``group`` (QG of each position), ``rank`` (1-based position
+    inside its QG), ``model`` (gain of the item the scores put there), ``ideal`` (gain of the
+    item a perfect ranking puts there).
+    """
+
+    def __init__(
+        self,
+        group: np.ndarray,
+        rank: np.ndarray,
+        model: np.ndarray,
+        ideal: np.ndarray,
+        n_groups: int,
+    ) -> None:
+        self.group, self.rank, self.model, self.ideal = group, rank, model, ideal
+        self.n_groups = n_groups
+
+    @classmethod
+    def build(cls, scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray) -> _RankedGains:
+        scores, labels, offsets = _check_inputs(scores, labels, offsets)
+        n_groups = len(offsets) - 1
+        group = np.repeat(np.arange(n_groups, dtype=np.int64), np.diff(offsets))
+        rank = np.arange(len(scores), dtype=np.int64) - offsets[group] + 1
+        item_gains = gains(labels)
+        # lexsort is stable and group is its primary key, so sorted rows keep their QG blocks
+        # (group[order] == group) and tied scores keep input order, as the convention asks.
+        model = item_gains[np.lexsort((-scores, group))]
+        ideal = item_gains[np.lexsort((-item_gains, group))]
+        return cls(group, rank, model, ideal, n_groups)
+
+    def ndcg_at(self, k: int, fill: float) -> np.ndarray:
+        """``[n_groups]`` NDCG@k, ``fill`` where the ideal DCG is 0."""
+        top = self.rank <= k
+        group = self.group[top]
+        weight = discounts(self.rank[top])
+        dcg = np.bincount(group, weights=self.model[top] * weight, minlength=self.n_groups)
+        ideal = np.bincount(group, weights=self.ideal[top] * weight, minlength=self.n_groups)
+        defined = ideal > 0
+        return np.where(defined, dcg / np.where(defined, ideal, 1.0), fill)
+
+
+def _check_inputs(
+    scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.float64)
+    offsets = np.asarray(offsets)
+    if scores.ndim != 1 or labels.shape != scores.shape:
+        shapes = f"{scores.shape} and {labels.shape}"
+        raise ValueError(f"scores and labels must both be [n_items], got {shapes}")
+    if offsets.ndim != 1 or len(offsets) < 1 or not np.issubdtype(offsets.dtype, np.integer):
+        raise ValueError("offsets must be a 1-D integer array [n_groups + 1]")
+    offsets = offsets.astype(np.int64)
+    if offsets[0] != 0 or offsets[-1] != len(scores) or np.any(np.diff(offsets) < 0):
+        raise ValueError(f"offsets must rise from 0 to n_items={len(scores)} without decreasing")
+    # NaN has no place in an order; a diverged model should fail loudly, not score as last.
+    if np.isnan(scores).any():
+        raise ValueError("scores contain NaN")
+    # Negative labels would give negative gains and an ideal DCG that is not an upper bound.
+    if labels.size and not labels.min() >= 0:
+        raise ValueError("labels must be >= 0 (and not NaN)")
+    return scores, labels, offsets
+
+
+def _nanmean(values: np.ndarray) -> float:
+    kept = values[~np.isnan(values)]
+    return float(kept.mean()) if kept.size else float("nan")
+
+
+# Empty-QG policy name -> the NDCG a QG without any relevant item counts as.
+EMPTY_QG_POLICIES: dict[str, float] = {"skip": float("nan"), "one": 1.0, "zero": 0.0}

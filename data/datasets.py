@@ -1,0 +1,129 @@
+"""Data sets by name: the synthetic default, any LETOR folder, and the public presets.
+
+``configs/data/<name>.yaml`` fills `DataConfig`. ``synthetic`` is generated from its spec;
+``letor`` reads ``data.path``; a preset reads ``data.path`` or, when that is unset,
+``$LTR_DATA_DIR/<name>/``, and stops with a message saying which files belong where and where the
+data set is published when they are missing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import UserError
+from data.cache import load_split
+from data.ranking_split import RankingSplit
+from data.synthetic import SyntheticSpec, generate
+from data.transforms import TRANSFORMS
+
+SPLITS = ("train", "vali", "test")
+OUTLIER_METHODS = ("histogram", "knn", "qids", "none")
+
+
+@dataclass(frozen=True)
+class OutlierConfig:
+    """How test QGs are flagged as outliers (paper 2.1, A.2.2)."""
+
+    method: str = "histogram"  # histogram | knn | qids | none
+    target_share: float = 0.01  # share of test QGs that G (or the knn cut) aims at
+    gap: int | None = None  # G, the run of empty bins; None tunes it to target_share
+    n_bins: int = 100
+    max_tail_share: float = 0.01  # a tail beyond a gap must hold less than this share of vali
+    knn_k: int = 10
+    qids: list[int] = field(default_factory=list)  # method=qids: the user's outlier qids
+
+    def __post_init__(self) -> None:
+        if self.method not in OUTLIER_METHODS:
+            raise ValueError(f"data.outliers.method must be one of {', '.join(OUTLIER_METHODS)}")
+        if not 0 < self.target_share < 1:
+            raise ValueError("data.outliers.target_share must be in (0, 1)")
+        if self.gap is not None and self.gap < 1:
+            raise ValueError("data.outliers.gap must be >= 1")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    name: str = "synthetic"
+    path: str | None = None  # folder holding the split files (letor and presets)
+    # File of each split inside `path`; ".txt" and ".txt.gz" are tried after the name itself.
+    splits: dict[str, str] = field(default_factory=lambda: {s: s for s in SPLITS})
+    transform: str = "log1p-standardize"
+    clip: float | None = None
+    n_features: int | None = None  # expected feature count (checked when set)
+    source: str = ""  # where the data set is published, for the missing-files message
+    synthetic: SyntheticSpec = field(default_factory=SyntheticSpec)
+    outliers: OutlierConfig = field(default_factory=OutlierConfig)
+
+    def __post_init__(self) -> None:
+        if self.transform not in TRANSFORMS:
+            raise ValueError(f"data.transform must be one of {', '.join(TRANSFORMS)}")
+        if set(self.splits) != set(SPLITS):
+            raise ValueError(f"data.splits must name exactly {', '.join(SPLITS)}")
+
+
+def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
+    """The raw (untransformed) train, vali and test splits, with one feature count."""
+    if cfg.name == "synthetic":
+        splits = generate(cfg.synthetic)
+    else:
+        folder = _folder(cfg)
+        files = {split: _find_file(folder, cfg.splits[split]) for split in SPLITS}
+        missing = [f"{folder / cfg.splits[s]}[.txt|.txt.gz]" for s, f in files.items() if f is None]
+        if missing:
+            raise UserError(_missing_message(cfg, folder, missing))
+        splits = {split: load_split(path, name=split) for split, path in files.items()}
+    return _same_width(splits, cfg)
+
+
+def _folder(cfg: DataConfig) -> Path:
+    if cfg.path:
+        return Path(cfg.path).expanduser()
+    if cfg.name == "letor":
+        raise UserError("data=letor needs data.path=<folder holding train, vali and test files>")
+    root = os.environ.get("LTR_DATA_DIR")
+    if not root:
+        raise UserError(
+            f"data set '{cfg.name}': set LTR_DATA_DIR (the folder holding {cfg.name}/) "
+            f"or data.path=<folder>; the data set is published at {cfg.source or 'its home page'}"
+        )
+    return Path(root).expanduser() / cfg.name
+
+
+def _find_file(folder: Path, stem: str) -> Path | None:
+    for candidate in (stem, f"{stem}.txt", f"{stem}.txt.gz", f"{stem}.gz"):
+        path = folder / candidate
+        if path.is_file():
+            return path
+    return None
+
+
+def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
+    lines = [f"data set '{cfg.name}': missing files (plain text or .gz):"]
+    lines += [f"  {m}" for m in missing]
+    if cfg.source:
+        lines.append(f"Download it from {cfg.source} and put the files there")
+        lines.append(f"(or point data.path=<folder> elsewhere; LTR_DATA_DIR/{cfg.name} is the default).")
+    return "\n".join(lines)
+
+
+def _same_width(splits: dict[str, RankingSplit], cfg: DataConfig) -> dict[str, RankingSplit]:
+    """Pad splits whose highest feature index is lower (absent features are 0)."""
+    import numpy as np
+
+    width = max(s.n_features for s in splits.values())
+    if cfg.n_features is not None:
+        if width > cfg.n_features:
+            raise UserError(
+                f"data set '{cfg.name}': files hold {width} features, "
+                f"data.n_features says {cfg.n_features}"
+            )
+        width = cfg.n_features
+    out = {}
+    for name, split in splits.items():
+        if split.n_features < width:
+            pad = np.zeros((split.n_items, width - split.n_features), dtype=np.float32)
+            split = split.with_features(np.hstack([np.asarray(split.features), pad]))
+        out[name] = split
+    return out

@@ -1,0 +1,76 @@
+"""``./run.sh data-info [key=value ...]``: what a data set and a label setting look like.
+
+Per split: QGs, items, features, label histogram, share of QGs without a relevant item; the
+outlier QGs found (with the chosen G); the labeled QGs, items and positives per QG of the scarcity
+setting (like the paper's Tables 9-11).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from data.pipeline import PreparedData, prepare_data
+from data.ranking_split import RankingSplit
+
+
+def split_stats(split: RankingSplit) -> dict:
+    values, counts = np.unique(np.asarray(split.labels), return_counts=True)
+    sizes = split.group_sizes
+    return {
+        "groups": split.n_groups,
+        "items": split.n_items,
+        "features": split.n_features,
+        "group_size_min_median_max": [int(sizes.min()), float(np.median(sizes)), int(sizes.max())]
+        if len(sizes)
+        else [0, 0, 0],
+        "label_histogram": {f"{v:g}": int(c) for v, c in zip(values, counts, strict=True)},
+        "share_groups_without_relevant": float(1 - split.groups_with_relevant().mean())
+        if split.n_groups
+        else 0.0,
+    }
+
+
+def describe(prepared: PreparedData) -> dict:
+    return {
+        "splits": {
+            "train (as labeled)": split_stats(prepared.train),
+            "vali (as labeled)": split_stats(prepared.vali),
+            "test": split_stats(prepared.test),
+        },
+        "outliers": prepared.outlier_info,
+        "scarcity": prepared.labels.summary(),
+    }
+
+
+def format_report(info: dict, dataset: str) -> str:
+    lines = [f"data set: {dataset}"]
+    header = f"{'split':<20}{'QGs':>8}{'items':>10}{'feat':>6}{'no-rel':>8}  labels"
+    lines.append(header)
+    for name, s in info["splits"].items():
+        hist = " ".join(f"{k}:{v}" for k, v in s["label_histogram"].items())
+        lines.append(
+            f"{name:<20}{s['groups']:>8}{s['items']:>10}{s['features']:>6}"
+            f"{s['share_groups_without_relevant']:>8.1%}  {hist}"
+        )
+    o = info["outliers"]
+    gap = f", G={o['gap']}" if o.get("gap") is not None else ""
+    lines.append(
+        f"outlier test QGs ({o['method']}{gap}): {o['count']} ({o['share']:.2%} of test QGs)"
+    )
+    s = info["scarcity"]
+    lines.append(
+        f"label setting {s['setting']}: {s['train_labeled_groups']}/{s['train_groups']} train QGs "
+        f"labeled ({s['train_labeled_items']} items, "
+        f"{s['train_labeled_groups_with_relevant']} with a relevant item, "
+        f"{s['mean_positives_per_labeled_group']:.2f} positives per labeled QG); "
+        f"vali {s['vali_labeled_groups']}/{s['vali_groups']} QGs labeled"
+    )
+    return "\n".join(lines)
+
+
+def main(cfg, out_dir: Path | None = None) -> dict:
+    info = describe(prepare_data(cfg))
+    print(format_report(info, cfg.data.name))
+    return info

@@ -1,0 +1,321 @@
+"""Reading SVMlight / LETOR text into a `RankingSplit`.
+
+Accepted lines: ``<label> qid:<int> <index>:<value> ... [# comment]`` with 1-based sparse indices
+(absent features are 0), integer or float labels, CRLF or LF line ends, blank and comment-only
+lines; plain or gzip-compressed. Also LightGBM-style files without ``qid:`` and a ``<file>.query``
+file beside them holding one QG size per line.
+
+Parsing is vectorized with numpy over chunks of the file: bytes methods strip comments and
+separators, `np.fromstring` converts every number at C speed, and the line structure is checked
+from token positions. When any check fails, the chunk is parsed again line by line in Python,
+which names the first bad line and says what was expected. That slow path is also the reference
+that the tests compare the fast path with.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from core.errors import DataFormatError
+from data.ranking_split import RankingSplit
+
+CHUNK_BYTES = 16 << 20
+_COMMENT = re.compile(rb"#[^\n]*")
+# ':' and CR become spaces; "qid:" is blanked separately so positions stay aligned.
+_SEPARATORS = bytes.maketrans(b":\r\t\v\f", b"     ")
+_EXPECTED = "expected '<label> qid:<int> <index>:<value> ...'"
+
+
+@dataclass
+class _Parsed:
+    """Items of one chunk, as flat arrays."""
+
+    labels: np.ndarray  # [n_lines] float64
+    qids: np.ndarray  # [n_lines] float64 (integral); empty without qid
+    rows: np.ndarray  # [nnz] int64, line index within the chunk
+    cols: np.ndarray  # [nnz] int64, 0-based feature index
+    values: np.ndarray  # [nnz] float64
+    line_numbers: np.ndarray  # [n_lines] int64, 1-based line numbers in the file
+    has_qid: bool
+
+
+def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
+    """Parse one LETOR/SVMlight file (plain or ``.gz``) into dense float32 arrays."""
+    path = Path(path)
+    chunks = list(_parse_chunks(path))
+    labels = np.concatenate([c.labels for c in chunks])
+    line_numbers = np.concatenate([c.line_numbers for c in chunks])
+    if len(labels) == 0:
+        raise DataFormatError(path, None, f"no data lines found ({_EXPECTED})")
+    has_qid = chunks[0].has_qid
+    n_features = max((int(c.cols.max()) + 1 for c in chunks if len(c.cols)), default=0)
+    features = np.zeros((len(labels), n_features), dtype=np.float32)
+    start = 0
+    for c in chunks:
+        features[c.rows + start, c.cols] = c.values
+        start += len(c.labels)
+    if has_qid:
+        line_qids = np.concatenate([c.qids for c in chunks]).astype(np.int64)
+        offsets, qids = _groups_from_qids(line_qids, line_numbers, path)
+    else:
+        offsets = _offsets_from_query_file(path, len(labels))
+        qids = np.arange(len(offsets) - 1, dtype=np.int64)
+    return RankingSplit(
+        features, labels.astype(np.float32), offsets, qids, name or _split_name(path)
+    )
+
+
+def _split_name(path: Path) -> str:
+    return path.name.split(".")[0]
+
+
+def open_text(path: Path) -> io.BufferedIOBase:
+    """Open a file for binary reading, decompressing gzip when its magic bytes say so."""
+    if not path.is_file():
+        raise DataFormatError(path, None, "file not found")
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _read_blocks(path: Path):
+    """Yield (block, first_line_number) with blocks ending at a line boundary."""
+    line_number = 1
+    rest = b""
+    try:
+        with open_text(path) as f:
+            while True:
+                block = f.read(CHUNK_BYTES)
+                if not block:
+                    break
+                block = rest + block
+                cut = block.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = block
+                    continue
+                rest = block[cut:]
+                yield block[:cut], line_number
+                line_number += block.count(b"\n", 0, cut)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataFormatError(path, None, f"cannot be read ({exc})") from None
+    if rest.strip():
+        yield rest + b"\n", line_number
+
+
+def _parse_chunks(path: Path):
+    has_qid: bool | None = None
+    for block, first_line in _read_blocks(path):
+        if has_qid is None:
+            first = next((ln for ln in block.split(b"\n") if ln.split(b"#")[0].strip()), None)
+            if first is None:
+                continue
+            has_qid = b"qid:" in first
+        parsed = _parse_fast(block, first_line, has_qid)
+        if parsed is None:
+            parsed = _parse_slow(block, first_line, has_qid, path)
+        yield parsed
+
+
+def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
+    """Vectorized parse of whole lines; None when anything looks off (the slow path decides)."""
+    text = _COMMENT.sub(b"", block)
+    n_qid = text.count(b"qid:")
+    cleaned = text.replace(b"qid:", b"    ").translate(_SEPARATORS)
+    raw = np.frombuffer(text, dtype=np.uint8)
+    buf = np.frombuffer(cleaned, dtype=np.uint8)
+    is_space = (buf == 32) | (buf == 10)
+    newline = np.flatnonzero(buf == 10)
+    not_space = ~is_space
+    starts = np.flatnonzero(not_space & np.concatenate(([True], is_space[:-1])))
+    ends = np.flatnonzero(not_space & np.concatenate((is_space[1:], [True])))
+    try:
+        numbers = np.fromstring(cleaned, dtype=np.float64, sep=" ")  # noqa: NPY201
+    except ValueError:
+        return None
+    if len(numbers) != len(starts):
+        return None
+    # Line of every token and of every line break; blank lines hold no token.
+    token_line = np.searchsorted(newline, starts)
+    n_lines_in_block = len(newline)
+    per_line = np.bincount(token_line, minlength=n_lines_in_block)
+    data_lines = np.flatnonzero(per_line > 0)
+    counts = per_line[data_lines]
+    head = 2 if has_qid else 1
+    if np.any(counts < head) or np.any((counts - head) % 2):
+        return None
+    first_token = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    if has_qid:
+        qid_at = np.flatnonzero(
+            (raw[:-3] == ord("q")) & (raw[1:-2] == ord("i")) & (raw[2:-1] == ord("d"))
+            & (raw[3:] == ord(":"))
+        )
+        if n_qid != len(data_lines) or len(qid_at) != n_qid:
+            return None
+        if np.any(starts[first_token + 1] != qid_at + 4):
+            return None
+    within = np.arange(len(starts)) - np.repeat(first_token, counts)
+    index_tokens = np.flatnonzero((within >= head) & ((within - head) % 2 == 0))
+    value_tokens = index_tokens + 1
+    n_colons = int(np.count_nonzero(raw == ord(":"))) - (n_qid if has_qid else 0)
+    if n_colons != len(index_tokens):
+        return None
+    if len(index_tokens) and (
+        np.any(raw[ends[index_tokens] + 1] != ord(":"))
+        or np.any(raw[starts[value_tokens] - 1] != ord(":"))
+    ):
+        return None
+    cols = numbers[index_tokens]
+    values = numbers[value_tokens]
+    labels = numbers[first_token]
+    qids = numbers[first_token + 1] if has_qid else np.zeros(0)
+    if (
+        np.any(cols < 1)
+        or np.any(cols != np.floor(cols))
+        or not np.all(np.isfinite(values))
+        or not np.all(np.isfinite(labels))
+        or np.any(qids != np.floor(qids))
+        or not np.all(np.isfinite(qids))
+    ):
+        return None
+    # Line numbers count the lines of the original block, comments included.
+    line_numbers = first_line + data_lines
+    return _Parsed(
+        labels=labels,
+        qids=qids,
+        rows=np.searchsorted(first_token, index_tokens, side="right") - 1,
+        cols=cols.astype(np.int64) - 1,
+        values=values,
+        line_numbers=line_numbers.astype(np.int64),
+        has_qid=has_qid,
+    )
+
+
+def _parse_slow(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Parsed:
+    """Line-by-line parse that raises `DataFormatError` at the first bad line."""
+    labels, qids, rows, cols, values, line_numbers = [], [], [], [], [], []
+    for offset, raw_line in enumerate(block.split(b"\n")[:-1]):
+        number = first_line + offset
+        tokens = raw_line.split(b"#", 1)[0].split()
+        if not tokens:
+            continue
+        text = [t.decode("utf-8", "replace") for t in tokens]
+        labels.append(_number(text[0], path, number, "label"))
+        features = text[1:]
+        if has_qid:
+            if not features or not features[0].startswith("qid:"):
+                raise DataFormatError(path, number, f"missing qid: ({_EXPECTED})")
+            qid_text = features[0][4:]
+            if not re.fullmatch(r"[+-]?\d+", qid_text):
+                raise DataFormatError(
+                    path, number, f"qid '{qid_text}' is not an integer ({_EXPECTED})"
+                )
+            qids.append(float(qid_text))
+            features = features[1:]
+        elif features and features[0].startswith("qid:"):
+            raise DataFormatError(path, number, "qid: found, but earlier lines of this file had none")
+        for pair in features:
+            index_text, sep, value_text = pair.partition(":")
+            if not sep or not re.fullmatch(r"[+-]?\d+", index_text):
+                raise DataFormatError(
+                    path, number, f"bad feature '{pair}' (expected <index>:<value>)"
+                )
+            index = int(index_text)
+            if index < 1:
+                raise DataFormatError(
+                    path, number, f"feature index {index} in '{pair}' (indices are 1-based)"
+                )
+            rows.append(len(labels) - 1)
+            cols.append(index - 1)
+            values.append(_number(value_text, path, number, f"value of feature {index}"))
+        line_numbers.append(number)
+    return _Parsed(
+        labels=np.asarray(labels, dtype=np.float64),
+        qids=np.asarray(qids, dtype=np.float64),
+        rows=np.asarray(rows, dtype=np.int64),
+        cols=np.asarray(cols, dtype=np.int64),
+        values=np.asarray(values, dtype=np.float64),
+        line_numbers=np.asarray(line_numbers, dtype=np.int64),
+        has_qid=has_qid,
+    )
+
+
+def _number(text: str, path: Path, line: int, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataFormatError(path, line, f"bad {what} '{text}' (expected a number)") from None
+    if not np.isfinite(value):
+        raise DataFormatError(path, line, f"{what} is '{text}' (expected a finite number)")
+    return value
+
+
+def _groups_from_qids(
+    line_qids: np.ndarray, line_numbers: np.ndarray, path: Path
+) -> tuple[np.ndarray, np.ndarray]:
+    """QG offsets from per-line qids; a qid that comes back after another one is an error."""
+    change = np.flatnonzero(line_qids[1:] != line_qids[:-1]) + 1
+    starts = np.concatenate(([0], change))
+    group_qids = line_qids[starts]
+    _, first_seen = np.unique(group_qids, return_index=True)
+    if len(first_seen) != len(group_qids):
+        seen_before = np.ones(len(group_qids), dtype=bool)
+        seen_before[first_seen] = False
+        bad = int(np.flatnonzero(seen_before)[0])
+        raise DataFormatError(
+            path,
+            int(line_numbers[starts[bad]]),
+            f"qid {group_qids[bad]} appears again after other qids "
+            "(the items of a query group must be on consecutive lines)",
+        )
+    offsets = np.concatenate((starts, [len(line_qids)])).astype(np.int64)
+    return offsets, group_qids.astype(np.int64)
+
+
+def query_file_for(path: Path) -> Path:
+    return path.with_name(path.name + ".query")
+
+
+def _offsets_from_query_file(path: Path, n_items: int) -> np.ndarray:
+    query_path = query_file_for(path)
+    if not query_path.is_file():
+        raise DataFormatError(
+            path, None, f"lines have no qid: and there is no {query_path.name} file of group sizes"
+        )
+    sizes = []
+    for number, line in enumerate(query_path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        if not line.strip().isdigit() or int(line) < 1:
+            raise DataFormatError(
+                query_path, number, f"'{line.strip()}' is not a group size (a positive integer)"
+            )
+        sizes.append(int(line))
+    if sum(sizes) != n_items:
+        raise DataFormatError(
+            query_path, None, f"group sizes add up to {sum(sizes)}, but {path.name} has {n_items} items"
+        )
+    return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+
+
+def write_letor(split: RankingSplit, path: str | Path, *, precision: int = 6) -> None:
+    """Write a split as dense LETOR text (plain, or gzip when the name ends in .gz)."""
+    path = Path(path)
+    feature_fmt = " ".join(f"{j + 1}:%.{precision}g" for j in range(split.n_features))
+    qid_per_item = np.repeat(split.qids, split.group_sizes)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt") as f:
+        for start in range(0, split.n_items, 50_000):
+            stop = min(start + 50_000, split.n_items)
+            block = np.column_stack(
+                [split.labels[start:stop], qid_per_item[start:stop], split.features[start:stop]]
+            )
+            np.savetxt(f, block, fmt=f"%g qid:%d {feature_fmt}")

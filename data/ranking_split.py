@@ -1,0 +1,123 @@
+"""The in-memory (or memory-mapped) form of one split of a learning-to-rank data set.
+
+A split is a sequence of query groups (QGs). Items of one QG are contiguous rows:
+QG ``g`` owns rows ``offsets[g]:offsets[g + 1]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RankingSplit:
+    """One split of an LTR data set.
+
+    Attributes:
+        features: ``[n_items, n_features]`` float32 (may be a read-only memmap).
+        labels: ``[n_items]`` float32 relevance labels (graded, binary or real).
+        offsets: ``[n_groups + 1]`` int64, ``offsets[0] == 0``, non-decreasing.
+        qids: ``[n_groups]`` int64 query ids, in file order.
+        name: a short name for messages ("train", "vali", "test").
+    """
+
+    features: np.ndarray
+    labels: np.ndarray
+    offsets: np.ndarray
+    qids: np.ndarray
+    name: str = "split"
+
+    def __post_init__(self) -> None:
+        n_items = self.features.shape[0]
+        if self.features.ndim != 2:
+            raise ValueError(f"{self.name}: features must be [n_items, n_features]")
+        if self.labels.shape != (n_items,):
+            raise ValueError(f"{self.name}: labels must be [n_items]={n_items}")
+        if self.offsets.ndim != 1 or self.offsets[0] != 0 or self.offsets[-1] != n_items:
+            raise ValueError(f"{self.name}: offsets must start at 0 and end at n_items")
+        if self.qids.shape != (len(self.offsets) - 1,):
+            raise ValueError(f"{self.name}: qids must be [n_groups]")
+
+    @property
+    def n_items(self) -> int:
+        return int(self.features.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.features.shape[1])
+
+    @property
+    def n_groups(self) -> int:
+        return int(len(self.offsets) - 1)
+
+    @property
+    def group_sizes(self) -> np.ndarray:
+        """``[n_groups]`` int64 number of items per QG."""
+        return np.diff(self.offsets)
+
+    @property
+    def group_index(self) -> np.ndarray:
+        """``[n_items]`` int64: the QG each item belongs to."""
+        return np.repeat(np.arange(self.n_groups, dtype=np.int64), self.group_sizes)
+
+    def group_slice(self, g: int) -> slice:
+        return slice(int(self.offsets[g]), int(self.offsets[g + 1]))
+
+    def groups_with_relevant(self) -> np.ndarray:
+        """``[n_groups]`` bool: QGs holding at least one item with a label above 0."""
+        if self.n_items == 0:
+            return np.zeros(self.n_groups, dtype=bool)
+        max_label = np.maximum.reduceat(self.labels, self.offsets[:-1].clip(max=self.n_items - 1))
+        return (max_label > 0) & (self.group_sizes > 0)
+
+    def with_features(self, features: np.ndarray) -> RankingSplit:
+        """The same QGs and labels with other per-item features (e.g. transformed)."""
+        return RankingSplit(features, self.labels, self.offsets, self.qids, self.name)
+
+    def with_labels(self, labels: np.ndarray) -> RankingSplit:
+        return RankingSplit(self.features, labels, self.offsets, self.qids, self.name)
+
+    def subset(self, groups: np.ndarray) -> RankingSplit:
+        """A new split holding the given QGs (indices, in the given order), copied."""
+        groups = np.asarray(groups, dtype=np.int64)
+        sizes = self.group_sizes[groups]
+        offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        rows = _rows_of_groups(self.offsets, groups)
+        return RankingSplit(
+            np.ascontiguousarray(self.features[rows]),
+            np.ascontiguousarray(self.labels[rows]),
+            offsets,
+            self.qids[groups].copy(),
+            self.name,
+        )
+
+
+def _rows_of_groups(offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Row indices of the given QGs, concatenated in order, without a Python loop."""
+    starts = offsets[groups]
+    sizes = offsets[groups + 1] - starts
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    # Position within each group, plus the group's start row.
+    group_start_in_output = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.repeat(starts, sizes) + (np.arange(total) - group_start_in_output)
+
+
+def concatenate(splits: list[RankingSplit], name: str) -> RankingSplit:
+    """Several splits as one (e.g. train + vali features for pretraining)."""
+    offsets = [np.zeros(1, dtype=np.int64)]
+    shift = 0
+    for split in splits:
+        offsets.append(split.offsets[1:] + shift)
+        shift += split.n_items
+    return RankingSplit(
+        np.concatenate([np.asarray(s.features) for s in splits]),
+        np.concatenate([np.asarray(s.labels) for s in splits]),
+        np.concatenate(offsets),
+        np.concatenate([s.qids for s in splits]),
+        name,
+    )

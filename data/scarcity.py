@@ -1,0 +1,119 @@
+"""Label scarcity, the one definition shared by every stage.
+
+Crowdsourced labels (paper 4.1.1): a seeded random fraction of the train QGs is labeled, all
+items of a labeled QG carry their labels. The draw is a seeded permutation of the train QGs and
+a fraction takes its first ``ceil(fraction * n_groups)`` QGs (at least one), so for one seed the
+0.1% draw is inside the 0.5% draw, which is inside the 10% draw, and so on.
+
+Implicit binary feedback (paper 4.1.2, A.2.4): ``y = 1{t * r + G1 > t * tau + G0}`` with
+standard Gumbels ``G0, G1`` drawn per item from the seed, ``t = 4``; applied to train and vali,
+test keeps its graded labels. Labeled QGs are those with at least one positive (among the drawn
+fraction, which is 1.0 by default in this setting).
+
+Validation labels: ``full`` (every vali QG labeled, as in the paper) or ``same`` (a seeded draw
+at the train fraction, what a user with scarce labels really has).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from data.ranking_split import RankingSplit
+
+VAL_SETTINGS = ("full", "same")
+# Separate random streams so that changing one setting never moves another's draw.
+_TRAIN_STREAM, _VALI_STREAM, _GUMBEL_STREAM = 11, 12, 13
+
+
+@dataclass(frozen=True)
+class ScarcityConfig:
+    fraction: float = 1.0
+    val: str = "full"
+    binary_tau: float | None = None
+    binary_temperature: float = 4.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"scarcity.fraction must be in (0, 1], got {self.fraction}")
+        if self.val not in VAL_SETTINGS:
+            raise ValueError(f"scarcity.val must be one of {', '.join(VAL_SETTINGS)}, got {self.val}")
+        if self.binary_temperature <= 0:
+            raise ValueError("scarcity.binary_temperature must be positive")
+
+    @property
+    def tag(self) -> str:
+        """The label setting's name in run directories, e.g. ``frac=0.01`` or ``tau=4.5``."""
+        tag = f"frac={self.fraction:g}"
+        if self.binary_tau is not None:
+            tag = f"tau={self.binary_tau:g}" + ("" if self.fraction == 1.0 else f",{tag}")
+        return tag + ("" if self.val == "full" else ",val=same")
+
+
+@dataclass(frozen=True)
+class LabelSetting:
+    """What the learner may see. Masks are ``[n_groups]`` bool over the full splits."""
+
+    train: RankingSplit  # labels possibly binarized
+    vali: RankingSplit  # labels possibly binarized
+    train_labeled: np.ndarray
+    vali_labeled: np.ndarray
+    config: ScarcityConfig
+
+    def labeled_train(self) -> RankingSplit:
+        return self.train.subset(np.flatnonzero(self.train_labeled))
+
+    def labeled_vali(self) -> RankingSplit:
+        return self.vali.subset(np.flatnonzero(self.vali_labeled))
+
+    def summary(self) -> dict:
+        labeled = self.labeled_train()
+        positives = np.add.reduceat(labeled.labels > 0, labeled.offsets[:-1]) if labeled.n_items else []
+        return {
+            "setting": self.config.tag,
+            "train_labeled_groups": int(self.train_labeled.sum()),
+            "train_groups": self.train.n_groups,
+            "train_labeled_items": labeled.n_items,
+            "train_labeled_groups_with_relevant": int(labeled.groups_with_relevant().sum()),
+            "mean_positives_per_labeled_group": float(np.mean(positives)) if len(positives) else 0.0,
+            "vali_labeled_groups": int(self.vali_labeled.sum()),
+            "vali_groups": self.vali.n_groups,
+        }
+
+
+def draw_labeled_groups(n_groups: int, fraction: float, *, seed: int, stream: int) -> np.ndarray:
+    """``[n_groups]`` bool; nested across fractions for one (seed, stream)."""
+    order = np.random.default_rng([seed, stream]).permutation(n_groups)
+    n_labeled = min(n_groups, max(1, math.ceil(fraction * n_groups)))
+    mask = np.zeros(n_groups, dtype=bool)
+    mask[order[:n_labeled]] = True
+    return mask
+
+
+def binarize_labels(
+    labels: np.ndarray, *, tau: float, temperature: float, seed: int, stream: int
+) -> np.ndarray:
+    """Implicit binary feedback: ``1{t*r + G1 > t*tau + G0}``, P(y=1) = sigmoid(t (r - tau))."""
+    rng = np.random.default_rng([seed, _GUMBEL_STREAM, stream])
+    g1, g0 = rng.gumbel(size=(2, len(labels)))
+    clicked = temperature * np.asarray(labels, dtype=np.float64) + g1 > temperature * tau + g0
+    return clicked.astype(np.float32)
+
+
+def apply_scarcity(
+    train: RankingSplit, vali: RankingSplit, config: ScarcityConfig, *, seed: int
+) -> LabelSetting:
+    train_mask = draw_labeled_groups(train.n_groups, config.fraction, seed=seed, stream=_TRAIN_STREAM)
+    if config.val == "same":
+        vali_mask = draw_labeled_groups(vali.n_groups, config.fraction, seed=seed, stream=_VALI_STREAM)
+    else:
+        vali_mask = np.ones(vali.n_groups, dtype=bool)
+    if config.binary_tau is not None:
+        options = dict(tau=config.binary_tau, temperature=config.binary_temperature, seed=seed)
+        train = train.with_labels(binarize_labels(train.labels, stream=_TRAIN_STREAM, **options))
+        vali = vali.with_labels(binarize_labels(vali.labels, stream=_VALI_STREAM, **options))
+        train_mask &= train.groups_with_relevant()
+        vali_mask &= vali.groups_with_relevant()
+    return LabelSetting(train, vali, train_mask, vali_mask, config)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Entry point: ./run.sh <command> [<name>] [key=value ...]   (./run.sh --help lists them)
+# On first use it makes .venv, installs torch==2.13.0 (the CPU build), then this project,
+# and leaves a stamp keyed on pyproject.toml so later calls start at once.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$ROOT/.venv"
+KEY="$(cksum < "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+STAMP="$VENV/.installed-$KEY"
+
+find_python() {
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "error: Python >= 3.11 is needed (python3.11 or python3 on PATH)" >&2
+  return 1
+}
+
+setup() {
+  [ -f "$STAMP" ] && return 0
+  echo "run.sh: setting up $VENV (first use; a few minutes)" >&2
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$(find_python)" -m venv "$VENV"
+  fi
+  # torch first and pinned exactly: any other spec pulls gigabytes of CUDA wheels.
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev]"
+  rm -f "$VENV"/.installed-*
+  touch "$STAMP"
+  echo "run.sh: setup done" >&2
+}
+
+setup
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# -P: never import a user's own data/ or core/ folder from the current directory.
+case "${1:-}" in
+  test)
+    shift
+    cd "$ROOT"
+    exec "$VENV/bin/python" -P -m pytest "$@"
+    ;;
+  *)
+    exec "$VENV/bin/python" -P -m core.cli "$@"
+    ;;
+esac
