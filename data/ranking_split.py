@@ -85,7 +85,7 @@ class RankingSplit:
         sizes = self.group_sizes[groups]
         offsets = np.zeros(len(groups) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        rows = _rows_of_groups(self.offsets, groups)
+        rows = rows_of_groups(self.offsets, groups)
         return RankingSplit(
             np.ascontiguousarray(self.features[rows]),
             np.ascontiguousarray(self.labels[rows]),
@@ -95,7 +95,7 @@ class RankingSplit:
         )
 
 
-def _rows_of_groups(offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:
+def rows_of_groups(offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Row indices of the given QGs, concatenated in order, without a Python loop."""
     starts = offsets[groups]
     sizes = offsets[groups + 1] - starts
