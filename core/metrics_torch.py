@@ -86,9 +86,8 @@ def ndcg_torch(
     _check_shapes(scores, labels, mask)
     labels = labels.to(_as_float(scores).dtype)
     order = rank_order_torch(scores, mask)
-    ranked_gains = torch.where(
-        mask.gather(1, order), gains_torch(labels.gather(1, order)), 0.0
-    )  # padded labels may be anything (even NaN), so zero them rather than multiply by a mask
+    # Padded labels may be anything (even NaN), so select zeros rather than multiply by the mask.
+    ranked_gains = torch.where(mask.gather(1, order), gains_torch(labels.gather(1, order)), 0.0)
     discount = discounts_torch(scores.shape[1], k=k, dtype=labels.dtype, device=labels.device)
     dcg = (ranked_gains * discount).sum(dim=1)
     ideal = ideal_dcg_torch(labels, mask, k=k)

@@ -50,10 +50,10 @@ def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
     """Parse one LETOR/SVMlight file (plain or ``.gz``) into dense float32 arrays."""
     path = Path(path)
     chunks = list(_parse_chunks(path))
+    if not chunks or not any(len(c.labels) for c in chunks):
+        raise DataFormatError(path, None, f"no data lines found ({_EXPECTED})")
     labels = np.concatenate([c.labels for c in chunks])
     line_numbers = np.concatenate([c.line_numbers for c in chunks])
-    if len(labels) == 0:
-        raise DataFormatError(path, None, f"no data lines found ({_EXPECTED})")
     has_qid = chunks[0].has_qid
     n_features = max((int(c.cols.max()) + 1 for c in chunks if len(c.cols)), default=0)
     features = np.zeros((len(labels), n_features), dtype=np.float32)

@@ -63,13 +63,13 @@ class SyntheticSpec:
     min_group_size: int = 2
     group_size_sigma: float = 0.9  # log-normal sigma of QG sizes: a few to a few hundred items
     latent_dim: int = 4
-    feature_noise: float = 1.0  # per-feature noise std; the latent signal has std about 1.1
+    feature_noise: float = 0.8  # per-feature noise std; the latent signal has std about 1.1
     query_shift: float = 0.5  # std of per-QG offsets of each feature
     max_alignment: float = 0.5  # largest |cos(a_j, w1)|, so no single feature ranks well alone
     nonlinearity: float = 1.0  # weight of the non-linear terms of the relevance function
     label_noise: float = 0.3
     frac_relevant: float = 0.15  # mean fraction of relevant items in QGs that have some
-    frac_groups_without_relevant: float = 0.12  # QGs forced to have none (small QGs add more)
+    frac_groups_without_relevant: float = 0.15  # QGs forced to have none (small QGs add more)
     outlier_group_rate: float = 0.005  # of vali and test QGs; at least one QG when above 0
     seed: int = 0
 
@@ -90,8 +90,8 @@ class SyntheticSpec:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.n_features < 8:
             raise ValueError(f"n_features must be >= 8 (one of each kind), got {self.n_features}")
-        if self.max_group_size < self.min_group_size:
-            raise ValueError("max_group_size must be >= min_group_size")
+        if not self.min_group_size < self.mean_group_size < self.max_group_size:
+            raise ValueError("mean_group_size must lie strictly between min_ and max_group_size")
         if not 0 <= self.max_alignment <= 1:
             raise ValueError(f"max_alignment must be in [0, 1], got {self.max_alignment}")
         if not 0 < self.frac_relevant < 1:
@@ -176,10 +176,25 @@ def _make_world(spec: SyntheticSpec, rng: np.random.Generator) -> _World:
     )
 
 
+def _clipped_lognormal_mean(mu: float, sigma: float, low: float, high: float) -> float:
+    """Mean of ``clip(X, low, high)`` for ``X ~ LogNormal(mu, sigma)``."""
+    phi = lambda x: 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))  # noqa: E731
+    a, b = (math.log(low) - mu) / sigma, (math.log(high) - mu) / sigma
+    inside = math.exp(mu + sigma**2 / 2) * (phi(b - sigma) - phi(a - sigma))
+    return low * phi(a) + high * (1.0 - phi(b)) + inside
+
+
 def _group_sizes(spec: SyntheticSpec, n_groups: int, rng: np.random.Generator) -> np.ndarray:
-    """``[n_groups]`` int64 QG sizes from a clipped log-normal."""
-    sigma = spec.group_size_sigma
-    mu = math.log(spec.mean_group_size) - sigma**2 / 2
+    """``[n_groups]`` int64 QG sizes from a clipped log-normal whose mean is mean_group_size."""
+    sigma, low, high = spec.group_size_sigma, spec.min_group_size, spec.max_group_size
+    # Clipping moves the mean, so find mu by bisection (the clipped mean grows with mu).
+    lo, hi = math.log(low) - 10 * sigma, math.log(high) + 10 * sigma
+    for _ in range(100):
+        mu = (lo + hi) / 2
+        if _clipped_lognormal_mean(mu, sigma, low, high) < spec.mean_group_size:
+            lo = mu
+        else:
+            hi = mu
     sizes = np.rint(rng.lognormal(mu, sigma, size=n_groups))
     return sizes.clip(spec.min_group_size, spec.max_group_size).astype(np.int64)
 
@@ -270,7 +285,8 @@ def _inject_outliers(
     if rate == 0:
         return
     columns = np.array([j for j, kind in enumerate(kinds) if kind in _UNBOUNDED_KINDS])
-    bulk_max = np.max([s.features[:, columns].max(axis=0) for s in splits.values()], axis=0)
+    # A reduction over whole rows is fast on C-ordered features; column gathers copy.
+    bulk_max = np.max([s.features.max(axis=0) for s in splits.values()], axis=0)[columns]
     for name in ("vali", "test"):
         split = splits[name]
         chosen = rng.choice(split.n_groups, size=math.ceil(rate * split.n_groups), replace=False)
