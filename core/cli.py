@@ -43,8 +43,9 @@ def usage() -> str:
     lines += [
         "  test [pytest args]\n      run the test suite",
         "",
-        "common keys: data=<name> data.path=<folder> scarcity.fraction=<f> scarcity.val=full|same",
-        "             scarcity.binary_tau=<tau> seed=<int> run_dir=<folder> epochs=<int> logger=none",
+        "common keys: data=<name> data.path=<folder> scarcity.fraction=<f>",
+        "             scarcity.val=full|same scarcity.binary_tau=<tau> seed=<int>",
+        "             run_dir=<folder> epochs=<int> logger=none",
         f"data sets: {', '.join(available('data'))}",
     ]
     return "\n".join(lines)
@@ -96,6 +97,14 @@ STAGES: dict[str, Stage] = {
         help="per split: QGs, items, labels, outlier QGs; the label setting's labeled QGs",
         entry="data.info:main",
         schema="core.config:CommonConfig",
+    ),
+    "baseline": Stage(
+        help="a baseline ranker on the labeled QGs, chosen on vali (LightGBM LambdaMART, "
+        "+ pseudo-labels / PCA)",
+        entry="baselines.run:main",
+        schema="baselines.config:BaselineConfig",
+        config_folder="baseline",
+        run_stage="baseline",
     ),
 }
 

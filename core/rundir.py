@@ -69,9 +69,8 @@ def mark_done(run_dir: Path) -> None:
 
 def git_revision() -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5
-        )
+        command = ["git", "rev-parse", "HEAD"]
+        out = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None

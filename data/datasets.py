@@ -104,7 +104,9 @@ def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
     lines += [f"  {m}" for m in missing]
     if cfg.source:
         lines.append(f"Download it from {cfg.source} and put the files there")
-        lines.append(f"(or point data.path=<folder> elsewhere; LTR_DATA_DIR/{cfg.name} is the default).")
+        lines.append(
+            f"(or point data.path=<folder> elsewhere; LTR_DATA_DIR/{cfg.name} is the default)."
+        )
     return "\n".join(lines)
 
 

@@ -39,7 +39,8 @@ class ScarcityConfig:
         if not 0.0 < self.fraction <= 1.0:
             raise ValueError(f"scarcity.fraction must be in (0, 1], got {self.fraction}")
         if self.val not in VAL_SETTINGS:
-            raise ValueError(f"scarcity.val must be one of {', '.join(VAL_SETTINGS)}, got {self.val}")
+            allowed = ", ".join(VAL_SETTINGS)
+            raise ValueError(f"scarcity.val must be one of {allowed}, got {self.val}")
         if self.binary_temperature <= 0:
             raise ValueError("scarcity.binary_temperature must be positive")
 
@@ -70,14 +71,16 @@ class LabelSetting:
 
     def summary(self) -> dict:
         labeled = self.labeled_train()
-        positives = np.add.reduceat(labeled.labels > 0, labeled.offsets[:-1]) if labeled.n_items else []
+        positives = np.zeros(0)
+        if labeled.n_items:
+            positives = np.add.reduceat(labeled.labels > 0, labeled.offsets[:-1])
         return {
             "setting": self.config.tag,
             "train_labeled_groups": int(self.train_labeled.sum()),
             "train_groups": self.train.n_groups,
             "train_labeled_items": labeled.n_items,
             "train_labeled_groups_with_relevant": int(labeled.groups_with_relevant().sum()),
-            "mean_positives_per_labeled_group": float(np.mean(positives)) if len(positives) else 0.0,
+            "mean_positives_per_labeled_group": float(positives.mean()) if len(positives) else 0.0,
             "vali_labeled_groups": int(self.vali_labeled.sum()),
             "vali_groups": self.vali.n_groups,
         }
@@ -105,9 +108,10 @@ def binarize_labels(
 def apply_scarcity(
     train: RankingSplit, vali: RankingSplit, config: ScarcityConfig, *, seed: int
 ) -> LabelSetting:
-    train_mask = draw_labeled_groups(train.n_groups, config.fraction, seed=seed, stream=_TRAIN_STREAM)
+    fraction = config.fraction
+    train_mask = draw_labeled_groups(train.n_groups, fraction, seed=seed, stream=_TRAIN_STREAM)
     if config.val == "same":
-        vali_mask = draw_labeled_groups(vali.n_groups, config.fraction, seed=seed, stream=_VALI_STREAM)
+        vali_mask = draw_labeled_groups(vali.n_groups, fraction, seed=seed, stream=_VALI_STREAM)
     else:
         vali_mask = np.ones(vali.n_groups, dtype=bool)
     if config.binary_tau is not None:

@@ -2,8 +2,9 @@
 
 Generative model (one "world" of parameters, then train, vali and test splits drawn from it):
 
-1. QG sizes: ``round(LogNormal)`` with mean about ``mean_group_size``, clipped to
-   ``[min_group_size, max_group_size]``.
+1. QG sizes: ``round(LogNormal(mu, group_size_sigma))`` clipped to
+   ``[min_group_size, max_group_size]``, with ``mu`` such that the mean size is
+   ``mean_group_size``.
 2. Latents: item ``i`` of QG ``q`` has ``z_i = c_q + u_i`` in ``R^latent_dim`` with a query
    centre ``c_q ~ N(0, 0.5^2 I)`` (the query's topic) and ``u_i ~ N(0, I)``.
 3. Relevance: ``f(z) = w1.z + nonlinearity * (0.8 sin(1.5 w2.z) + 0.4 (w3.z)^2)``, standardised,
@@ -69,25 +70,26 @@ class SyntheticSpec:
     nonlinearity: float = 1.0  # weight of the non-linear terms of the relevance function
     label_noise: float = 0.3
     frac_relevant: float = 0.15  # mean fraction of relevant items in QGs that have some
-    frac_groups_without_relevant: float = 0.15  # QGs forced to have none (small QGs add more)
+    frac_groups_without_relevant: float = 0.1  # QGs forced to have none (small QGs add more)
     outlier_group_rate: float = 0.005  # of vali and test QGs; at least one QG when above 0
     seed: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
-                raise ValueError(f"{f.name} must be an int, got {value!r}")
-            if f.type == "float" and not isinstance(value, (int, float)):
-                raise ValueError(f"{f.name} must be a number, got {value!r}")
+            allowed = int if f.type == "int" else (int, float)
+            if not isinstance(value, allowed) or isinstance(value, bool):
+                raise ValueError(f"{f.name} must be of type {f.type}, got {value!r}")
         positive = ("n_train_groups", "n_vali_groups", "n_test_groups", "mean_group_size")
-        positive += ("min_group_size", "group_size_sigma", "latent_dim")
+        positive += ("min_group_size", "group_size_sigma")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("feature_noise", "query_shift", "nonlinearity", "label_noise"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.latent_dim < 3:
+            raise ValueError(f"latent_dim must be >= 3, got {self.latent_dim}")
         if self.n_features < 8:
             raise ValueError(f"n_features must be >= 8 (one of each kind), got {self.n_features}")
         if not self.min_group_size < self.mean_group_size < self.max_group_size:
@@ -113,7 +115,7 @@ def feature_kinds(spec: SyntheticSpec) -> list[str]:
     kinds += ["ratio"] * (n_informative - n_count - n_score)
     kinds += ["categorical"] * n_cat + ["query"] * n_query + ["noise"] * n_noise
     # Interleave kinds so that no block of columns is special; fixed by the seed.
-    order = np.random.default_rng([spec.seed, 1]).permutation(d)
+    order = np.random.default_rng(_streams(spec.seed)["kinds"]).permutation(d)
     return [kinds[i] for i in order]
 
 
@@ -133,6 +135,12 @@ class _World:
     variant: np.ndarray  # [d] bool: ternary vs binary, query length vs document count
 
 
+def _streams(seed: int) -> dict[str, np.random.SeedSequence]:
+    """Independent random streams, so that e.g. the train split ignores the size of test."""
+    names = ("kinds", "world", *SPLITS, "outliers_vali", "outliers_test")
+    return dict(zip(names, np.random.SeedSequence(seed).spawn(len(names)), strict=True))
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
@@ -146,7 +154,8 @@ def _relevance(z: np.ndarray, w: np.ndarray, nonlinearity: float) -> np.ndarray:
 
 def _make_world(spec: SyntheticSpec, rng: np.random.Generator) -> _World:
     d, dim = spec.n_features, spec.latent_dim
-    w = _unit(rng.standard_normal((3, dim)))
+    # Orthonormal relevance directions, so that the linear and non-linear parts do not mix.
+    w = np.linalg.qr(rng.standard_normal((dim, 3)))[0].T
     # Standardise f on a fixed sample of z so that the label thresholds mean the same anywhere.
     z = rng.standard_normal((20000, dim)) * math.sqrt(1 + _CENTRE_STD**2)
     f = _relevance(z, w, spec.nonlinearity)
@@ -169,16 +178,21 @@ def _make_world(spec: SyntheticSpec, rng: np.random.Generator) -> _World:
         f_std=float(f.std()),
         proj=proj,
         warp=warp,
-        slope=rng.uniform(0.6, 1.1, size=d),
+        slope=rng.uniform(0.5, 0.9, size=d),
         bias=rng.uniform(-1.0, 2.5, size=d),
         cuts=cuts,
         variant=variant,
     )
 
 
+def _phi(x: float) -> float:
+    """The standard normal CDF."""
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
 def _clipped_lognormal_mean(mu: float, sigma: float, low: float, high: float) -> float:
     """Mean of ``clip(X, low, high)`` for ``X ~ LogNormal(mu, sigma)``."""
-    phi = lambda x: 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))  # noqa: E731
+    phi = _phi
     a, b = (math.log(low) - mu) / sigma, (math.log(high) - mu) / sigma
     inside = math.exp(mu + sigma**2 / 2) * (phi(b - sigma) - phi(a - sigma))
     return low * phi(a) + high * (1.0 - phi(b)) + inside
@@ -227,11 +241,19 @@ def _labels(
 
 
 def _feature(
-    *, kind: str, j: int, world: _World, z: np.ndarray, group: np.ndarray, n_groups: int,
-    spec: SyntheticSpec, rng: np.random.Generator,
-) -> np.ndarray:  # fmt: skip
-    """``[n_items]`` values of feature ``j`` for latents ``z`` ``[n_items, L]``."""
-    n = len(group)
+    *,
+    j: int,
+    world: _World,
+    spec: SyntheticSpec,
+    z: np.ndarray,
+    group: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``[n_items]`` values of feature ``j`` for latents ``z`` ``[n_items, L]``.
+
+    ``group`` is the ``[n_items]`` QG index of each item, sorted.
+    """
+    kind, n, n_groups = world.kinds[j], len(group), int(group[-1]) + 1
     if kind == "query":
         # Constant within a QG and heavy-tailed across QGs (query length, document counts).
         if world.variant[j]:
@@ -247,7 +269,7 @@ def _feature(
     if kind == "count":
         return rng.poisson(np.exp(a * p + b - 1.0)).astype(np.float32)
     if kind == "score":
-        scale = rng.lognormal(0.0, 0.5, size=n_groups).astype(np.float32)[group]
+        scale = rng.lognormal(0.0, 0.3, size=n_groups).astype(np.float32)[group]
         return scale * np.exp(a * p + b)
     if kind == "ratio":
         return 1.0 / (1.0 + np.exp(-(a * p + b - 1.0)))
@@ -271,15 +293,14 @@ def _split(
     s = f + rng.standard_normal(n, dtype=np.float32) * spec.label_noise
     labels = _labels(s=s, offsets=offsets, group=group, spec=spec, rng=rng)
     features = np.empty((n, spec.n_features), dtype=np.float32)
-    for j, kind in enumerate(world.kinds):
-        kw = dict(kind=kind, j=j, world=world, z=z, group=group, n_groups=n_groups, spec=spec)
-        features[:, j] = _feature(**kw, rng=rng)
+    for j in range(spec.n_features):
+        features[:, j] = _feature(j=j, world=world, spec=spec, z=z, group=group, rng=rng)
     qids = np.arange(n_groups, dtype=np.int64) + 1 + 10_000_000 * SPLITS.index(name)
     return RankingSplit(features, labels, offsets, qids, name), f.astype(np.float32)
 
 
 def _inject_outliers(
-    *, splits: dict[str, RankingSplit], kinds: list[str], rate: float, rng: np.random.Generator
+    *, splits: dict[str, RankingSplit], kinds: list[str], rate: float, seed: int
 ) -> None:
     """Give ``ceil(rate * n_groups)`` vali and test QGs one far-out value each, in place."""
     if rate == 0:
@@ -288,7 +309,7 @@ def _inject_outliers(
     # A reduction over whole rows is fast on C-ordered features; column gathers copy.
     bulk_max = np.max([s.features.max(axis=0) for s in splits.values()], axis=0)[columns]
     for name in ("vali", "test"):
-        split = splits[name]
+        split, rng = splits[name], np.random.default_rng(_streams(seed)[f"outliers_{name}"])
         chosen = rng.choice(split.n_groups, size=math.ceil(rate * split.n_groups), replace=False)
         for g in np.sort(chosen):
             row = split.offsets[g] + rng.integers(split.group_sizes[g])
@@ -302,21 +323,16 @@ def generate_with_oracle(
 ) -> tuple[dict[str, RankingSplit], dict[str, np.ndarray]]:
     """Splits "train", "vali", "test" and, per split, the ``[n_items]`` noise-free relevance
     ``f(z)`` (an upper-bound ranker, for diagnostics only)."""
-    world_seq, *split_seqs, outlier_seq = np.random.SeedSequence(spec.seed).spawn(5)
-    world = _make_world(spec, np.random.default_rng(world_seq))
+    streams = _streams(spec.seed)
+    world = _make_world(spec, np.random.default_rng(streams["world"]))
     sizes = (spec.n_train_groups, spec.n_vali_groups, spec.n_test_groups)
     splits, oracle = {}, {}
-    for name, n_groups, seq in zip(SPLITS, sizes, split_seqs, strict=True):
-        rng = np.random.default_rng(seq)
+    for name, n_groups in zip(SPLITS, sizes, strict=True):
+        rng = np.random.default_rng(streams[name])
         splits[name], oracle[name] = _split(
             spec=spec, world=world, n_groups=n_groups, name=name, rng=rng
         )
-    _inject_outliers(
-        splits=splits,
-        kinds=world.kinds,
-        rate=spec.outlier_group_rate,
-        rng=np.random.default_rng(outlier_seq),
-    )
+    _inject_outliers(splits=splits, kinds=world.kinds, rate=spec.outlier_group_rate, seed=spec.seed)
     return splits, oracle
 
 

@@ -40,9 +40,8 @@ def test_defaults_and_overrides() -> None:
 def test_resolved_config_round_trips(tmp_path: Path) -> None:
     cfg, resolved = load_config(CommonConfig, ["data=letor", "data.path=/x", "scarcity.val=same"])
     (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
-    again = OmegaConf.to_object(
-        OmegaConf.merge(OmegaConf.structured(CommonConfig), OmegaConf.load(tmp_path / "config.yaml"))
-    )
+    saved = OmegaConf.load(tmp_path / "config.yaml")
+    again = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CommonConfig), saved))
     assert again == cfg
 
 

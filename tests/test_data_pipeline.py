@@ -157,9 +157,7 @@ def test_truncation_and_ddp_shards() -> None:
     batcher = QueryGroupBatcher(split, item_budget=10, max_list_len=5, shuffle=True, seed=0)
     for batch in batcher:
         assert batch.mask.sum(dim=1).max() <= 5
-    shards = [
-        list(QueryGroupBatcher(split, item_budget=6, rank=r, world_size=2)) for r in range(2)
-    ]
+    shards = [list(QueryGroupBatcher(split, item_budget=6, rank=r, world_size=2)) for r in range(2)]
     assert len(shards[0]) == len(shards[1]) > 0
     groups = [set(b.groups.tolist()) for shard in shards for b in shard]
     assert all(a.isdisjoint(b) for i, a in enumerate(groups) for b in groups[i + 1 :])

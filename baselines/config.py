@@ -1,0 +1,26 @@
+"""The config of ``./run.sh baseline <name>``: common keys, the method, one section per family.
+
+``configs/baseline/<name>.yaml`` sets ``method`` (equal to the file name) and the method's
+defaults. A family of baselines keeps its own keys in a section of its own (``gbdt:`` for the
+LightGBM ones); a new family adds a field here and a dataclass in its own module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from baselines.gbdt_config import GBDTOptions
+from core.config import CommonConfig
+
+
+@dataclass(frozen=True)
+class BaselineConfig(CommonConfig):
+    """Keys of every baseline run; ``method`` picks the entry in `baselines.run.BASELINES`."""
+
+    method: str = "gbdt"
+    gbdt: GBDTOptions = field(default_factory=GBDTOptions)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.method:
+            raise ValueError("method must name a baseline")

@@ -1,0 +1,242 @@
+"""``./run.sh baseline gbdt|gbdt-pseudo|gbdt-pca|gbdt-pca-pseudo``: LightGBM LambdaMART baselines.
+
+- ``gbdt``: trained on the labeled train QGs of the scarcity setting only;
+- ``gbdt-pseudo``: that model pseudo-labels the unlabeled train QGs (31 levels, see
+  `baselines.semi_supervised`), then a new grid is trained on labeled + pseudo-labeled QGs;
+- ``gbdt-pca``: the first k components of a PCA of all train features are appended to the
+  train, vali and test features, k in ``gbdt.pca_components`` ({5, 10, 15});
+- ``gbdt-pca-pseudo``: PCA features, then pseudo-labeling, for every k.
+
+Every choice (grid point, number of rounds, k, the pseudo-labeling teacher) is made on NDCG@5 of
+the labeled vali QGs (``scarcity.val``); test is scored once, by the chosen model, through
+`core.evaluation`. The run directory gets ``report.json``, ``scores.npz``, ``model.txt`` (the
+chosen booster), ``pca.npz`` (PCA variants) and ``DONE``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+from tqdm import tqdm
+
+from baselines.config import BaselineConfig
+from baselines.gbdt_grid import GridOutcome, grid_points, n_fits, run_grid, select_best
+from baselines.lightgbm_ranker import (
+    SELECTION_K,
+    Fit,
+    RankingData,
+    TrainingOptions,
+    check_labels,
+    min_data_cap,
+)
+from baselines.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
+from core.errors import UserError
+from core.evaluation import evaluation_report, save_scores, vali_metrics
+from core.rundir import atomic_write_bytes, atomic_write_text, git_revision, mark_done, write_json
+from data.pipeline import PreparedData, prepare_data, require_relevant_labels
+from data.ranking_split import RankingSplit, rows_of_groups
+
+
+@dataclass(frozen=True)
+class Variant:
+    pca: bool
+    pseudo: bool
+
+
+@dataclass
+class Candidate:
+    """The outcome of one feature set (one PCA size, or none)."""
+
+    k: int  # PCA components appended; 0 for none
+    outcome: GridOutcome  # the final model's grid (the student's when pseudo-labeling)
+    teacher: GridOutcome | None = None
+    pseudo: dict | None = None  # what the pseudo-labels look like
+
+
+class Features:
+    """The splits' features with the first ``k`` PCA components appended (k = 0: as they are)."""
+
+    def __init__(self, prepared: PreparedData, ks: list[int], *, seed: int) -> None:
+        self.prepared, self.pca, self.projections = prepared, None, {}
+        if ks:
+            n_items, n_features = prepared.train.features.shape
+            if max(ks) > min(n_items, n_features):
+                raise UserError(
+                    f"gbdt.pca_components asks for {max(ks)} components; the data has "
+                    f"{n_features} features and {n_items} train items"
+                )
+            self.pca = PCAFeatures(prepared.train.features, max_components=max(ks), seed=seed)
+            for name in ("train", "vali", "test"):
+                split = getattr(prepared, name)
+                self.projections[name] = self.pca.projection(split.features)
+
+    def split(self, name: str, k: int) -> RankingSplit:
+        split = getattr(self.prepared, name)
+        if k == 0:
+            return split
+        return self.pca.append(split, k, self.projections[name])
+
+
+def main(cfg: BaselineConfig, out_dir: Path) -> dict:
+    """Train, select on vali, evaluate once on test, write the run directory."""
+    start = time.perf_counter()
+    variant = VARIANTS[cfg.method]
+    options = cfg.gbdt
+    rounds = options.rounds(cfg.epochs)
+    if rounds < 1:
+        raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
+    prepared = prepare_data(cfg)
+    require_relevant_labels(prepared)
+    _require_vali_labels(prepared)
+    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
+    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
+    ks = list(dict.fromkeys(options.pca_components)) if variant.pca else []
+    features = Features(prepared, ks, seed=cfg.seed)
+    training = TrainingOptions(
+        learning_rate=options.learning_rate,
+        rounds=rounds,
+        early_stopping_rounds=options.early_stopping_rounds,
+        num_threads=options.num_threads,
+        seed=cfg.seed,
+    )
+    with tqdm(total=_total_fits(cfg, prepared, variant, len(ks) or 1), desc=cfg.method,
+              unit="fit", file=sys.stderr, dynamic_ncols=True) as progress:  # fmt: skip
+        candidates = [
+            _fit_features(cfg, prepared, features, k, training, variant, progress.update)
+            for k in (ks or [0])
+        ]
+    chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
+    model = chosen.outcome.best_fit
+    vali_scores = model.predict(features.split("vali", chosen.k).features, num_threads=training.num_threads)
+    test_scores = model.predict(features.split("test", chosen.k).features, num_threads=training.num_threads)
+    report = _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
+    report["seconds"] = round(time.perf_counter() - start, 3)
+    _save(out_dir, prepared, model, features, chosen.k, vali_scores, test_scores, report)
+    return report
+
+
+def _fit_features(cfg, prepared, features, k, training, variant, on_point) -> Candidate:
+    """The grid on one feature set; with pseudo-labeling, the teacher's grid, then the student's."""
+    train, vali = features.split("train", k), features.split("vali", k)
+    labels = prepared.labels
+    labeled_vali = vali.subset(np.flatnonzero(labels.vali_labeled))
+    selection = replace(cfg.metrics, ks=[SELECTION_K])
+
+    def score_vali(model: Fit) -> float:
+        scores = model.predict(vali.features, num_threads=training.num_threads)
+        return vali_metrics(prepared, scores, selection)[f"ndcg@{SELECTION_K}"]
+
+    points = grid_points(cfg.gbdt)
+    grid = dict(training=training, score_vali=score_vali, pca_components=k, on_point=on_point)
+    data = RankingData(
+        train=train.subset(np.flatnonzero(labels.train_labeled)),
+        vali=labeled_vali,
+        num_threads=training.num_threads,
+    )
+    outcome = run_grid(points, data=data, phase="labeled", **grid)
+    unlabeled = np.flatnonzero(~labels.train_labeled)
+    if not variant.pseudo:
+        return Candidate(k=k, outcome=outcome)
+    if len(unlabeled) == 0:
+        print(f"{cfg.method}: every train QG is labeled; nothing to pseudo-label", file=sys.stderr)
+        return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
+    rows = rows_of_groups(train.offsets, unlabeled)
+    teacher_scores = outcome.best_fit.predict(train.features[rows], num_threads=training.num_threads)
+    levels = pseudo_labels(
+        teacher_scores, levels=cfg.gbdt.pseudo_levels, binning=cfg.gbdt.pseudo_binning
+    )
+    student_train = with_pseudo_labels(train, labels.train_labeled, levels)
+    del data  # the teacher's LightGBM datasets
+    data = RankingData(train=student_train, vali=labeled_vali, num_threads=training.num_threads)
+    student = run_grid(points, data=data, phase="pseudo", **grid)
+    counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
+    pseudo = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
+    return Candidate(k=k, outcome=student, teacher=outcome, pseudo=pseudo)
+
+
+def _total_fits(cfg, prepared: PreparedData, variant: Variant, n_feature_sets: int) -> int:
+    labeled = prepared.labels.labeled_train().n_items
+    per_set = n_fits(cfg.gbdt, min_data_cap(labeled))
+    if variant.pseudo and not prepared.labels.train_labeled.all():
+        per_set += n_fits(cfg.gbdt, min_data_cap(prepared.train.n_items))
+    return per_set * n_feature_sets
+
+
+def _require_vali_labels(prepared: PreparedData) -> None:
+    labeled = prepared.labels.labeled_vali()
+    if not labeled.groups_with_relevant().any():
+        raise UserError(
+            f"scarcity setting {prepared.labels.config.tag} leaves {labeled.n_groups} labeled "
+            "vali QGs and none has a relevant item: nothing to choose a model on; "
+            "use scarcity.val=full, raise scarcity.fraction or change seed"
+        )
+
+
+def _report(cfg, prepared, candidates, chosen, vali_scores, test_scores) -> dict:
+    best = chosen.outcome.best_result
+    model = chosen.outcome.best_fit
+    labels = prepared.labels
+    return {
+        "stage": "baseline",
+        "method": cfg.method,
+        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
+        "selected": best.as_dict(),
+        "teacher": chosen.teacher.best_result.as_dict() if chosen.teacher else None,
+        "pseudo_labels": chosen.pseudo,
+        "grid": [result.as_dict() for c in candidates for result in _all(c)],
+        "selection": f"vali ndcg@{SELECTION_K}, policy {cfg.metrics.policy}",
+        "label_setting": cfg.scarcity.tag,
+        "seed": cfg.seed,
+        "git": git_revision(),
+        "data": cfg.data.name,
+        "n_train_items": prepared.train.n_items,
+        "n_train_labeled_items": labels.labeled_train().n_items,
+        "n_train_labeled_groups": int(labels.train_labeled.sum()),
+        "n_vali_labeled_groups": int(labels.vali_labeled.sum()),
+        "n_features": prepared.n_features + chosen.k,
+        "n_trees": best.best_rounds,
+        "n_leaves": int(sum(t["num_leaves"] for t in _trees(model))),
+        "seconds_fitting": round(sum(r.seconds for c in candidates for r in _all(c)), 3),
+        "lightgbm": lgb.__version__,
+        "num_threads": cfg.gbdt.num_threads,
+    }
+
+
+def _trees(model: Fit) -> list[dict]:
+    return model.booster.dump_model(num_iteration=model.best_rounds)["tree_info"]
+
+
+def _all(candidate: Candidate):
+    """Every grid point of a candidate: the teacher's, then the final model's."""
+    if candidate.teacher is not None and candidate.teacher is not candidate.outcome:
+        yield from candidate.teacher.results
+    yield from candidate.outcome.results
+
+
+def _save(out_dir, prepared, model, features, k, vali_scores, test_scores, report) -> None:
+    save_scores(out_dir, prepared, vali_scores, test_scores)
+    text = model.booster.model_to_string(num_iteration=model.best_rounds)
+    atomic_write_text(out_dir / "model.txt", text)
+    if k:
+        import io
+
+        buffer = io.BytesIO()
+        pca = features.pca.pca
+        np.savez(buffer, mean=pca.mean_, components=pca.components_[:k])
+        atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
+    write_json(out_dir / "report.json", report)
+    mark_done(out_dir)
+
+
+# Command-line name -> what the method adds to the plain GBDT.
+VARIANTS: dict[str, Variant] = {
+    "gbdt": Variant(pca=False, pseudo=False),
+    "gbdt-pseudo": Variant(pca=False, pseudo=True),
+    "gbdt-pca": Variant(pca=True, pseudo=False),
+    "gbdt-pca-pseudo": Variant(pca=True, pseudo=True),
+}

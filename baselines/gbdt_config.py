@@ -1,0 +1,66 @@
+"""Options of the GBDT baselines: the ``gbdt:`` section of a baseline config.
+
+``./run.sh baseline gbdt|gbdt-pseudo|gbdt-pca|gbdt-pca-pseudo gbdt.<key>=<value>``. Every key has
+the paper's value (appendix A.2.3) or LightGBM's default; the hyperparameter grid, the number of
+boosting rounds and the PCA size are all chosen on the labeled validation QGs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GRIDS = ("paper", "full")
+PSEUDO_BINNINGS = ("width", "quantile")
+MAX_LIGHTGBM_LABEL = 30  # LightGBM's default label_gain table holds 2^i - 1 for i = 0..30
+
+
+@dataclass(frozen=True)
+class GBDTOptions:
+    """LightGBM LambdaMART and its semi-supervised variants.
+
+    ``grid=paper`` varies one hyperparameter at a time around LightGBM's defaults
+    (num_leaves 31, min_data_in_leaf 20, feature_fraction 1.0); ``grid=full`` takes every
+    combination of the three lists.
+    """
+
+    grid: str = "paper"  # paper | full
+    num_leaves: list[int] = field(default_factory=lambda: [31, 96, 200])
+    min_data_in_leaf: list[int] = field(default_factory=lambda: [20, 60, 200])
+    feature_fraction: list[float] = field(default_factory=lambda: [0.5, 0.9, 1.0])
+    learning_rate: float = 0.05
+    max_rounds: int = 500  # boosting rounds at most; `epochs` caps it further when set
+    early_stopping_rounds: int = 50  # on vali NDCG@5
+    num_threads: int = 2
+    pca_components: list[int] = field(default_factory=lambda: [5, 10, 15])  # gbdt-pca*
+    pseudo_levels: int = 31  # gbdt-*pseudo: relevance levels 0 .. pseudo_levels - 1
+    pseudo_binning: str = "width"  # width: equal-width bins of the score range | quantile
+
+    def __post_init__(self) -> None:
+        if self.grid not in GRIDS:
+            raise ValueError(f"gbdt.grid must be one of {', '.join(GRIDS)}, got {self.grid!r}")
+        _check_list("gbdt.num_leaves", self.num_leaves, low=2)
+        _check_list("gbdt.min_data_in_leaf", self.min_data_in_leaf, low=1)
+        if not self.feature_fraction or not all(0 < f <= 1 for f in self.feature_fraction):
+            raise ValueError("gbdt.feature_fraction must be a non-empty list of values in (0, 1]")
+        if not self.learning_rate > 0:
+            raise ValueError("gbdt.learning_rate must be > 0")
+        for key in ("max_rounds", "early_stopping_rounds", "num_threads"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"gbdt.{key} must be >= 1")
+        _check_list("gbdt.pca_components", self.pca_components, low=1)
+        if not 2 <= self.pseudo_levels <= MAX_LIGHTGBM_LABEL + 1:
+            raise ValueError(
+                f"gbdt.pseudo_levels must be in [2, {MAX_LIGHTGBM_LABEL + 1}] "
+                "(LightGBM's lambdarank takes labels 0..30)"
+            )
+        if self.pseudo_binning not in PSEUDO_BINNINGS:
+            raise ValueError(f"gbdt.pseudo_binning must be one of {', '.join(PSEUDO_BINNINGS)}")
+
+    def rounds(self, epochs: int | None) -> int:
+        """Boosting rounds at most: ``max_rounds``, capped by the common ``epochs`` key."""
+        return self.max_rounds if epochs is None else min(self.max_rounds, epochs)
+
+
+def _check_list(key: str, values: list[int], *, low: int) -> None:
+    if not values or min(values) < low:
+        raise ValueError(f"{key} must be a non-empty list of integers >= {low}")

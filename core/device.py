@@ -1,0 +1,120 @@
+"""Where a training stage runs: one CPU, one CUDA GPU, or several processes under DDP.
+
+``setup_runtime`` picks CUDA when present (bf16 autocast switchable with ``amp``), else the CPU,
+and joins the process group that ``torchrun`` describes in its environment variables (``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``): NCCL on CUDA, gloo on the CPU.
+Every stage calls it once inside ``main()`` and ``close()`` at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Runtime:
+    device: torch.device
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    amp: bool = False  # bf16 autocast of forward passes (CUDA only)
+    owns_process_group: bool = False  # this runtime joined the group, so it leaves it
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast on CUDA when ``amp`` is on; a no-op otherwise."""
+        if self.amp and self.device.type == "cuda":
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def all_reduce_sum(self, values: list[float]) -> list[float]:
+        """Sums of the given numbers over all ranks (the numbers themselves on one process)."""
+        if not self.distributed:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self._collective_device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank when ``flag`` is True on at least one."""
+        return self.all_reduce_sum([float(flag)])[0] > 0
+
+    @property
+    def _collective_device(self) -> torch.device:
+        # NCCL reduces CUDA tensors only; gloo takes CPU tensors.
+        return self.device if self.device.type == "cuda" else torch.device("cpu")
+
+    def describe(self) -> str:
+        name = str(self.device)
+        if self.device.type == "cuda":
+            name += f" ({torch.cuda.get_device_name(self.device)})"
+        if self.distributed:
+            name += f", rank {self.rank} of {self.world_size}"
+        return name + (", bf16 autocast" if self.amp and self.device.type == "cuda" else "")
+
+    def close(self) -> None:
+        if self.owns_process_group and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def setup_runtime(*, amp: bool = True, device: str | None = None) -> Runtime:
+    """The runtime of this process; joins the DDP group when ``WORLD_SIZE`` > 1.
+
+    Args:
+        amp: bf16 autocast on CUDA (ignored on the CPU).
+        device: force ``"cpu"`` or ``"cuda"``; default CUDA when available.
+    """
+    use_cuda = torch.cuda.is_available() if device is None else device.startswith("cuda")
+    if use_cuda and not torch.cuda.is_available():
+        raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    owns = False
+    if dist.is_available() and dist.is_initialized():
+        world_size, rank = dist.get_world_size(), dist.get_rank()
+    elif world_size > 1:
+        if use_cuda:
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        owns = True
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        target = torch.device("cuda", local_rank)
+    else:
+        target = torch.device("cpu")
+    return Runtime(
+        device=target,
+        rank=rank,
+        world_size=world_size,
+        local_rank=local_rank,
+        amp=amp and use_cuda,
+        owns_process_group=owns,
+    )
+
+
+@contextlib.contextmanager
+def runtime_scope(*, amp: bool = True) -> Iterator[Runtime]:
+    """``setup_runtime`` as a context manager that leaves the process group at the end."""
+    runtime = setup_runtime(amp=amp)
+    try:
+        yield runtime
+    finally:
+        runtime.close()

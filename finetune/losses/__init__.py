@@ -1,0 +1,27 @@
+"""Ranking losses, one small file each (allRank style): ``f(scores, labels, *, mask, ...)``.
+
+Every loss is vectorized over padded QGs ``[B, L]``, invariant to the padding, and gives no
+gradient from a QG without a relevant item. `LOSS_OPTIONS` names the keyword options of each
+loss that ``finetune.config.LossConfig`` passes on.
+"""
+
+from __future__ import annotations
+
+from finetune.losses.approx_ndcg import approx_ndcg_loss
+from finetune.losses.lambdarank import lambdarank_loss
+from finetune.losses.ranknet import ranknet_loss
+from finetune.losses.softmax import softmax_loss
+
+LOSSES = {
+    "lambdarank": lambdarank_loss,
+    "ranknet": ranknet_loss,
+    "softmax": softmax_loss,
+    "approx-ndcg": approx_ndcg_loss,
+}
+
+LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
+    "lambdarank": ("sigma", "k"),
+    "ranknet": ("sigma",),
+    "softmax": (),
+    "approx-ndcg": ("temperature",),
+}

@@ -1,0 +1,174 @@
+"""Finetuned rankers, and the ``model.pt`` file every finetuning run leaves in its run dir.
+
+A `Ranker` is an encoder (pretrained or fresh) with a scoring head: ``forward(features [B, L, d],
+mask [B, L]) -> scores [B, L]`` (0 at padding). A frozen encoder stays in eval mode and gets no
+gradient, so its weights and BatchNorm statistics stay bit-identical. A `CombinedRanker` (paper
+A.3.7) concatenates the final embeddings of finetuned rankers, normalizes them with BatchNorm,
+applies dropout and one trainable linear layer; the rankers inside are frozen.
+
+``model.pt`` holds ``{"format", "spec", "state_dict", "data", "source"}``: ``spec`` says how to
+rebuild the module (`build_model`), ``data`` which data set, transform and feature count it was
+trained on, ``source`` where it came from. It is loaded with ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from core.errors import UserError
+from core.rundir import atomic_write_bytes
+from finetune.heads import build_head
+from pretrain.encoders import EncoderConfig, build_encoder
+
+MODEL_FILE = "model.pt"
+# Non-pretrained baselines that are not encoder + head: the module whose build(spec) makes them.
+BASELINE_KINDS = {"deepfm": "baselines.deepfm", "dcnv2": "baselines.dcnv2"}
+FORMAT = "scarce-ltr/model/1"
+
+
+class Ranker(nn.Module):
+    """An encoder and a scoring head; ``set_phase`` freezes or unfreezes the encoder."""
+
+    def __init__(self, *, encoder: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        if not hasattr(encoder, "out_dim") or not hasattr(head, "embed_dim"):
+            raise ValueError("encoder needs an out_dim and head an embed_dim attribute")
+        self.encoder = encoder
+        self.head = head
+        self.embed_dim: int = head.embed_dim
+        self.encoder_frozen = False
+
+    def set_phase(self, *, train_encoder: bool) -> None:
+        """Train the head alone (encoder frozen, in eval mode) or the whole network."""
+        self.encoder_frozen = not train_encoder
+        self.encoder.requires_grad_(train_encoder)
+        self.train(self.training)
+
+    def train(self, mode: bool = True) -> Ranker:
+        super().train(mode)
+        if self.encoder_frozen:
+            self.encoder.eval()  # BatchNorm running statistics must not move either
+        return self
+
+    def embed(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L, embed_dim]``: the input of the head's last linear layer."""
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_frozen):
+            items = self.encoder(features, mask)
+        return self.head.embed(items)
+
+    def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = self.head.score(self.embed(features, mask))
+        return torch.where(mask, scores, 0.0)
+
+
+class CombinedRanker(nn.Module):
+    """Frozen rankers' embeddings, concatenated -> BatchNorm -> dropout -> linear (trained)."""
+
+    def __init__(self, *, members: list[Ranker], dropout: float) -> None:
+        super().__init__()
+        if len(members) < 2:
+            raise ValueError(f"a combination needs at least 2 rankers, got {len(members)}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.members = nn.ModuleList(members)
+        self.members.requires_grad_(False)
+        dim = sum(m.embed_dim for m in members)
+        # No affine parameters: the paper trains the final linear layer only.
+        self.norm = nn.BatchNorm1d(dim, affine=False)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(dim, 1)
+
+    def train(self, mode: bool = True) -> CombinedRanker:
+        super().train(mode)
+        self.members.eval()
+        return self
+
+    def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            embedding = torch.cat([m.embed(features, mask) for m in self.members], dim=-1)
+        # BatchNorm sees real items only, so padding never enters its statistics.
+        items = self.out(self.dropout(self.norm(embedding[mask].float()))).squeeze(-1)
+        scores = items.new_zeros(mask.shape)
+        scores[mask] = items
+        return scores
+
+
+def ranker_spec(
+    *, n_features: int, encoder: EncoderConfig, head: str, hidden: int, dropout: float
+) -> dict:
+    return {
+        "kind": "ranker",
+        "n_features": n_features,
+        "encoder": encoder.to_dict(),
+        "head": {"kind": head, "hidden": hidden, "dropout": dropout},
+    }
+
+
+def build_model(spec: dict) -> nn.Module:
+    """The (untrained) module a spec describes; kinds other than these live in `baselines`."""
+    kind = spec.get("kind")
+    if kind == "ranker":
+        encoder = build_encoder(EncoderConfig(**spec["encoder"]), n_features=spec["n_features"])
+        head = spec["head"]
+        return Ranker(
+            encoder=encoder,
+            head=build_head(
+                head["kind"], in_dim=encoder.out_dim, hidden=head["hidden"], dropout=head["dropout"]
+            ),
+        )
+    if kind == "combined":
+        members = [build_model(member) for member in spec["members"]]
+        return CombinedRanker(members=members, dropout=spec["dropout"])  # type: ignore[arg-type]
+    if kind in BASELINE_KINDS:
+        module = importlib.import_module(BASELINE_KINDS[kind])
+        return module.build(spec)
+    raise ValueError(f"unknown model kind {kind!r}")
+
+
+def save_model(
+    run_dir: Path, model: nn.Module, *, spec: dict, data: dict, source: dict
+) -> None:
+    """Write ``model.pt`` atomically (the state of `model` as it is now)."""
+    import io
+
+    payload = {
+        "format": FORMAT,
+        "spec": spec,
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "data": data,
+        "source": source,
+    }
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    atomic_write_bytes(run_dir / MODEL_FILE, buffer.getvalue())
+
+
+def load_model(run_dir: str | Path) -> tuple[nn.Module, dict]:
+    """The model a finished run saved, in eval mode, and the rest of its ``model.pt``."""
+    path = Path(run_dir) / MODEL_FILE
+    if not Path(run_dir).is_dir():
+        raise UserError(f"{run_dir}: no such run directory")
+    if not path.is_file():
+        raise UserError(f"{run_dir}: holds no {MODEL_FILE} (is it a finished finetuning run?)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file: say which
+        raise UserError(f"{path}: cannot be read as a saved model ({exc})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise UserError(f"{path}: not a model saved by this project")
+    model = build_model(payload["spec"])
+    model.load_state_dict(payload["state_dict"])
+    model.eval()
+    return model, payload
+
+
+def count_parameters(model: nn.Module) -> dict[str, int]:
+    params = list(model.parameters())
+    return {
+        "total": sum(p.numel() for p in params),
+        "trainable": sum(p.numel() for p in params if p.requires_grad),
+    }
