@@ -148,9 +148,23 @@ def lightgbm_params(leaves: LeafSettings, options: TrainingOptions, data: Rankin
     }
 
 
-def fit(leaves: LeafSettings, options: TrainingOptions, data: RankingData) -> Fit:
-    """Boost up to ``options.rounds`` trees, keep the round with the best vali NDCG@5."""
+def fit(
+    leaves: LeafSettings,
+    options: TrainingOptions,
+    data: RankingData,
+    *,
+    history: dict | None = None,
+) -> Fit:
+    """Boost up to ``options.rounds`` trees, keep the round with the best vali NDCG@5.
+
+    ``history``, when given, receives LightGBM's per-round ``{"vali": {"ndcg@5": [...]}}``.
+    """
     params = lightgbm_params(leaves, options, data)
+    callbacks = [
+        lgb.early_stopping(options.early_stopping_rounds, first_metric_only=True, verbose=False)
+    ]
+    if history is not None:
+        callbacks.append(lgb.record_evaluation(history))
     start = time.perf_counter()
     with warnings.catch_warnings():
         # The vali set's parameters follow the train set's on every refit; nothing is lost.
@@ -161,11 +175,7 @@ def fit(leaves: LeafSettings, options: TrainingOptions, data: RankingData) -> Fi
             num_boost_round=options.rounds,
             valid_sets=[data.vali],
             valid_names=["vali"],
-            callbacks=[
-                lgb.early_stopping(
-                    options.early_stopping_rounds, first_metric_only=True, verbose=False
-                )
-            ],
+            callbacks=callbacks,
         )
     best = booster.best_iteration or booster.current_iteration()
     return Fit(booster=booster, best_rounds=int(best), seconds=time.perf_counter() - start)

@@ -48,7 +48,7 @@ def pseudo_labels(scores: np.ndarray, *, levels: int = 31, binning: str = "width
         level = np.floor((scores - low) / (high - low) * levels)
     elif binning == "quantile":
         edges = np.quantile(scores, np.arange(1, levels) / levels)
-        level = np.searchsorted(edges, scores, side="right").astype(np.float64)
+        level = np.searchsorted(edges, scores, side="left").astype(np.float64)
     else:
         raise ValueError(f"unknown binning {binning!r}; allowed: width, quantile")
     return np.clip(level, 0, levels - 1).astype(np.float32)

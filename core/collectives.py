@@ -15,7 +15,6 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn import functional as F
 
 
 def _distributed() -> bool:
@@ -44,26 +43,21 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
 
 class _GatherRows(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, rows: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        world = dist.get_world_size()
-        count = torch.tensor([rows.shape[0]], device=rows.device)
-        counts = [torch.zeros_like(count) for _ in range(world)]
-        dist.all_gather(counts, count)
-        sizes = [int(c.item()) for c in counts]
+    def forward(ctx, rows: torch.Tensor, sizes: list[int]) -> torch.Tensor:  # type: ignore[override]
         # all_gather needs equal shapes: pad every rank's rows to the largest count.
         padded = rows.new_zeros((max(sizes), *rows.shape[1:]))
         padded[: rows.shape[0]] = rows
-        parts = [torch.empty_like(padded) for _ in range(world)]
-        dist.all_gather(parts, padded.contiguous())
+        parts = [torch.empty_like(padded) for _ in sizes]
+        dist.all_gather(parts, padded)
         ctx.sizes, ctx.rank = sizes, dist.get_rank()
         return torch.cat([part[:size] for part, size in zip(parts, sizes, strict=True)])
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         grad = grad.contiguous().clone()
         dist.all_reduce(grad)
         start = sum(ctx.sizes[: ctx.rank])
-        return grad[start : start + ctx.sizes[ctx.rank]]
+        return grad[start : start + ctx.sizes[ctx.rank]], None
 
 
 def gather_with_grad(rows: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -74,12 +68,11 @@ def gather_with_grad(rows: torch.Tensor) -> tuple[torch.Tensor, int]:
     """
     if not _distributed():
         return rows, 0
-    gathered = _GatherRows.apply(rows)
-    sizes = torch.tensor([rows.shape[0]], device=rows.device)
-    before = torch.zeros(dist.get_world_size(), dtype=sizes.dtype, device=rows.device)
-    before[dist.get_rank()] = sizes[0]
-    dist.all_reduce(before)
-    return gathered, int(before[: dist.get_rank()].sum().item())
+    count = torch.tensor([rows.shape[0]], device=rows.device)
+    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, count)
+    sizes = [int(c.item()) for c in counts]
+    return _GatherRows.apply(rows, sizes), sum(sizes[: dist.get_rank()])
 
 
 class AllReduceBatchNorm1d(nn.BatchNorm1d):
@@ -135,7 +128,3 @@ def _convert_cpu(module: nn.Module) -> nn.Module:
     for name, child in module.named_children():
         module.add_module(name, _convert_cpu(child))
     return module
-
-
-def _unused() -> None:  # keeps F imported for type checkers of subclasses
-    del F

@@ -1,0 +1,147 @@
+"""Where a run's numbers go besides ``report.json``: Weights & Biases, and a progress bar.
+
+`start_tracker` opens a wandb run in the run directory: online when the user is logged in
+(``WANDB_API_KEY`` or a ``~/.netrc`` entry for api.wandb.ai), offline otherwise (``wandb sync``
+uploads it later); ``WANDB_MODE`` always wins, ``logger=none`` or ``WANDB_MODE=disabled`` skip
+wandb entirely. A resumed run passes the id kept in its checkpoint and continues the same wandb
+run. wandb never ends a run: any failure is a warning, after which the tracker does nothing.
+"""
+
+from __future__ import annotations
+
+import netrc
+import os
+import secrets
+import sys
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+PROJECT = "scarce-ltr"
+
+
+class Tracker:
+    """A wandb run, or nothing (``enabled`` False). Every method is safe to call either way."""
+
+    def __init__(self, run: Any = None, run_id: str | None = None) -> None:
+        self._run = run
+        self.run_id = run_id
+
+    @property
+    def enabled(self) -> bool:
+        return self._run is not None
+
+    def log(self, values: dict[str, Any], *, step: int | None = None) -> None:
+        self._call("log", _flatten(values), step=step)
+
+    def summary(self, values: dict[str, Any]) -> None:
+        if self._run is not None:
+            try:
+                self._run.summary.update(_flatten(values))
+            except Exception as exc:  # wandb must never end a run
+                self._fail(exc)
+
+    def finish(self) -> None:
+        self._call("finish")
+        self._run = None
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> None:
+        if self._run is None:
+            return
+        try:
+            getattr(self._run, method)(*args, **kwargs)
+        except Exception as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        warnings.warn(f"wandb failed ({exc}); continuing without it", stacklevel=3)
+        self._run = None
+
+
+def start_tracker(
+    logger: str,
+    *,
+    run_dir: Path,
+    name: str,
+    config: dict[str, Any],
+    group: str | None = None,
+    tags: list[str] | None = None,
+    job_type: str | None = None,
+    run_id: str | None = None,
+    enabled: bool = True,
+) -> Tracker:
+    """A `Tracker`; pass ``enabled=False`` on every DDP rank but the first.
+
+    Args:
+        logger: ``wandb`` or ``none``.
+        run_id: the id of a run to continue (kept in the training checkpoint); new when None.
+    """
+    mode = os.environ.get("WANDB_MODE")
+    if not enabled or logger == "none" or mode == "disabled":
+        return Tracker(None, run_id)
+    run_id = run_id or secrets.token_hex(4)
+    try:
+        import wandb
+
+        run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", PROJECT),
+            dir=str(run_dir),
+            id=run_id,
+            resume="allow",
+            name=name,
+            group=group,
+            tags=tags,
+            job_type=job_type,
+            config=config,
+            mode=mode or ("online" if _logged_in() else "offline"),  # type: ignore[arg-type]
+        )
+    except Exception as exc:
+        warnings.warn(f"wandb could not start ({exc}); continuing without it", stacklevel=2)
+        return Tracker(None, run_id)
+    return Tracker(run, run_id)
+
+
+def _logged_in() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}/"))
+        elif isinstance(value, int | float | bool | str) or value is None:
+            flat[name] = value
+    return flat
+
+
+class ProgressBar:
+    """Iterate over ``items`` with a tqdm bar (stderr, terminals only) and a settable postfix."""
+
+    def __init__(
+        self, items: Iterable, *, total: int | None, desc: str, enabled: bool = True
+    ) -> None:
+        self._bar = None
+        self._items = items
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(items, total=total, desc=desc, leave=False, file=sys.stderr)
+
+    def __iter__(self) -> Iterator:
+        return iter(self._bar if self._bar is not None else self._items)
+
+    def set_postfix(self, **values: Any) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix(**values, refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,141 @@
+"""The config of ``./run.sh finetune <strategy> pretrained=<run dir>|none [key=value ...]``.
+
+``configs/finetune/<strategy>.yaml`` sets ``strategy`` (equal to the file name) and the paper's
+values (A.2.3): ``lp`` a linear head on the frozen encoder for 200 epochs, ``mp`` a 3-layer MLP
+head on the frozen encoder for 200 epochs, ``full`` the MLP head alone for 100 epochs and then the
+whole network for 100 epochs, Adam with lr 5e-5, LambdaRank; ``combine`` a linear layer over the
+final embeddings of finetuned ``runs``. ``epochs=N`` caps the total: `Schedule` splits it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+from core.config import CommonConfig
+from finetune.heads import HEADS
+from finetune.losses import LOSS_OPTIONS, LOSSES
+from pretrain.encoders import EncoderConfig
+
+STRATEGIES = ("lp", "mp", "full", "combine")
+FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    name: str = "lambdarank"  # lambdarank | ranknet | softmax | approx-ndcg
+    sigma: float = 1.0  # lambdarank, ranknet: steepness of the pairwise logistic
+    k: int | None = None  # lambdarank: truncation (NDCG@k deltas); None: the whole list
+    temperature: float = 0.1  # approx-ndcg: smoothness of the approximate ranks
+
+    def __post_init__(self) -> None:
+        if self.name not in LOSSES:
+            raise ValueError(f"loss.name must be one of {', '.join(LOSSES)}, got {self.name!r}")
+        if self.sigma <= 0 or self.temperature <= 0:
+            raise ValueError("loss.sigma and loss.temperature must be > 0")
+        if self.k is not None and self.k < 1:
+            raise ValueError("loss.k must be >= 1 (or null for no truncation)")
+
+    def build(self):
+        """The loss function with this config's options bound: ``f(scores, labels, *, mask)``."""
+        options = {name: getattr(self, name) for name in LOSS_OPTIONS[self.name]}
+        return partial(LOSSES[self.name], **options)
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """How a ranker is trained on the labeled QGs (shared with the deep baselines)."""
+
+    lr: float = 5e-5
+    weight_decay: float = 0.0
+    item_budget: int = 1000  # real items per training batch (paper: about 1000)
+    eval_item_budget: int = 20000  # items per batch when scoring vali and test
+    max_list_len: int | None = None  # truncate longer QGs in training (a random subset)
+    patience: int | None = 30  # epochs without a better vali NDCG@5 that end a phase
+    amp: bool = True  # bf16 autocast on CUDA
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0 or self.weight_decay < 0:
+            raise ValueError("lr must be > 0 and weight_decay >= 0")
+        if min(self.item_budget, self.eval_item_budget) < 1:
+            raise ValueError("item_budget and eval_item_budget must be >= 1")
+        if self.max_list_len is not None and self.max_list_len < 2:
+            raise ValueError("max_list_len must be >= 2 (or null)")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError("patience must be >= 1 (or null for none)")
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str  # "head": encoder frozen; "full": the whole network
+    epochs: int
+    train_encoder: bool
+
+
+def schedule(head_epochs: int, full_epochs: int, cap: int | None) -> list[Phase]:
+    """The phases to run; ``cap`` (``epochs=``) scales both down in proportion.
+
+    With a cap below ``head_epochs + full_epochs`` the head phase gets
+    ``cap * head_epochs // total`` epochs and the whole-network phase the rest: for ``full``'s
+    100 + 100, ``epochs=N`` gives N // 2 head-only epochs and N - N // 2 whole-network epochs.
+    """
+    total = head_epochs + full_epochs
+    if cap is not None and cap < total:
+        head_epochs = cap * head_epochs // total
+        full_epochs = cap - head_epochs
+    phases = [Phase("head", head_epochs, False), Phase("full", full_epochs, True)]
+    return [p for p in phases if p.epochs > 0]
+
+
+@dataclass(frozen=True)
+class FinetuneConfig(CommonConfig):
+    strategy: str = "full"  # lp | mp | full | combine: set by configs/finetune/<strategy>.yaml
+    pretrained: str | None = None  # a pretraining run dir, or "none" for a fresh encoder
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)  # pretrained=none only
+    head: str = "mlp"  # linear | mlp (linear for binary labels, paper 4.1.2)
+    head_hidden: int = 128
+    head_dropout: float = 0.0
+    head_epochs: int = 100  # encoder frozen, head trained alone
+    full_epochs: int = 100  # whole network (0 for the frozen strategies)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainOptions = field(default_factory=TrainOptions)
+    runs: list[str] = field(default_factory=list)  # combine: finetuning run dirs
+    combine_dropout: float = 0.7  # combine: paper A.3.7 (0.7, or 0 on Yahoo)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}")
+        if self.head not in HEADS:
+            raise ValueError(f"head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        if self.head_hidden < 1 or not 0 <= self.head_dropout < 1:
+            raise ValueError("head_hidden must be >= 1 and head_dropout in [0, 1)")
+        if min(self.head_epochs, self.full_epochs) < 0:
+            raise ValueError("head_epochs and full_epochs must be >= 0")
+        if not 0 <= self.combine_dropout < 1:
+            raise ValueError("combine_dropout must be in [0, 1)")
+        if self.strategy == "combine":
+            if len(self.runs) < 2:
+                raise ValueError("combine needs runs=[<finetuning run dir>,<finetuning run dir>]")
+            if self.full_epochs:
+                raise ValueError("combine trains its last layer only: full_epochs must be 0")
+            return
+        if self.runs:
+            raise ValueError(f"runs is for combine, not {self.strategy}")
+        if self.pretrained is None:
+            raise ValueError("pretrained=<pretraining run dir> or pretrained=none is required")
+        if self.strategy in FROZEN_HEADS:
+            if self.head != FROZEN_HEADS[self.strategy]:
+                raise ValueError(
+                    f"{self.strategy} uses head={FROZEN_HEADS[self.strategy]}; "
+                    "use lp for a linear head, mp for an MLP head, full to train both"
+                )
+            if self.full_epochs:
+                raise ValueError(f"{self.strategy} keeps the encoder frozen: full_epochs must be 0")
+
+    @property
+    def from_scratch(self) -> bool:
+        return self.pretrained is None or self.pretrained.lower() in ("none", "null", "")
+
+    def phases(self) -> list[Phase]:
+        return schedule(self.head_epochs, self.full_epochs, self.epochs)

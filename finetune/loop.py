@@ -1,0 +1,252 @@
+"""The supervised training loop of every deep ranker: finetuning, combining, deep baselines.
+
+``fit`` trains a model on the labeled train QGs phase by phase (`finetune.config.Phase`): a
+new Adam optimizer over the parameters the phase trains, one epoch of shuffled QG batches, then
+NDCG@5 on the labeled vali QGs (`core.evaluation.vali_metrics`). The initial model counts as
+epoch 0. A phase ends after its epochs or after ``patience`` epochs without a better vali NDCG@5;
+the best model so far is then restored, so the next phase starts from it and the model ``fit``
+returns is the validation-best one. A checkpoint written after every epoch lets an interrupted
+run resume where it stopped.
+
+Scores come from the model in eval mode, one batch of whole QGs at a time (`predict`), so a QG's
+scores never depend on which other QGs share its batch.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from core.checkpointing import load_training_state, save_training_state
+from core.device import Runtime
+from core.evaluation import SELECTION_METRIC, vali_metrics
+from data.batching import QueryGroupBatcher
+from data.pipeline import PreparedData
+from data.ranking_split import RankingSplit, rows_of_groups
+from finetune.config import Phase, TrainOptions
+
+CHECKPOINT = "checkpoint.pt"
+LossFn = Callable[..., torch.Tensor]
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint."""
+
+    epoch: int = 0  # epochs trained, over all phases
+    phase: int = 0  # index of the current phase
+    phase_epoch: int = 0  # epochs trained in the current phase
+    since_best: int = 0  # epochs of the current phase without a better vali NDCG@5
+    best_epoch: int = 0
+    best_score: float = -math.inf
+    train_seconds: float = 0.0
+    eval_seconds: float = 0.0
+    history: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class FitResult:
+    best_epoch: int
+    best_vali: float
+    epochs: int
+    seconds_per_epoch: float  # training and vali scoring of one epoch
+    train_seconds_per_epoch: float
+    history: list[dict]
+
+
+def predict(
+    model: nn.Module,
+    split: RankingSplit,
+    *,
+    runtime: Runtime,
+    item_budget: int,
+    groups: np.ndarray | None = None,
+) -> np.ndarray:
+    """``[n_items]`` float64 scores of ``split`` (0 for items outside ``groups``), eval mode."""
+    model.eval()
+    scores = np.zeros(split.n_items, dtype=np.float64)
+    batches = QueryGroupBatcher(split, item_budget=item_budget, groups=groups)
+    with torch.no_grad():
+        for batch in batches:
+            b = batch.to(runtime.device)
+            with runtime.autocast():
+                out = model(b.features, b.mask)
+            rows = rows_of_groups(split.offsets, batch.groups.numpy())
+            scores[rows] = out.float()[b.mask].cpu().numpy()
+    return scores
+
+
+def selection_score(
+    model: nn.Module, prepared: PreparedData, metrics_cfg, *, runtime: Runtime, item_budget: int
+) -> float:
+    """NDCG@5 of the labeled vali QGs (the only vali QGs scored)."""
+    labeled = np.flatnonzero(prepared.labels.vali_labeled)
+    scores = predict(model, prepared.vali, runtime=runtime, item_budget=item_budget, groups=labeled)
+    k = int(SELECTION_METRIC.partition("@")[2])
+    return vali_metrics(prepared, scores, replace(metrics_cfg, ks=[k]))[SELECTION_METRIC]
+
+
+def train_epoch(
+    model: nn.Module,
+    batches: QueryGroupBatcher,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: LossFn,
+    *,
+    runtime: Runtime,
+) -> float:
+    """One pass over the batches; the mean batch loss."""
+    model.train()
+    total, count = 0.0, 0
+    for batch in batches:
+        b = batch.to(runtime.device)
+        with runtime.autocast():
+            scores = model(b.features, b.mask)
+        loss = loss_fn(scores.float(), b.labels, mask=b.mask)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total, count = total + float(loss.detach()), count + 1
+    return total / max(count, 1)
+
+
+def training_groups(prepared: PreparedData) -> np.ndarray:
+    """Labeled train QGs with a relevant item (the others give no gradient to any loss)."""
+    labels = prepared.labels
+    return np.flatnonzero(labels.train_labeled & labels.train.groups_with_relevant())
+
+
+def fit(
+    model: nn.Module,
+    prepared: PreparedData,
+    *,
+    phases: list[Phase],
+    loss_fn: LossFn,
+    options: TrainOptions,
+    metrics_cfg,
+    runtime: Runtime,
+    seed: int,
+    checkpoint: Path | None = None,
+    log: Callable[[dict], None] | None = None,
+    desc: str = "finetune",
+) -> FitResult:
+    """Train ``model`` in place; on return it holds the validation-best weights."""
+    model.to(runtime.device)
+    progress, best_state, opt_state = Progress(), None, None
+    if checkpoint is not None and checkpoint.is_file():
+        state = load_training_state(checkpoint)
+        model.load_state_dict(state["model"])
+        best_state, opt_state = state["best_model"], state["optimizer"]
+        progress = Progress(**state["progress"])
+    batches = QueryGroupBatcher(
+        prepared.train,
+        item_budget=options.item_budget,
+        groups=training_groups(prepared),
+        shuffle=True,
+        seed=seed,
+        max_list_len=options.max_list_len,
+    )
+
+    def evaluate() -> float:
+        start = time.perf_counter()
+        score = selection_score(
+            model, prepared, metrics_cfg, runtime=runtime, item_budget=options.eval_item_budget
+        )
+        progress.eval_seconds += time.perf_counter() - start
+        return score
+
+    if not progress.history:  # the initial model is a candidate too (epoch 0)
+        _set_phase(model, phases[0] if phases else Phase("head", 0, False))
+        score = evaluate()
+        progress.best_score, best_state = _nan_low(score), _copy_state(model)
+        progress.history.append({"epoch": 0, "phase": "init", "vali_ndcg@5": score})
+    total = sum(p.epochs for p in phases)
+    bar = tqdm(total=total, initial=progress.epoch, desc=desc, unit="epoch", disable=None)
+    while progress.phase < len(phases):
+        phase = phases[progress.phase]
+        _set_phase(model, phase)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.Adam(trainable, lr=options.lr, weight_decay=options.weight_decay)
+        if opt_state is not None:
+            optimizer.load_state_dict(opt_state)
+            opt_state = None
+        stop = options.patience is not None and progress.since_best >= options.patience
+        while progress.phase_epoch < phase.epochs and not stop:
+            batches.set_epoch(progress.epoch)
+            start = time.perf_counter()
+            loss = train_epoch(model, batches, optimizer, loss_fn, runtime=runtime)
+            progress.train_seconds += time.perf_counter() - start
+            score = evaluate()
+            progress.epoch += 1
+            progress.phase_epoch += 1
+            row = {"epoch": progress.epoch, "phase": phase.name, "train_loss": loss}
+            row["vali_ndcg@5"] = score
+            progress.history.append(row)
+            if _nan_low(score) > progress.best_score:
+                progress.best_score, progress.best_epoch = score, progress.epoch
+                progress.since_best, best_state = 0, _copy_state(model)
+            else:
+                progress.since_best += 1
+            stop = options.patience is not None and progress.since_best >= options.patience
+            if log is not None:
+                log({**row, "best_vali_ndcg@5": progress.best_score})
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", vali=f"{score:.4f}")
+            if checkpoint is not None:
+                _save(checkpoint, model, optimizer, best_state, progress)
+        bar.update(phase.epochs - progress.phase_epoch)  # epochs skipped by early stopping
+        model.load_state_dict(best_state)
+        progress.phase, progress.phase_epoch, progress.since_best = progress.phase + 1, 0, 0
+        if checkpoint is not None:
+            _save(checkpoint, model, None, best_state, progress)
+    bar.close()
+    model.load_state_dict(best_state)
+    model.eval()
+    trained = max(progress.epoch, 1)
+    return FitResult(
+        best_epoch=progress.best_epoch,
+        best_vali=progress.best_score,
+        epochs=progress.epoch,
+        seconds_per_epoch=(progress.train_seconds + progress.eval_seconds) / trained,
+        train_seconds_per_epoch=progress.train_seconds / trained,
+        history=progress.history,
+    )
+
+
+def _set_phase(model: nn.Module, phase: Phase) -> None:
+    if hasattr(model, "set_phase"):
+        model.set_phase(train_encoder=phase.train_encoder)
+
+
+def _nan_low(score: float) -> float:
+    return -math.inf if math.isnan(score) else score
+
+
+def _copy_state(model: nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in copy.copy(model.state_dict()).items()}
+
+
+def _save(
+    path: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    best_state: dict | None,
+    progress: Progress,
+) -> None:
+    save_training_state(
+        path,
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "best_model": best_state,
+            "progress": progress.__dict__,
+        },
+    )

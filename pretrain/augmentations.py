@@ -1,0 +1,137 @@
+"""Augmentations and corruptions of padded QG batches: pure functions of an explicit generator.
+
+Every function takes ``features [B, L, d]`` and ``mask [B, L]`` (True on real items) and returns
+a new ``[B, L, d]`` tensor whose padded slots are zero. Random numbers are drawn for the real
+items only, in row-major order of ``features[mask]``, so a result depends on the generator's
+state and on the real items alone, never on the padding width. Compose them with `compose`.
+
+- `zero_features`: each entry set to 0 with probability ``p`` (paper's "Zeroing").
+- `gaussian_noise`: ``N(0, scale^2)`` added to every entry (paper's "Gaussian noise").
+- `marginal_corruption`: each entry replaced with probability ``p`` by the same feature of a
+  uniformly drawn item of the batch, i.e. a draw from the feature's empirical marginal (SCARF's
+  corruption, VIME's and SubTab's swap noise); also returns which entries were drawn.
+- `mixup_noise`: DACL's Mixup-noise, ``lambda x + (1 - lambda) x'`` with ``lambda ~ U(alpha, 1)``
+  per item and ``x'`` another item of the batch.
+- `keep_features`: zero every feature outside a subset (SubTab's feature subsets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import torch
+
+Augmentation = Callable[..., torch.Tensor]  # (features, mask, *, generator) -> features
+
+
+def _items(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    if features.ndim != 3 or mask.shape != features.shape[:2] or mask.dtype != torch.bool:
+        raise ValueError("features must be [B, L, d] with a bool mask [B, L]")
+    return features[mask]
+
+
+def _scatter(items: torch.Tensor, mask: torch.Tensor, d: int) -> torch.Tensor:
+    out = items.new_zeros(*mask.shape, d)
+    out[mask] = items
+    return out
+
+
+def _uniform(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator):
+    return torch.rand(shape, generator=generator, device=like.device, dtype=torch.float32)
+
+
+def zero_features(
+    features: torch.Tensor, mask: torch.Tensor, *, p: float, generator: torch.Generator
+) -> torch.Tensor:
+    """Each entry of each real item set to 0 independently with probability ``p``."""
+    items = _items(features, mask)
+    keep = _uniform(tuple(items.shape), items, generator) >= p
+    return _scatter(items * keep.to(items.dtype), mask, features.shape[-1])
+
+
+def gaussian_noise(
+    features: torch.Tensor, mask: torch.Tensor, *, scale: float, generator: torch.Generator
+) -> torch.Tensor:
+    """``features + scale * N(0, 1)`` on real items."""
+    items = _items(features, mask)
+    noise = torch.randn(items.shape, generator=generator, device=items.device, dtype=torch.float32)
+    return _scatter(items + scale * noise.to(items.dtype), mask, features.shape[-1])
+
+
+def marginal_corruption(
+    features: torch.Tensor, mask: torch.Tensor, *, p: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SCARF corruption over the batch's real items.
+
+    Returns:
+        ``(corrupted [B, L, d], drawn [B, L, d] bool)``; ``drawn`` marks entries replaced by a
+        marginal draw (the draw may hit the item itself, as in SCARF and VIME).
+    """
+    items = _items(features, mask)
+    n, d = items.shape
+    if n == 0:
+        return features.clone(), torch.zeros_like(features, dtype=torch.bool)
+    drawn = _uniform((n, d), items, generator) < p
+    donors = torch.randint(n, (n, d), generator=generator, device=items.device)
+    replaced = torch.where(drawn, items.gather(0, donors), items)
+    return _scatter(replaced, mask, d), _scatter(drawn, mask, d)
+
+
+def corrupt(
+    features: torch.Tensor, mask: torch.Tensor, *, p: float, generator: torch.Generator
+) -> torch.Tensor:
+    """`marginal_corruption` without the mask of drawn entries (composable)."""
+    return marginal_corruption(features, mask, p=p, generator=generator)[0]
+
+
+def mixup_noise(
+    features: torch.Tensor, mask: torch.Tensor, *, alpha: float, generator: torch.Generator
+) -> torch.Tensor:
+    """DACL Mixup-noise: each real item mixed with another real item of the batch.
+
+    ``lambda ~ U(alpha, 1)`` per item is the share the item keeps of itself; the partner is
+    uniform over the other items (the item itself when it is alone in the batch).
+    """
+    items = _items(features, mask)
+    n = items.shape[0]
+    if n == 0:
+        return features.clone()
+    lam = alpha + (1.0 - alpha) * _uniform((n, 1), items, generator)
+    shift = torch.randint(1, max(n, 2), (n,), generator=generator, device=items.device)
+    partner = (torch.arange(n, device=items.device) + shift) % n
+    mixed = lam.to(items.dtype) * items + (1.0 - lam).to(items.dtype) * items[partner]
+    return _scatter(mixed, mask, features.shape[-1])
+
+
+def keep_features(
+    features: torch.Tensor, mask: torch.Tensor, *, columns: torch.Tensor
+) -> torch.Tensor:
+    """Features outside ``columns`` (a ``[d]`` bool or index tensor) set to 0; no randomness."""
+    keep = torch.zeros(features.shape[-1], dtype=features.dtype, device=features.device)
+    keep[columns] = 1.0
+    return features * keep * mask.unsqueeze(-1).to(features.dtype)
+
+
+def compose(*augmentations: Augmentation) -> Augmentation:
+    """Apply augmentations in order, all drawing from one generator; identity when empty."""
+
+    def composed(
+        features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        out = features * mask.unsqueeze(-1).to(features.dtype)
+        for augment in augmentations:
+            out = augment(out, mask, generator=generator)
+        return out
+
+    return composed
+
+
+def view_augmentation(*, zero_p: float = 0.0, noise_scale: float = 0.0) -> Augmentation:
+    """The paper's view augmentation for SimCLR(-Rank/-Sample) and SimSiam: zeroing, then noise."""
+    steps: list[Augmentation] = []
+    if zero_p > 0:
+        steps.append(partial(zero_features, p=zero_p))
+    if noise_scale > 0:
+        steps.append(partial(gaussian_noise, scale=noise_scale))
+    return compose(*steps)

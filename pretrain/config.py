@@ -1,0 +1,132 @@
+"""The pretraining stage's config: ``./run.sh pretrain <method> [key=value ...]``.
+
+Defaults here are the paper's where it gives one (A.2.3: Adam, lr 5e-4, ResNet encoder);
+``configs/pretrain/<method>.yaml`` sets each method's augmentation, temperature, batch size and
+epochs. See docs/pretrain.md for every key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.config import CommonConfig
+from pretrain.encoders import EncoderConfig
+
+METHODS = ("simclr-rank", "simclr-sample", "simclr", "simsiam", "scarf", "dacl", "vime", "subtab")
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_EPOCHS = 40
+
+
+def _probability(name: str, value: float, *, closed: bool = False) -> None:
+    upper_ok = value <= 1.0 if closed else value < 1.0
+    if not (0.0 <= value and upper_ok):
+        raise ValueError(f"{name} must be in [0, {'1]' if closed else '1)'}, got {value}")
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """How views and corrupted inputs are made (pretrain/augmentations.py)."""
+
+    zero_p: float = 0.0  # zeroing: each feature of each item set to 0 with this probability
+    noise_scale: float = 0.0  # Gaussian noise of this std added to every feature
+    corrupt_p: float = 0.6  # scarf / vime / subtab: entry replaced by a draw from its marginal
+    mixup: float = 0.9  # dacl: an item keeps a share lambda ~ U(mixup, 1) of itself
+    subsets: int = 4  # subtab: number of feature subsets
+    overlap: float = 0.75  # subtab: overlap of neighbouring subsets, as a share of a subset
+
+    def __post_init__(self) -> None:
+        _probability("augment.zero_p", self.zero_p)
+        _probability("augment.corrupt_p", self.corrupt_p, closed=True)
+        _probability("augment.mixup", self.mixup, closed=True)
+        _probability("augment.overlap", self.overlap)
+        if self.noise_scale < 0:
+            raise ValueError(f"augment.noise_scale must be >= 0, got {self.noise_scale}")
+        if self.subsets < 1:
+            raise ValueError(f"augment.subsets must be >= 1, got {self.subsets}")
+
+
+@dataclass(frozen=True)
+class HeadsConfig:
+    """Heads trained with the encoder and thrown away after pretraining (paper A.2.5)."""
+
+    projector_dim: int | None = None  # projector hidden and output width (default: encoder's)
+    predictor_hidden: int | None = None  # simsiam predictor bottleneck (default: width // 4)
+
+    def __post_init__(self) -> None:
+        for name in ("projector_dim", "predictor_hidden"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"heads.{name} must be >= 1, got {value}")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    lr: float = 5e-4  # Adam, paper A.2.3
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0:
+            raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Label-free monitors and the k-NN probe, measured before training and after each epoch."""
+
+    enabled: bool = True
+    every: int = 1  # epochs between measurements (the last epoch is always measured)
+    n_items: int = 2048  # items of train (+ vali) for alignment, uniformity and effective rank
+    zero_p: float = 0.1  # the monitor's own view augmentation, the same for every method
+    noise_scale: float = 0.0
+    knn_k: int = 10
+    probe_items: int = 20000  # most labeled train items in the k-NN index
+    probe_groups: int = 500  # most labeled vali QGs scored by the probe
+    collapse_share: float = 0.1  # warn when effective rank < max(collapse_min, share * width)
+    collapse_min: float = 5.0
+
+    def __post_init__(self) -> None:
+        if min(self.every, self.n_items, self.knn_k, self.probe_items, self.probe_groups) < 1:
+            raise ValueError("monitor.every, n_items, knn_k, probe_items, probe_groups must be >= 1")
+        if self.n_items < 2:
+            raise ValueError("monitor.n_items must be >= 2")
+        _probability("monitor.zero_p", self.zero_p)
+        if self.noise_scale < 0:
+            raise ValueError("monitor.noise_scale must be >= 0")
+
+
+@dataclass(frozen=True)
+class PretrainConfig(CommonConfig):
+    method: str = "simclr-rank"
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    heads: HeadsConfig = field(default_factory=HeadsConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    item_budget: int = 1024  # most real items per batch (whole QGs)
+    max_list_len: int | None = None  # truncate longer QGs (a random subset of their items)
+    include_vali: bool = True  # pretrain on vali features too (the paper's default); no labels
+    temperature: float = 0.1  # contrastive objectives
+    vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation
+    amp: bool = True  # bf16 autocast on CUDA
+    device: str = "auto"  # auto | cpu | cuda
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method}")
+        if self.item_budget < 2:
+            raise ValueError(f"item_budget must be >= 2, got {self.item_budget}")
+        if self.max_list_len is not None and self.max_list_len < 1:
+            raise ValueError(f"max_list_len must be >= 1, got {self.max_list_len}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.vime_alpha < 0:
+            raise ValueError(f"vime_alpha must be >= 0, got {self.vime_alpha}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device}")
+
+    @property
+    def n_epochs(self) -> int:
+        return DEFAULT_EPOCHS if self.epochs is None else self.epochs

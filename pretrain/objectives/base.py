@@ -1,0 +1,56 @@
+"""What every pretraining objective is: an encoder plus heads, and a loss of a padded batch.
+
+An objective is an ``nn.Module`` holding the encoder (``self.encoder``, the part finetuning
+keeps) and its heads. ``forward(features [B, L, d], mask [B, L], *, generator) -> loss`` (a
+scalar) draws its augmentations from ``generator``; ``embed(features, mask) -> [B, L, D]`` is what
+the monitors look at (the encoder's output unless a method aggregates several passes).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+# Masked logits: far below any cosine / temperature, finite so that softmax gradients stay finite.
+NEG = -1e9
+
+
+class Objective(nn.Module):
+    fake_groups: ClassVar[bool] = False  # batches of random items grouped into fake QGs
+    sync_batchnorm: ClassVar[bool] = False  # BatchNorm statistics over all DDP ranks
+
+    def __init__(self, *, encoder: nn.Module) -> None:
+        super().__init__()
+        if not hasattr(encoder, "out_dim"):
+            raise ValueError("encoder must have an out_dim attribute")
+        self.encoder = encoder
+
+    @property
+    def width(self) -> int:
+        return int(self.encoder.out_dim)
+
+    def embed(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L, D]`` item embeddings (zeros at padding)."""
+        return self.encoder(features, mask)
+
+    def encode_items(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[N, D]`` embeddings of the real items, in the row-major order of ``mask``."""
+        return self.encoder(features, mask)[mask]
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def scatter_items(items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[N, D]`` rows of the real items back into a zero-padded ``[B, L, D]``."""
+    out = items.new_zeros(*mask.shape, items.shape[-1])
+    out[mask] = items
+    return out
+
+
+def head_width(cfg_dim: int | None, encoder_width: int) -> int:
+    return encoder_width if cfg_dim is None else cfg_dim

@@ -1,0 +1,120 @@
+"""Batch-wide SimCLR (paper eq. 2) and DACL+, whose negatives are every other view of the batch.
+
+    l_qi^a = -cos(z_qi^a, z_qi^(1-a)) / tau
+             + log sum_{(q', i', a') != (q, i, a)} exp(cos(z_qi^a, z_q'i'^a') / tau)
+
+over all items of all QGs of the batch: ``O((B L)^2)`` time and memory. Under DDP the candidates
+are gathered from every rank (`core.collectives.gather_with_grad`), so the batch is the global
+one and gradients reach the rows of every rank.
+
+DACL+ (Verma et al., 2021) is the same loss on two Mixup-noise views (``lambda ~ U(mixup, 1)``,
+partner another item of the batch), each optionally followed by Gaussian noise (``noise_scale``).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from core.collectives import gather_with_grad
+from pretrain.augmentations import compose, gaussian_noise, mixup_noise, view_augmentation
+from pretrain.heads import Projector
+from pretrain.objectives.base import NEG, Objective, head_width
+
+
+def simclr_loss(
+    z0: torch.Tensor, z1: torch.Tensor, *, temperature: float, reduction: str = "mean"
+) -> torch.Tensor:
+    """Eq. 2 over the real items of the batch (of every rank under DDP).
+
+    Args:
+        z0, z1: ``[N, D]`` projections of the two views of this rank's items.
+        temperature: tau.
+        reduction: ``mean`` (scalar) or ``none`` (``[2N]``: anchors of view 0, then view 1).
+    """
+    if z0.shape != z1.shape or z0.ndim != 2:
+        raise ValueError("z0 and z1 must both be [N, D]")
+    n = z0.shape[0]
+    z = F.normalize(torch.cat([z0, z1]).float(), dim=-1)  # [2N, D]
+    candidates, offset = gather_with_grad(z)  # [2M, D]; this rank's rows at offset
+    logits = z @ candidates.T / temperature  # [2N, 2M]
+    rows = torch.arange(2 * n, device=z.device)
+    logits = logits.index_put((rows, offset + rows), torch.tensor(NEG, device=z.device))
+    positive = logits[rows, offset + (rows + n) % (2 * n)]
+    per_anchor = torch.logsumexp(logits, dim=1) - positive
+    if reduction == "none":
+        return per_anchor
+    return per_anchor.mean() if n else z.sum() * 0.0
+
+
+class SimCLR(Objective):
+    """Encoder and projector; views by zeroing and/or Gaussian noise; eq. 2."""
+
+    def __init__(
+        self,
+        *,
+        encoder: nn.Module,
+        projector_dim: int | None = None,
+        temperature: float = 0.1,
+        zero_p: float = 0.0,
+        noise_scale: float = 1.0,
+    ) -> None:
+        super().__init__(encoder=encoder)
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
+        self.temperature = temperature
+        self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
+
+    @classmethod
+    def from_config(cls, encoder: nn.Module, cfg) -> SimCLR:
+        return cls(
+            encoder=encoder,
+            projector_dim=cfg.heads.projector_dim,
+            temperature=cfg.temperature,
+            zero_p=cfg.augment.zero_p,
+            noise_scale=cfg.augment.noise_scale,
+        )
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        z0 = self.projector(self.encode_items(self.augment(features, mask, generator=generator), mask))
+        z1 = self.projector(self.encode_items(self.augment(features, mask, generator=generator), mask))
+        return simclr_loss(z0, z1, temperature=self.temperature)
+
+
+class DACL(SimCLR):
+    """DACL+: eq. 2 on Mixup-noise views (then Gaussian noise when ``noise_scale`` > 0)."""
+
+    def __init__(
+        self,
+        *,
+        encoder: nn.Module,
+        projector_dim: int | None = None,
+        temperature: float = 0.1,
+        mixup: float = 0.9,
+        noise_scale: float = 0.0,
+    ) -> None:
+        super().__init__(
+            encoder=encoder, projector_dim=projector_dim, temperature=temperature, noise_scale=0.0
+        )
+        if not 0.0 <= mixup <= 1.0:
+            raise ValueError(f"mixup must be in [0, 1], got {mixup}")
+        steps = [partial(mixup_noise, alpha=mixup)]
+        if noise_scale > 0:
+            steps.append(partial(gaussian_noise, scale=noise_scale))
+        self.augment = compose(*steps)
+
+    @classmethod
+    def from_config(cls, encoder: nn.Module, cfg) -> DACL:
+        return cls(
+            encoder=encoder,
+            projector_dim=cfg.heads.projector_dim,
+            temperature=cfg.temperature,
+            mixup=cfg.augment.mixup,
+            noise_scale=cfg.augment.noise_scale,
+        )

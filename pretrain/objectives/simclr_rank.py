@@ -1,0 +1,130 @@
+"""SimCLR-Rank (paper eq. 3): InfoNCE whose negatives are the other items of the anchor's own QG.
+
+For item ``i`` of QG ``q`` and view ``a``, the positive is view ``1 - a`` of the same item and the
+denominator sums over every item and view of QG ``q`` except the anchor itself:
+
+    l_qi^a = -cos(z_qi^a, z_qi^(1-a)) / tau
+             + log sum_{(i', a') != (i, a), i' in q} exp(cos(z_qi^a, z_qi'^a') / tau)
+
+Vectorised over padded QGs: one ``[B, 2L, 2L]`` similarity tensor per batch, time and memory
+``O(B L^2)``, no loop over QGs. Rows are grouped by length into at most ``log2(L) + 1`` buckets,
+each padded only to its own longest QG, so one long QG does not inflate the whole batch.
+
+A QG of one item has no negative besides the other view: both its terms are exactly 0 and carry
+no gradient, so such items are left out of the mean (the loss is the mean over items of QGs with
+at least two items, 0 when there is none). SimCLR-Sample is the same loss over fake QGs of
+random items (``fake_groups``; see pretrain/data.py).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from pretrain.augmentations import view_augmentation
+from pretrain.heads import Projector
+from pretrain.objectives.base import NEG, Objective, head_width, scatter_items
+
+
+def _bucket_item_losses(
+    z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """``[b, E]`` per-item loss ``(l^0 + l^1) / 2`` of one bucket (0 at padding)."""
+    b, length, _ = z0.shape
+    z = F.normalize(torch.cat([z0, z1], dim=1).float(), dim=-1)  # [b, 2E, D]
+    valid = torch.cat([mask, mask], dim=1)  # [b, 2E]
+    logits = torch.bmm(z, z.transpose(1, 2)) / temperature  # [b, 2E, 2E]
+    index = torch.arange(2 * length, device=z.device)
+    self_pair = index[:, None] == index[None, :]
+    logits.masked_fill_(self_pair[None] | ~valid[:, None, :], NEG)
+    positive = logits[:, index, (index + length) % (2 * length)]  # [b, 2E]
+    per_anchor = torch.logsumexp(logits, dim=2) - positive
+    return (per_anchor[:, :length] + per_anchor[:, length:]) / 2
+
+
+def simclr_rank_loss(
+    z0: torch.Tensor,
+    z1: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    temperature: float,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Eq. 3 over a batch of padded QGs.
+
+    Args:
+        z0, z1: ``[B, L, D]`` projections of the two views (padding ignored).
+        mask: ``[B, L]`` bool, True on real items.
+        temperature: tau.
+        reduction: ``mean`` (scalar over items of QGs with >= 2 items) or ``none`` (``[B, L]``
+            per-item ``(l^0 + l^1) / 2``, 0 at padding and for one-item QGs).
+    """
+    if z0.shape != z1.shape or z0.ndim != 3 or mask.shape != z0.shape[:2]:
+        raise ValueError("z0 and z1 must be [B, L, D] and mask [B, L]")
+    if reduction not in ("mean", "none"):
+        raise ValueError(f"reduction must be mean or none, got {reduction}")
+    positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    extent = (mask * positions).amax(dim=1) if mask.shape[1] else mask.sum(1)  # last real + 1
+    used = mask & (mask.sum(dim=1, keepdim=True) >= 2)
+    losses = z0.new_zeros(mask.shape, dtype=torch.float32)
+    # Bucket k holds rows whose extent is in (2^(k-1), 2^k]; each is cut to its own width.
+    bucket = torch.ceil(torch.log2(extent.clamp(min=1).float())).long()
+    for k in torch.unique(bucket[extent >= 2]).tolist():
+        rows = torch.nonzero((bucket == k) & (extent >= 2)).squeeze(1)
+        width = int(extent[rows].max())
+        part = _bucket_item_losses(
+            z0[rows, :width], z1[rows, :width], mask[rows, :width], temperature
+        )
+        losses = losses.index_put((rows,), F.pad(part, (0, mask.shape[1] - width)))
+    losses = torch.where(used, losses, 0.0)
+    if reduction == "none":
+        return losses
+    return losses.sum() / used.sum().clamp(min=1)
+
+
+class SimCLRRank(Objective):
+    """Encoder and projector; two views by zeroing and/or Gaussian noise (paper A.2.3)."""
+
+    def __init__(
+        self,
+        *,
+        encoder: nn.Module,
+        projector_dim: int | None = None,
+        temperature: float = 0.1,
+        zero_p: float = 0.0,
+        noise_scale: float = 1.0,
+    ) -> None:
+        super().__init__(encoder=encoder)
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
+        self.temperature = temperature
+        self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
+
+    @classmethod
+    def from_config(cls, encoder: nn.Module, cfg) -> SimCLRRank:
+        return cls(
+            encoder=encoder,
+            projector_dim=cfg.heads.projector_dim,
+            temperature=cfg.temperature,
+            zero_p=cfg.augment.zero_p,
+            noise_scale=cfg.augment.noise_scale,
+        )
+
+    def project(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L, P]`` projections (zeros at padding)."""
+        return scatter_items(self.projector(self.encode_items(features, mask)), mask)
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        z0 = self.project(self.augment(features, mask, generator=generator), mask)
+        z1 = self.project(self.augment(features, mask, generator=generator), mask)
+        return simclr_rank_loss(z0, z1, mask, temperature=self.temperature)
+
+
+class SimCLRSample(SimCLRRank):
+    """SimCLR-Rank over fake QGs: items permuted at random each epoch, then grouped."""
+
+    fake_groups = True

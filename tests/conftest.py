@@ -1,0 +1,21 @@
+"""Test-wide settings: no wandb, a private data cache, few threads on a small CI machine."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch) -> None:
+    """Caches and default run folders of tests never land in the project tree."""
+    root = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("LTR_CACHE_DIR", str(root / "letor-cache"))
+    monkeypatch.setenv("LTR_RUNS_DIR", str(root / "runs"))
