@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from baselines.deep_config import DeepBaselineOptions
 from baselines.gbdt_config import GBDTOptions
 from core.config import CommonConfig
 
@@ -19,6 +20,7 @@ class BaselineConfig(CommonConfig):
 
     method: str = "gbdt"
     gbdt: GBDTOptions = field(default_factory=GBDTOptions)
+    deep: DeepBaselineOptions = field(default_factory=DeepBaselineOptions)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import lightgbm as lgb
@@ -25,7 +25,14 @@ import numpy as np
 from tqdm import tqdm
 
 from baselines.config import BaselineConfig
-from baselines.gbdt_grid import GridOutcome, grid_points, n_fits, run_grid, select_best
+from baselines.gbdt_grid import (
+    GridOutcome,
+    PointResult,
+    grid_points,
+    n_fits,
+    run_grid,
+    select_best,
+)
 from baselines.lightgbm_ranker import (
     SELECTION_K,
     Fit,
@@ -38,6 +45,7 @@ from baselines.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_la
 from core.errors import UserError
 from core.evaluation import evaluation_report, save_scores, vali_metrics
 from core.rundir import atomic_write_bytes, atomic_write_text, git_revision, mark_done, write_json
+from core.tracking import Tracker, start_tracker
 from data.pipeline import PreparedData, prepare_data, require_relevant_labels
 from data.ranking_split import RankingSplit, rows_of_groups
 
@@ -104,19 +112,37 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict:
         num_threads=options.num_threads,
         seed=cfg.seed,
     )
-    with tqdm(total=_total_fits(cfg, prepared, variant, len(ks) or 1), desc=cfg.method,
-              unit="fit", file=sys.stderr, dynamic_ncols=True) as progress:  # fmt: skip
+    tracker = _tracker(cfg, out_dir)
+    with tqdm(
+        total=_total_fits(cfg, prepared, variant, len(ks) or 1),
+        desc=cfg.method,
+        unit="fit",
+        file=sys.stderr,
+        leave=False,
+        disable=not sys.stderr.isatty(),  # as core.tracking.ProgressBar: terminals only
+    ) as progress:
+
+        def on_point(result: PointResult) -> None:
+            tracker.log({"grid": result.as_dict()}, step=progress.n)
+            progress.update()
+
         candidates = [
-            _fit_features(cfg, prepared, features, k, training, variant, progress.update)
+            _fit_features(cfg, prepared, features, k, training, variant, on_point)
             for k in (ks or [0])
         ]
     chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
     model = chosen.outcome.best_fit
-    vali_scores = model.predict(features.split("vali", chosen.k).features, num_threads=training.num_threads)
-    test_scores = model.predict(features.split("test", chosen.k).features, num_threads=training.num_threads)
+    vali_scores = model.predict(
+        features.split("vali", chosen.k).features, num_threads=training.num_threads
+    )
+    test_scores = model.predict(
+        features.split("test", chosen.k).features, num_threads=training.num_threads
+    )
     report = _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
     report["seconds"] = round(time.perf_counter() - start, 3)
     _save(out_dir, prepared, model, features, chosen.k, vali_scores, test_scores, report)
+    tracker.summary({k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")})
+    tracker.finish()
     return report
 
 
@@ -146,7 +172,9 @@ def _fit_features(cfg, prepared, features, k, training, variant, on_point) -> Ca
         print(f"{cfg.method}: every train QG is labeled; nothing to pseudo-label", file=sys.stderr)
         return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
     rows = rows_of_groups(train.offsets, unlabeled)
-    teacher_scores = outcome.best_fit.predict(train.features[rows], num_threads=training.num_threads)
+    teacher_scores = outcome.best_fit.predict(
+        train.features[rows], num_threads=training.num_threads
+    )
     levels = pseudo_labels(
         teacher_scores, levels=cfg.gbdt.pseudo_levels, binning=cfg.gbdt.pseudo_binning
     )
@@ -157,6 +185,19 @@ def _fit_features(cfg, prepared, features, k, training, variant, on_point) -> Ca
     counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
     pseudo = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
     return Candidate(k=k, outcome=student, teacher=outcome, pseudo=pseudo)
+
+
+def _tracker(cfg: BaselineConfig, out_dir: Path) -> Tracker:
+    tag = cfg.scarcity.tag
+    return start_tracker(
+        cfg.logger,
+        run_dir=out_dir,
+        name=f"{cfg.data.name}/baseline/{cfg.method}/{tag}/seed={cfg.seed}",
+        config=asdict(cfg),
+        group=f"{cfg.data.name}/baseline/{cfg.method}/{tag}",
+        tags=[cfg.data.name, "baseline", cfg.method, tag],
+        job_type="baseline",
+    )
 
 
 def _total_fits(cfg, prepared: PreparedData, variant: Variant, n_feature_sets: int) -> int:

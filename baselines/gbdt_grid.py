@@ -107,13 +107,13 @@ def run_grid(
     score_vali: Callable[[Fit], float],
     phase: str,
     pca_components: int,
-    on_point: Callable[[], None] = lambda: None,
+    on_point: Callable[[PointResult], None] = lambda result: None,
 ) -> GridOutcome:
     """Fit every point (min_data_in_leaf capped for ``data``); keep the vali-best one.
 
     Args:
         score_vali: a fit's NDCG@5 on the labeled vali QGs (the project's metric and policy).
-        on_point: called after each fit (progress bar).
+        on_point: called with each fit's result (progress bar, tracker).
     """
     outcome = GridOutcome()
     for leaves, asked in capped(points, data.cap):
@@ -130,7 +130,7 @@ def run_grid(
         outcome.results.append(result)
         if select_best([r.vali_ndcg for r in outcome.results]) == len(outcome.results) - 1:
             outcome.best, outcome.best_fit = len(outcome.results) - 1, trained
-        on_point()
+        on_point(result)
     return outcome
 
 

@@ -99,7 +99,9 @@ class PCAFeatures:
             return np.zeros((0, self.max_components), dtype=np.float32)
         return self.pca.transform(np.asarray(features, dtype=np.float64)).astype(np.float32)
 
-    def append(self, split: RankingSplit, k: int, projection: np.ndarray | None = None) -> RankingSplit:
+    def append(
+        self, split: RankingSplit, k: int, projection: np.ndarray | None = None
+    ) -> RankingSplit:
         """``split`` with its first ``k`` component scores as extra columns.
 
         ``projection`` (from `projection`) saves recomputing it for several ``k``.

@@ -98,6 +98,13 @@ STAGES: dict[str, Stage] = {
         entry="data.info:main",
         schema="core.config:CommonConfig",
     ),
+    "pretrain": Stage(
+        help="self-supervised pretraining of an item encoder on all train (+ vali) QGs, no labels",
+        entry="pretrain.train:main",
+        schema="pretrain.config:PretrainConfig",
+        config_folder="pretrain",
+        run_stage="pretrain",
+    ),
     "baseline": Stage(
         help="a baseline ranker on the labeled QGs, chosen on vali (LightGBM LambdaMART, "
         "+ pseudo-labels / PCA)",
@@ -105,6 +112,14 @@ STAGES: dict[str, Stage] = {
         schema="baselines.config:BaselineConfig",
         config_folder="baseline",
         run_stage="baseline",
+    ),
+    "finetune": Stage(
+        help="a scoring head on a pretrained (pretrained=<run dir>) or fresh (pretrained=none) "
+        "encoder, trained on the labeled QGs; combine=finetuned runs",
+        entry="finetune.train:main",
+        schema="finetune.config:FinetuneConfig",
+        config_folder="finetune",
+        run_stage="finetune",
     ),
 }
 

@@ -7,22 +7,24 @@ Generative model (one "world" of parameters, then train, vali and test splits dr
    ``mean_group_size``.
 2. Latents: item ``i`` of QG ``q`` has ``z_i = c_q + u_i`` in ``R^latent_dim`` with a query
    centre ``c_q ~ N(0, 0.5^2 I)`` (the query's topic) and ``u_i ~ N(0, I)``.
-3. Relevance: ``f(z) = w1.z + nonlinearity * (0.8 sin(1.5 w2.z) + 0.4 (w3.z)^2)``, standardised,
-   plus ``label_noise * N(0, 1)``: the noisy score ``s_i``.
+3. Relevance: ``f(z) = w1.z + nonlinearity * (0.8 sin(1.5 w2.z) + 0.4 (w3.z)^2)`` with
+   orthonormal ``w1, w2, w3``, standardised, plus ``label_noise * N(0, 1)``: the noisy score
+   ``s_i``.
 4. Labels are relative to the query: a QG has no relevant item with probability
    ``frac_groups_without_relevant``, otherwise a fraction ``p_q ~ Beta`` (mean ``frac_relevant``)
    of its items, those with the highest ``s_i``, is relevant; relevant items get grade 1-4 from
    thresholds on ``s_i + b_q`` (``b_q`` a per-query quality shift). Small QGs often round to no
-   relevant item, so roughly 15-30 % of QGs have none.
+   relevant item, so roughly 10-30 % of QGs have none.
 5. Features are noisy non-linear transforms of random projections of ``z``. Each informative
-   feature ``j`` sees ``p_j = a_j.z + k_j sin(b_j.z) + t_qj + feature_noise * N(0, 1)``, where
-   ``a_j`` has at most ``max_alignment`` cosine with ``w1`` (no single feature is a good ranker;
-   the signal is spread redundantly over many features) and ``t_qj ~ N(0, query_shift^2)`` is a
-   per-QG offset. ``p_j`` is then mapped to a kind of feature seen in LETOR data:
-   ``count`` (Poisson term/link counts), ``score`` (BM25-like, log-normal times a per-QG scale),
-   ``ratio`` (sigmoid, in (0, 1)), ``categorical`` (2 or 3 distinct values). Two more kinds
-   carry no item-level signal: ``query`` (constant within a QG: query length, number of
-   documents, ...) and ``noise`` (heavy-tailed, independent of ``z``).
+   feature ``j`` sees ``p_j = a_j.z + sin(b_j.z) + t_qj + feature_noise * N(0, 1)``, where
+   ``|b_j|`` is in [0.3, 0.8], ``a_j`` is a unit vector with at most ``max_alignment`` cosine
+   with ``w1`` (no single feature is a good ranker; the signal is spread redundantly over many
+   features) and ``t_qj ~ N(0, query_shift^2)`` is a per-QG offset. ``p_j`` is then mapped to a
+   kind of feature seen in LETOR data: ``count`` (Poisson term/link counts), ``score``
+   (BM25-like, log-normal times a per-QG scale), ``ratio`` (sigmoid, in (0, 1)),
+   ``categorical`` (2 or 3 distinct values). Two more kinds carry no item-level signal:
+   ``query`` (constant within a QG: query length, number of documents) and ``noise``
+   (heavy-tailed, independent of ``z``).
 6. Rare extremes: in vali and test, ``ceil(outlier_group_rate * n_groups)`` QGs get one item
    whose value in one unbounded feature is 10-100 times the largest value in the data, far
    beyond a gap, for outlier detectors to find.
@@ -31,8 +33,8 @@ A model that knows ``z`` ranks well; a linear model on raw features is mediocre;
 needs many labels to piece ``f`` together from the noisy features, while the unlabeled items
 (their joint structure is a ``latent_dim``-dimensional manifold in feature space) let
 self-supervised learning recover ``z``. Everything is drawn from ``seed``: the same spec gives
-bit-identical arrays; each split has its own random stream, so the train split does not change
-when the size of vali or test does.
+bit-identical arrays (with one numpy version on one platform); each split has its own random
+stream, so the train split does not change when the size of vali or test does.
 """
 
 from __future__ import annotations
@@ -124,11 +126,11 @@ class _World:
     """Parameters shared by all splits. Vectors are ``[latent_dim]``, matrices ``[d, L]``."""
 
     kinds: list[str]
-    w: np.ndarray  # [3, L] unit directions of the relevance function
+    w: np.ndarray  # [3, L] orthonormal directions of the relevance function
     f_mean: float
     f_std: float
     proj: np.ndarray  # [d, L]
-    warp: np.ndarray  # [d, L], scaled by the warp amplitude
+    warp: np.ndarray  # [d, L], norms in [0.3, 0.8]: the frequency of the sine warp
     slope: np.ndarray  # [d]
     bias: np.ndarray  # [d]
     cuts: np.ndarray  # [d, 2] cut points of categorical features (inf = unused)
@@ -145,20 +147,20 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def _relevance(z: np.ndarray, w: np.ndarray, nonlinearity: float) -> np.ndarray:
+def _relevance(*, z: np.ndarray, w: np.ndarray, nonlinearity: float) -> np.ndarray:
     """``[n]`` un-standardised relevance of latents ``z`` ``[n, L]``."""
     proj = z @ w.T.astype(z.dtype)
     nonlinear = 0.8 * np.sin(1.5 * proj[:, 1]) + 0.4 * proj[:, 2] ** 2
     return proj[:, 0] + nonlinearity * nonlinear
 
 
-def _make_world(spec: SyntheticSpec, rng: np.random.Generator) -> _World:
+def _make_world(*, spec: SyntheticSpec, rng: np.random.Generator) -> _World:
     d, dim = spec.n_features, spec.latent_dim
     # Orthonormal relevance directions, so that the linear and non-linear parts do not mix.
     w = np.linalg.qr(rng.standard_normal((dim, 3)))[0].T
     # Standardise f on a fixed sample of z so that the label thresholds mean the same anywhere.
     z = rng.standard_normal((20000, dim)) * math.sqrt(1 + _CENTRE_STD**2)
-    f = _relevance(z, w, spec.nonlinearity)
+    f = _relevance(z=z, w=w, nonlinearity=spec.nonlinearity)
     proj = _unit(rng.standard_normal((d, dim)))
     # Cap each feature's alignment with the main relevance direction, then renormalise.
     along = proj @ w[0]
@@ -190,22 +192,21 @@ def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-def _clipped_lognormal_mean(mu: float, sigma: float, low: float, high: float) -> float:
+def _clipped_lognormal_mean(*, mu: float, sigma: float, low: float, high: float) -> float:
     """Mean of ``clip(X, low, high)`` for ``X ~ LogNormal(mu, sigma)``."""
-    phi = _phi
     a, b = (math.log(low) - mu) / sigma, (math.log(high) - mu) / sigma
-    inside = math.exp(mu + sigma**2 / 2) * (phi(b - sigma) - phi(a - sigma))
-    return low * phi(a) + high * (1.0 - phi(b)) + inside
+    inside = math.exp(mu + sigma**2 / 2) * (_phi(b - sigma) - _phi(a - sigma))
+    return low * _phi(a) + high * (1.0 - _phi(b)) + inside
 
 
-def _group_sizes(spec: SyntheticSpec, n_groups: int, rng: np.random.Generator) -> np.ndarray:
+def _group_sizes(*, spec: SyntheticSpec, n_groups: int, rng: np.random.Generator) -> np.ndarray:
     """``[n_groups]`` int64 QG sizes from a clipped log-normal whose mean is mean_group_size."""
     sigma, low, high = spec.group_size_sigma, spec.min_group_size, spec.max_group_size
     # Clipping moves the mean, so find mu by bisection (the clipped mean grows with mu).
     lo, hi = math.log(low) - 10 * sigma, math.log(high) + 10 * sigma
     for _ in range(100):
         mu = (lo + hi) / 2
-        if _clipped_lognormal_mean(mu, sigma, low, high) < spec.mean_group_size:
+        if _clipped_lognormal_mean(mu=mu, sigma=sigma, low=low, high=high) < spec.mean_group_size:
             lo = mu
         else:
             hi = mu
@@ -282,14 +283,14 @@ def _split(
     *, spec: SyntheticSpec, world: _World, n_groups: int, name: str, rng: np.random.Generator
 ) -> tuple[RankingSplit, np.ndarray]:
     """One split and its ``[n_items]`` noise-free standardised relevance ``f(z)``."""
-    sizes = _group_sizes(spec, n_groups, rng)
+    sizes = _group_sizes(spec=spec, n_groups=n_groups, rng=rng)
     offsets = np.zeros(n_groups + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     group = np.repeat(np.arange(n_groups, dtype=np.int64), sizes)
     n = int(offsets[-1])
     centres = rng.standard_normal((n_groups, spec.latent_dim), dtype=np.float32) * _CENTRE_STD
     z = centres[group] + rng.standard_normal((n, spec.latent_dim), dtype=np.float32)
-    f = (_relevance(z, world.w, spec.nonlinearity) - world.f_mean) / world.f_std
+    f = (_relevance(z=z, w=world.w, nonlinearity=spec.nonlinearity) - world.f_mean) / world.f_std
     s = f + rng.standard_normal(n, dtype=np.float32) * spec.label_noise
     labels = _labels(s=s, offsets=offsets, group=group, spec=spec, rng=rng)
     features = np.empty((n, spec.n_features), dtype=np.float32)
@@ -324,7 +325,7 @@ def generate_with_oracle(
     """Splits "train", "vali", "test" and, per split, the ``[n_items]`` noise-free relevance
     ``f(z)`` (an upper-bound ranker, for diagnostics only)."""
     streams = _streams(spec.seed)
-    world = _make_world(spec, np.random.default_rng(streams["world"]))
+    world = _make_world(spec=spec, rng=np.random.default_rng(streams["world"]))
     sizes = (spec.n_train_groups, spec.n_vali_groups, spec.n_test_groups)
     splits, oracle = {}, {}
     for name, n_groups in zip(SPLITS, sizes, strict=True):

@@ -18,6 +18,7 @@ from finetune.losses import LOSS_OPTIONS, LOSSES
 from pretrain.encoders import EncoderConfig
 
 STRATEGIES = ("lp", "mp", "full", "combine")
+DEVICES = ("auto", "cpu", "cuda")
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
 
 
@@ -43,26 +44,27 @@ class LossConfig:
 
 
 @dataclass(frozen=True)
-class TrainOptions:
-    """How a ranker is trained on the labeled QGs (shared with the deep baselines)."""
-
-    lr: float = 5e-5
+class OptimizerConfig:
+    lr: float = 5e-5  # Adam, paper A.2.3
     weight_decay: float = 0.0
-    item_budget: int = 1000  # real items per training batch (paper: about 1000)
-    eval_item_budget: int = 20000  # items per batch when scoring vali and test
-    max_list_len: int | None = None  # truncate longer QGs in training (a random subset)
-    patience: int | None = 30  # epochs without a better vali NDCG@5 that end a phase
-    amp: bool = True  # bf16 autocast on CUDA
 
     def __post_init__(self) -> None:
-        if not self.lr > 0 or self.weight_decay < 0:
-            raise ValueError("lr must be > 0 and weight_decay >= 0")
-        if min(self.item_budget, self.eval_item_budget) < 1:
-            raise ValueError("item_budget and eval_item_budget must be >= 1")
-        if self.max_list_len is not None and self.max_list_len < 2:
-            raise ValueError("max_list_len must be >= 2 (or null)")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError("patience must be >= 1 (or null for none)")
+        if not self.lr > 0:
+            raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """How `finetune.loop.fit` trains (built from a finetuning or deep-baseline config)."""
+
+    lr: float
+    weight_decay: float = 0.0
+    item_budget: int = 1000
+    eval_item_budget: int = 20000
+    max_list_len: int | None = None
+    patience: int | None = 30
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,13 @@ class FinetuneConfig(CommonConfig):
     head_epochs: int = 100  # encoder frozen, head trained alone
     full_epochs: int = 100  # whole network (0 for the frozen strategies)
     loss: LossConfig = field(default_factory=LossConfig)
-    train: TrainOptions = field(default_factory=TrainOptions)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    item_budget: int = 1000  # real items per training batch (paper: about 1000)
+    eval_item_budget: int = 20000  # items per batch when scoring vali and test
+    max_list_len: int | None = None  # truncate longer QGs in training (a random subset)
+    patience: int | None = 30  # epochs without a better vali NDCG@5 that end a phase
+    amp: bool = True  # bf16 autocast on CUDA
+    device: str = "auto"  # auto | cpu | cuda
     runs: list[str] = field(default_factory=list)  # combine: finetuning run dirs
     combine_dropout: float = 0.7  # combine: paper A.3.7 (0.7, or 0 on Yahoo)
 
@@ -112,6 +120,7 @@ class FinetuneConfig(CommonConfig):
             raise ValueError("head_hidden must be >= 1 and head_dropout in [0, 1)")
         if min(self.head_epochs, self.full_epochs) < 0:
             raise ValueError("head_epochs and full_epochs must be >= 0")
+        check_training_keys(self)
         if not 0 <= self.combine_dropout < 1:
             raise ValueError("combine_dropout must be in [0, 1)")
         if self.strategy == "combine":
@@ -139,3 +148,25 @@ class FinetuneConfig(CommonConfig):
 
     def phases(self) -> list[Phase]:
         return schedule(self.head_epochs, self.full_epochs, self.epochs)
+
+    def train_options(self) -> TrainOptions:
+        return TrainOptions(
+            lr=self.optimizer.lr,
+            weight_decay=self.optimizer.weight_decay,
+            item_budget=self.item_budget,
+            eval_item_budget=self.eval_item_budget,
+            max_list_len=self.max_list_len,
+            patience=self.patience,
+        )
+
+
+def check_training_keys(cfg, *, prefix: str = "") -> None:
+    """Checks of the training keys a finetuning and a deep-baseline config share."""
+    if min(cfg.item_budget, cfg.eval_item_budget) < 1:
+        raise ValueError(f"{prefix}item_budget and {prefix}eval_item_budget must be >= 1")
+    if cfg.max_list_len is not None and cfg.max_list_len < 2:
+        raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
+    if cfg.patience is not None and cfg.patience < 1:
+        raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
+    if cfg.device not in DEVICES:
+        raise ValueError(f"{prefix}device must be one of {', '.join(DEVICES)}, got {cfg.device}")

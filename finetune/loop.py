@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,8 +27,15 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from core.checkpointing import load_training_state, save_training_state
+from core.checkpointing import (
+    capture_rng_state,
+    load_checkpoint,
+    require_keys,
+    restore_rng_state,
+    save_checkpoint,
+)
 from core.device import Runtime
+from core.errors import UserError
 from core.evaluation import SELECTION_METRIC, vali_metrics
 from data.batching import QueryGroupBatcher
 from data.pipeline import PreparedData
@@ -35,6 +43,7 @@ from data.ranking_split import RankingSplit, rows_of_groups
 from finetune.config import Phase, TrainOptions
 
 CHECKPOINT = "checkpoint.pt"
+_STATE_KEYS = ("model", "optimizer", "best_model", "progress", "rng")
 LossFn = Callable[..., torch.Tensor]
 
 
@@ -124,6 +133,16 @@ def training_groups(prepared: PreparedData) -> np.ndarray:
     return np.flatnonzero(labels.train_labeled & labels.train.groups_with_relevant())
 
 
+def require_labeled_vali(prepared: PreparedData) -> None:
+    """Model selection needs a labeled vali QG with a relevant item."""
+    if not prepared.labels.labeled_vali().groups_with_relevant().any():
+        raise UserError(
+            f"scarcity setting {prepared.labels.config.tag} leaves no labeled vali QG with a "
+            "relevant item, so no epoch can be chosen; use scarcity.val=full or raise "
+            "scarcity.fraction"
+        )
+
+
 def fit(
     model: nn.Module,
     prepared: PreparedData,
@@ -136,16 +155,23 @@ def fit(
     seed: int,
     checkpoint: Path | None = None,
     log: Callable[[dict], None] | None = None,
+    meta: dict | None = None,
     desc: str = "finetune",
 ) -> FitResult:
-    """Train ``model`` in place; on return it holds the validation-best weights."""
+    """Train ``model`` in place; on return it holds the validation-best weights.
+
+    ``checkpoint``: where to save (and resume from) the training state after every epoch, with
+    ``meta`` (plain values the caller wants back on resume, read with `checkpoint_meta`).
+    """
     model.to(runtime.device)
     progress, best_state, opt_state = Progress(), None, None
     if checkpoint is not None and checkpoint.is_file():
-        state = load_training_state(checkpoint)
+        state = load_checkpoint(checkpoint, what="finetuning checkpoint")
+        require_keys(state, _STATE_KEYS, path=checkpoint, what="finetuning checkpoint")
         model.load_state_dict(state["model"])
         best_state, opt_state = state["best_model"], state["optimizer"]
         progress = Progress(**state["progress"])
+        restore_rng_state(state["rng"])
     batches = QueryGroupBatcher(
         prepared.train,
         item_budget=options.item_budget,
@@ -201,12 +227,12 @@ def fit(
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", vali=f"{score:.4f}")
             if checkpoint is not None:
-                _save(checkpoint, model, optimizer, best_state, progress)
+                _save(checkpoint, model, optimizer, best_state, progress, meta)
         bar.update(phase.epochs - progress.phase_epoch)  # epochs skipped by early stopping
         model.load_state_dict(best_state)
         progress.phase, progress.phase_epoch, progress.since_best = progress.phase + 1, 0, 0
         if checkpoint is not None:
-            _save(checkpoint, model, None, best_state, progress)
+            _save(checkpoint, model, None, best_state, progress, meta)
     bar.close()
     model.load_state_dict(best_state)
     model.eval()
@@ -219,6 +245,13 @@ def fit(
         train_seconds_per_epoch=progress.train_seconds / trained,
         history=progress.history,
     )
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch once, at the start of a run (or of a grid point)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _set_phase(model: nn.Module, phase: Phase) -> None:
@@ -240,13 +273,16 @@ def _save(
     optimizer: torch.optim.Optimizer | None,
     best_state: dict | None,
     progress: Progress,
+    meta: dict | None,
 ) -> None:
-    save_training_state(
+    save_checkpoint(
         path,
         {
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
             "best_model": best_state,
-            "progress": progress.__dict__,
+            "progress": dict(progress.__dict__),
+            "rng": capture_rng_state(),
+            "meta": meta or {},
         },
     )

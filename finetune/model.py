@@ -129,9 +129,7 @@ def build_model(spec: dict) -> nn.Module:
     raise ValueError(f"unknown model kind {kind!r}")
 
 
-def save_model(
-    run_dir: Path, model: nn.Module, *, spec: dict, data: dict, source: dict
-) -> None:
+def save_model(run_dir: Path, model: nn.Module, *, spec: dict, data: dict, source: dict) -> None:
     """Write ``model.pt`` atomically (the state of `model` as it is now)."""
     import io
 

@@ -76,8 +76,9 @@ def test_pseudo_labels_quantile_bins_have_equal_counts() -> None:
     levels = pseudo_labels(scores, binning="quantile")
     assert np.bincount(levels.astype(int)).tolist() == [2] * 31
     assert np.all(np.diff(levels[np.argsort(scores)]) >= 0)
-    np.testing.assert_array_equal(pseudo_labels(np.array([5.0, 5.0, 5.0, 9.0]), levels=2,
-                                                binning="quantile"), [0, 0, 0, 1])  # fmt: skip
+    np.testing.assert_array_equal(
+        pseudo_labels(np.array([5.0, 5.0, 5.0, 9.0]), levels=2, binning="quantile"), [0, 0, 0, 1]
+    )
 
 
 def test_pseudo_labels_never_read_hidden_labels() -> None:
@@ -137,8 +138,10 @@ def test_selection_uses_validation_only_even_when_test_disagrees() -> None:
 
 
 def test_run_grid_keeps_the_vali_best_booster_when_test_prefers_another(monkeypatch) -> None:
-    train, vali, test = split_of([15] * 20, seed=4), split_of([12] * 8, seed=5), split_of(
-        [12] * 8, seed=6
+    train, vali, test = (
+        split_of([15] * 20, seed=4),
+        split_of([12] * 8, seed=5),
+        split_of([12] * 8, seed=6),
     )
     data = RankingData(train=train, vali=vali, num_threads=1)
     fits = []
@@ -148,14 +151,24 @@ def test_run_grid_keeps_the_vali_best_booster_when_test_prefers_another(monkeypa
         return fits[-1]
 
     def ndcg(model, split):
-        return mean_ndcg(model.predict(split.features, num_threads=1), split.labels,
-                         split.offsets, k=5)  # fmt: skip
+        return mean_ndcg(
+            model.predict(split.features, num_threads=1), split.labels, split.offsets, k=5
+        )
 
     monkeypatch.setattr(gbdt_grid, "fit", spy)
-    points = grid_points(GBDTOptions(grid="full", num_leaves=[2, 8], min_data_in_leaf=[5, 40],
-                                     feature_fraction=[0.3, 1.0]))  # fmt: skip
-    outcome = run_grid(points, data=data, training=TRAINING, phase="labeled", pca_components=0,
-                       score_vali=lambda m: ndcg(m, vali))  # fmt: skip
+    points = grid_points(
+        GBDTOptions(
+            grid="full", num_leaves=[2, 8], min_data_in_leaf=[5, 40], feature_fraction=[0.3, 1.0]
+        )
+    )
+    outcome = run_grid(
+        points,
+        data=data,
+        training=TRAINING,
+        phase="labeled",
+        pca_components=0,
+        score_vali=lambda m: ndcg(m, vali),
+    )
     vali_scores = [ndcg(f, vali) for f in fits]
     test_scores = [ndcg(f, test) for f in fits]
     assert select_best(test_scores) != select_best(vali_scores)  # the case under test
@@ -180,8 +193,14 @@ def test_project_ndcg_equals_lightgbm_ndcg_under_policy_one() -> None:
     params = lightgbm_params(CENTRE, TRAINING, data)
     params["min_data_in_leaf"] = 5
     history: dict = {}
-    booster = lgb.train(params, data.train, num_boost_round=12, valid_sets=[data.vali],
-                        valid_names=["vali"], callbacks=[lgb.record_evaluation(history)])  # fmt: skip
+    booster = lgb.train(
+        params,
+        data.train,
+        num_boost_round=12,
+        valid_sets=[data.vali],
+        valid_names=["vali"],
+        callbacks=[lgb.record_evaluation(history)],
+    )
     recorded = history["vali"]["ndcg@5"]
     ours = {policy: [] for policy in ("one", "skip")}
     for rounds in range(1, 13):
@@ -205,8 +224,18 @@ def test_every_gbdt_command_end_to_end(tmp_path: Path, method: str, capsys) -> N
     assert (out / "DONE").is_file() and (out / "config.yaml").is_file()
     assert (out / "model.txt").is_file() and (out / "pca.npz").is_file() == ("pca" in method)
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(report))
-    for key in ("stage", "method", "metrics", "selected", "grid", "seconds", "label_setting",
-                "seed", "git", "n_train_items"):  # fmt: skip
+    for key in (
+        "stage",
+        "method",
+        "metrics",
+        "selected",
+        "grid",
+        "seconds",
+        "label_setting",
+        "seed",
+        "git",
+        "n_train_items",
+    ):
         assert key in report
     assert report["stage"] == "baseline" and report["method"] == method
     assert report["label_setting"] == "frac=0.25"
@@ -214,8 +243,9 @@ def test_every_gbdt_command_end_to_end(tmp_path: Path, method: str, capsys) -> N
     assert "outlier_ndcg@5" in report["metrics"]["test"]
     selected = report["selected"]
     assert selected["vali_ndcg@5"] == pytest.approx(report["metrics"]["vali"]["ndcg@5"])
-    assert selected["vali_ndcg@5"] == max(p["vali_ndcg@5"] for p in report["grid"]
-                                          if p["phase"] == selected["phase"])  # fmt: skip
+    assert selected["vali_ndcg@5"] == max(
+        p["vali_ndcg@5"] for p in report["grid"] if p["phase"] == selected["phase"]
+    )
     assert {p["pca_components"] for p in report["grid"]} == ({2, 3} if "pca" in method else {0})
     if "pseudo" in method:
         assert selected["phase"] == "pseudo" and report["teacher"]["phase"] == "labeled"
@@ -243,8 +273,8 @@ def test_runs_are_deterministic_and_binary_labels_work(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("label", "message"), [(31.0, "above 30"), (-1.0, "not a relevance level"),
-                           (0.5, "not a relevance level")]  # fmt: skip
+    ("label", "message"),
+    [(31.0, "above 30"), (-1.0, "not a relevance level"), (0.5, "not a relevance level")],
 )
 def test_labels_lightgbm_cannot_take_are_refused(label: float, message: str) -> None:
     split = split_of([4, 4], seed=0)
@@ -258,16 +288,26 @@ def test_a_letor_file_with_label_31_stops_with_a_clear_message(tmp_path: Path) -
     rng = np.random.default_rng(0)
     for name in ("train", "vali", "test"):
         lines = [
-            f"{int(rng.integers(0, 3))} qid:{q} " + " ".join(f"{j}:{rng.random():.3f}" for j in (1, 2, 3))
+            f"{int(rng.integers(0, 3))} qid:{q} "
+            + " ".join(f"{j}:{rng.random():.3f}" for j in (1, 2, 3))
             for q in range(6)
             for _ in range(5)
-        ]  # fmt: skip
+        ]
         if name == "train":
             lines[0] = "31" + lines[0][1:]
         (tmp_path / name).write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError, match="label 31 is above 30"):
-        run(["baseline", "gbdt", "data=letor", f"data.path={tmp_path}", "data.outliers.method=none",
-             "logger=none", f"run_dir={tmp_path / 'run'}"])  # fmt: skip
+        run(
+            [
+                "baseline",
+                "gbdt",
+                "data=letor",
+                f"data.path={tmp_path}",
+                "data.outliers.method=none",
+                "logger=none",
+                f"run_dir={tmp_path / 'run'}",
+            ]
+        )
 
 
 def test_no_labeled_qg_with_a_relevant_item_stops(tmp_path: Path) -> None:

@@ -48,9 +48,7 @@ def mean_over_groups(per_group: torch.Tensor, active: torch.Tensor) -> torch.Ten
     return kept.sum() / active.sum().clamp(min=1)
 
 
-def pairwise_logistic(
-    scores: torch.Tensor, pairs: torch.Tensor, *, sigma: float
-) -> torch.Tensor:
+def pairwise_logistic(scores: torch.Tensor, pairs: torch.Tensor, *, sigma: float) -> torch.Tensor:
     """``[B, L, L]`` ``log(1 + exp(-sigma (s_i - s_j)))`` on ``pairs``, 0 elsewhere."""
     if sigma <= 0:
         raise ValueError(f"sigma must be positive, got {sigma}")

@@ -39,9 +39,15 @@ class Objective(nn.Module):
         """``[N, D]`` embeddings of the real items, in the row-major order of ``mask``."""
         return self.encoder(features, mask)[mask]
 
+    @classmethod
+    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> Objective:
+        """The objective of a `pretrain.config.PretrainConfig` around ``encoder``."""
+        raise NotImplementedError
+
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
+        """Scalar loss of a batch; augmentations drawn from ``generator``."""
         raise NotImplementedError
 
 

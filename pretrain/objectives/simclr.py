@@ -70,7 +70,7 @@ class SimCLR(Objective):
         self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
 
     @classmethod
-    def from_config(cls, encoder: nn.Module, cfg) -> SimCLR:
+    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimCLR:
         return cls(
             encoder=encoder,
             projector_dim=cfg.heads.projector_dim,
@@ -110,7 +110,7 @@ class DACL(SimCLR):
         self.augment = compose(*steps)
 
     @classmethod
-    def from_config(cls, encoder: nn.Module, cfg) -> DACL:
+    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> DACL:
         return cls(
             encoder=encoder,
             projector_dim=cfg.heads.projector_dim,

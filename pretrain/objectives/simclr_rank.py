@@ -103,7 +103,7 @@ class SimCLRRank(Objective):
         self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
 
     @classmethod
-    def from_config(cls, encoder: nn.Module, cfg) -> SimCLRRank:
+    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimCLRRank:
         return cls(
             encoder=encoder,
             projector_dim=cfg.heads.projector_dim,

@@ -1,0 +1,65 @@
+"""``./run.sh finetune combine runs=[<run>,<run>]``: paper A.3.7, "SimCLR-Rank + SimSiam".
+
+The final embeddings (input of the head's last linear layer) of two or more finished finetuning
+runs are concatenated, normalized with BatchNorm, passed through dropout (``combine_dropout``,
+0.7 in the paper, 0 on Yahoo) and mapped to a score by one linear layer, the only layer trained.
+Every run must come from this data set, transform and feature count, and from the same label
+setting and seed: a run finetuned on other labeled QGs would bring their labels along.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.errors import UserError
+from data.pipeline import PreparedData
+from finetune.config import FinetuneConfig
+from finetune.model import CombinedRanker, Ranker, load_model
+
+
+def build_combined(
+    cfg: FinetuneConfig, prepared: PreparedData
+) -> tuple[CombinedRanker, dict, dict]:
+    """``(model, spec, source)`` for ``cfg.runs``."""
+    members, specs, methods = [], [], []
+    for run in cfg.runs:
+        model, payload = load_model(run)
+        _check_member(run, model, payload, cfg, prepared)
+        members.append(model)
+        specs.append(payload["spec"])
+        methods.append(str(payload.get("source", {}).get("method") or "none"))
+    combined = CombinedRanker(members=members, dropout=cfg.combine_dropout)
+    spec = {"kind": "combined", "members": specs, "dropout": cfg.combine_dropout}
+    source = {
+        "runs": [str(Path(r).resolve()) for r in cfg.runs],
+        "pretrained": None,
+        "method": "+".join(methods),
+    }
+    return combined, spec, source
+
+
+def _check_member(
+    run: str, model, payload: dict, cfg: FinetuneConfig, prepared: PreparedData
+) -> None:
+    if not isinstance(model, Ranker):
+        raise UserError(
+            f"{run}: holds a {payload['spec'].get('kind')} model; combine takes finetuning runs "
+            "(an encoder with a scoring head)"
+        )
+    data, source = payload.get("data", {}), payload.get("source", {})
+    if data.get("n_features") != prepared.n_features:
+        raise UserError(
+            f"{run}: its model takes {data.get('n_features')} features; "
+            f"data {cfg.data.name} has {prepared.n_features}"
+        )
+    if (data.get("name"), data.get("transform")) != (cfg.data.name, cfg.data.transform):
+        raise UserError(
+            f"{run}: finetuned on data {data.get('name')} with transform {data.get('transform')}; "
+            f"this run uses {cfg.data.name} with {cfg.data.transform}"
+        )
+    setting = (source.get("label_setting"), source.get("seed"))
+    if setting != (cfg.scarcity.tag, cfg.seed):
+        raise UserError(
+            f"{run}: finetuned with label setting {setting[0]} and seed {setting[1]}; this run has "
+            f"{cfg.scarcity.tag} and seed {cfg.seed} (its labeled QGs must be the same)"
+        )

@@ -1,0 +1,209 @@
+"""``./run.sh finetune lp|mp|full|combine pretrained=<run dir>|none [key=value ...]``.
+
+Builds the model (a pretrained or fresh encoder with a scoring head, or a combination of
+finetuned runs), trains it on the labeled train QGs of the scarcity setting with
+`finetune.loop.fit` (model selection on vali NDCG@5, early stopping, per-epoch checkpoint), then
+scores vali and test once with the validation-best model through `core.evaluation`. The run
+directory gets ``report.json``, ``scores.npz``, ``model.pt`` (the whole model, for ``combine``),
+``checkpoint.pt`` and ``DONE``. A finished run is skipped; a run directory that holds a run of
+other settings is refused rather than overwritten or resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from core.checkpointing import load_checkpoint
+from core.device import setup_runtime
+from core.errors import UserError
+from core.evaluation import evaluation_report, save_scores
+from core.rundir import git_revision, is_done, mark_done, write_json
+from core.tracking import start_tracker
+from data.pipeline import PreparedData, prepare_data, require_relevant_labels
+from finetune.combine import build_combined
+from finetune.config import FinetuneConfig
+from finetune.heads import build_head
+from finetune.loop import CHECKPOINT, fit, predict, require_labeled_vali, seed_everything
+from finetune.model import Ranker, count_parameters, ranker_spec, save_model
+from pretrain.encoders import EncoderConfig, build_encoder
+
+# Keys that change nothing a run computes: a run may resume or be skipped whatever they say.
+_INERT_KEYS = ("logger", "run_dir", "device", "amp", "eval_item_budget")
+
+
+def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
+    """Finetune as ``cfg`` says in ``out_dir``; the report, or None when it was done before."""
+    identity = run_identity(cfg)
+    if is_done(out_dir):
+        _check_identity(out_dir, _report_identity(out_dir), identity)
+        print(f"{out_dir}: finished before (DONE present); skipped", file=sys.stderr)
+        return None
+    checkpoint = out_dir / CHECKPOINT
+    meta = _checkpoint_meta(checkpoint)
+    if meta:
+        _check_identity(out_dir, meta.get("identity"), identity)
+    seed_everything(cfg.seed)
+    runtime = setup_runtime(amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device)
+    tracker = None
+    try:
+        prepared = prepare_data(cfg)
+        require_relevant_labels(prepared)
+        require_labeled_vali(prepared)
+        if cfg.strategy == "combine":
+            model, spec, source = build_combined(cfg, prepared)
+        else:
+            model, spec, source = build_ranker(cfg, prepared)
+        source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed}
+        tracker = start_tracker(
+            cfg.logger,
+            run_dir=out_dir,
+            name=f"{cfg.data.name}/finetune/{cfg.strategy}/{cfg.scarcity.tag}/seed={cfg.seed}",
+            config=asdict(cfg),
+            group=f"finetune/{cfg.strategy}",
+            job_type="finetune",
+            run_id=meta.get("wandb_id"),
+        )
+        result = fit(
+            model,
+            prepared,
+            phases=cfg.phases(),
+            loss_fn=cfg.loss.build(),
+            options=cfg.train_options(),
+            metrics_cfg=cfg.metrics,
+            runtime=runtime,
+            seed=cfg.seed,
+            checkpoint=checkpoint,
+            log=lambda row: tracker.log(row, step=row["epoch"]),
+            meta={"identity": identity, "wandb_id": tracker.run_id},
+            desc=f"finetune {cfg.strategy}",
+        )
+        budget = cfg.eval_item_budget
+        vali = predict(model, prepared.vali, runtime=runtime, item_budget=budget)
+        test = predict(model, prepared.test, runtime=runtime, item_budget=budget)
+        metrics = evaluation_report(prepared, vali, test, cfg.metrics)
+        save_scores(out_dir, prepared, vali, test)
+        data = {
+            "name": cfg.data.name,
+            "transform": cfg.data.transform,
+            "n_features": prepared.n_features,
+        }
+        save_model(out_dir, model, spec=spec, data=data, source=source)
+        report = {
+            "stage": "finetune",
+            "strategy": cfg.strategy,
+            "pretrained": source["pretrained"],
+            "pretraining_method": source["method"],
+            **({"runs": source["runs"]} if "runs" in source else {}),
+            "seed": cfg.seed,
+            "metrics": metrics,
+            "best_epoch": result.best_epoch,
+            "best_vali_ndcg@5": result.best_vali,
+            "epochs_trained": result.epochs,
+            "phases": [asdict(p) for p in cfg.phases()],
+            "seconds_per_epoch": result.seconds_per_epoch,
+            "train_seconds_per_epoch": result.train_seconds_per_epoch,
+            "parameters": count_parameters(model),
+            "label_setting": cfg.scarcity.tag,
+            "labels": prepared.labels.summary(),
+            "loss": asdict(cfg.loss),
+            "device": runtime.describe(),
+            "git": git_revision(),
+            "identity": identity,
+            "history": result.history,
+        }
+        write_json(out_dir / "report.json", report)
+        tracker.summary({"metrics": {"test": metrics["test"], "vali": metrics["vali"]}})
+        mark_done(out_dir)
+        return report
+    finally:
+        if tracker is not None:
+            tracker.finish()
+        runtime.close()
+
+
+def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, dict, dict]:
+    """``(model, spec, source)``: the encoder (pretrained or fresh) with a new head."""
+    if cfg.from_scratch:
+        encoder_cfg = cfg.encoder
+        encoder = build_encoder(encoder_cfg, n_features=prepared.n_features)
+        source: dict = {"pretrained": None, "method": None}
+    else:
+        encoder, encoder_cfg, source = load_pretrained(cfg, prepared)
+    head = build_head(
+        cfg.head, in_dim=encoder.out_dim, hidden=cfg.head_hidden, dropout=cfg.head_dropout
+    )
+    spec = ranker_spec(
+        n_features=prepared.n_features,
+        encoder=encoder_cfg,
+        head=cfg.head,
+        hidden=cfg.head_hidden,
+        dropout=cfg.head_dropout,
+    )
+    return Ranker(encoder=encoder, head=head), spec, source
+
+
+def load_pretrained(cfg: FinetuneConfig, prepared: PreparedData):
+    """The pretrained encoder of ``cfg.pretrained``, checked against the data."""
+    from pretrain.checkpoint import load_pretrained_encoder
+
+    path = Path(cfg.pretrained)
+    if not path.is_dir():
+        raise UserError(f"pretrained={cfg.pretrained}: no such pretraining run directory")
+    encoder, info = load_pretrained_encoder(path)
+    if info["n_features"] != prepared.n_features:
+        raise UserError(
+            f"pretrained={cfg.pretrained}: the encoder takes {info['n_features']} features; "
+            f"data {cfg.data.name} has {prepared.n_features}"
+        )
+    encoder_cfg = EncoderConfig(**info["encoder_config"])
+    if cfg.encoder not in (EncoderConfig(), encoder_cfg):
+        raise UserError(
+            f"encoder.* keys were set, but the encoder comes from pretrained={cfg.pretrained} "
+            f"({encoder_cfg}); leave them out, or use pretrained=none"
+        )
+    data = info.get("data", {})
+    if data.get("transform") not in (None, cfg.data.transform):
+        print(
+            f"warning: the encoder was pretrained on features with transform "
+            f"{data.get('transform')}; this run uses {cfg.data.transform}",
+            file=sys.stderr,
+        )
+    source = {"pretrained": str(path.resolve()), "method": info.get("method")}
+    return encoder, encoder_cfg, source
+
+
+def run_identity(cfg: FinetuneConfig) -> str:
+    """The settings that make a run what it is, as one JSON string."""
+    settings = asdict(cfg)
+    for key in _INERT_KEYS:
+        settings.pop(key, None)
+    if not cfg.from_scratch:
+        settings["pretrained"] = str(Path(cfg.pretrained).resolve())
+    settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _check_identity(out_dir: Path, found: str | None, expected: str) -> None:
+    if found is not None and found != expected:
+        old, new = json.loads(found), json.loads(expected)
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        raise UserError(
+            f"{out_dir} holds a finetuning run with other settings ({', '.join(keys)} differ); "
+            "pass run_dir=<new folder>, or delete that folder to start over"
+        )
+
+
+def _report_identity(out_dir: Path) -> str | None:
+    try:
+        return json.loads((out_dir / "report.json").read_text()).get("identity")
+    except (OSError, ValueError):
+        return None
+
+
+def _checkpoint_meta(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    return load_checkpoint(path, what="finetuning checkpoint").get("meta") or {}

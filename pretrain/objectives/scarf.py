@@ -1,0 +1,72 @@
+"""SCARF (Bahri et al., 2021): contrast each item with its corrupted self, over the batch.
+
+The positive of item ``i`` is a copy whose entries were each replaced with probability
+``corrupt_p`` by the same feature of a random item of the batch (a draw from the feature's
+empirical marginal). The InfoNCE loss, as SCARF's own code has it, scores the clean anchor
+against the corrupted views of every item of the (global, under DDP) batch:
+
+    l_i = -log exp(cos(a_i, p_i) / tau) / sum_j exp(cos(a_i, p_j) / tau)
+
+SCARF uses ``tau = 1``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from core.collectives import gather_with_grad
+from pretrain.augmentations import corrupt
+from pretrain.heads import Projector
+from pretrain.objectives.base import Objective, head_width
+
+
+def scarf_loss(
+    anchors: torch.Tensor, positives: torch.Tensor, *, temperature: float
+) -> torch.Tensor:
+    """InfoNCE of ``anchors [N, D]`` against ``positives [N, D]`` (row i is i's positive)."""
+    if anchors.shape != positives.shape or anchors.ndim != 2:
+        raise ValueError("anchors and positives must both be [N, D]")
+    a = F.normalize(anchors.float(), dim=-1)
+    p = F.normalize(positives.float(), dim=-1)
+    candidates, offset = gather_with_grad(p)
+    logits = a @ candidates.T / temperature  # [N, M]
+    target = offset + torch.arange(a.shape[0], device=a.device)
+    return F.cross_entropy(logits, target) if a.shape[0] else a.sum() * 0.0
+
+
+class SCARF(Objective):
+    def __init__(
+        self,
+        *,
+        encoder: nn.Module,
+        projector_dim: int | None = None,
+        temperature: float = 1.0,
+        corrupt_p: float = 0.6,
+    ) -> None:
+        super().__init__(encoder=encoder)
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if not 0.0 <= corrupt_p <= 1.0:
+            raise ValueError(f"corrupt_p must be in [0, 1], got {corrupt_p}")
+        self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
+        self.temperature = temperature
+        self.corrupt_p = corrupt_p
+
+    @classmethod
+    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SCARF:
+        return cls(
+            encoder=encoder,
+            projector_dim=cfg.heads.projector_dim,
+            temperature=cfg.temperature,
+            corrupt_p=cfg.augment.corrupt_p,
+        )
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        corrupted = corrupt(features, mask, p=self.corrupt_p, generator=generator)
+        anchors = self.projector(self.encode_items(features, mask))
+        positives = self.projector(self.encode_items(corrupted, mask))
+        return scarf_loss(anchors, positives, temperature=self.temperature)

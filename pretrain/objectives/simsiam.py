@@ -1,0 +1,64 @@
+"""SimSiam (Chen & He, 2021): predict one view's projection from the other, with a stop-gradient.
+
+    loss = -(cos(p^0, sg(z^1)) + cos(p^1, sg(z^0))) / 2,   z = proj(h(x^a)), p = pred(z)
+
+averaged over items; no negatives, ``O(B L)``. Heads of paper A.2.5: a projector with BatchNorm
+in its two hidden layers and an affine-free output BatchNorm, a bottleneck predictor. Under DDP
+every BatchNorm is synchronised across ranks (``sync_batchnorm``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from pretrain.augmentations import view_augmentation
+from pretrain.heads import Predictor, SimSiamProjector
+from pretrain.objectives.base import Objective, head_width
+
+
+def simsiam_loss(
+    p0: torch.Tensor, p1: torch.Tensor, z0: torch.Tensor, z1: torch.Tensor
+) -> torch.Tensor:
+    """Symmetric negative cosine of ``[N, D]`` predictions and (detached) projections."""
+    cos0 = F.cosine_similarity(p0.float(), z1.detach().float(), dim=-1)
+    cos1 = F.cosine_similarity(p1.float(), z0.detach().float(), dim=-1)
+    return -(cos0.mean() + cos1.mean()) / 2
+
+
+class SimSiam(Objective):
+    sync_batchnorm = True
+
+    def __init__(
+        self,
+        *,
+        encoder: nn.Module,
+        projector_dim: int | None = None,
+        predictor_hidden: int | None = None,
+        zero_p: float = 0.1,
+        noise_scale: float = 0.0,
+    ) -> None:
+        super().__init__(encoder=encoder)
+        dim = head_width(projector_dim, self.width)
+        hidden = predictor_hidden if predictor_hidden is not None else max(1, dim // 4)
+        self.projector = SimSiamProjector(in_dim=self.width, dim=dim)
+        self.predictor = Predictor(dim=dim, hidden=hidden)
+        self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
+
+    @classmethod
+    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimSiam:
+        return cls(
+            encoder=encoder,
+            projector_dim=cfg.heads.projector_dim,
+            predictor_hidden=cfg.heads.predictor_hidden,
+            zero_p=cfg.augment.zero_p,
+            noise_scale=cfg.augment.noise_scale,
+        )
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        z0 = self.projector(self.encode_items(self.augment(features, mask, generator=generator), mask))
+        z1 = self.projector(self.encode_items(self.augment(features, mask, generator=generator), mask))
+        return simsiam_loss(self.predictor(z0), self.predictor(z1), z0, z1)

@@ -1,0 +1,67 @@
+"""VIME-self (Yoon et al., 2020): from a corrupted item, tell which entries were corrupted and
+reconstruct the clean item.
+
+Entries are replaced with probability ``corrupt_p`` by draws from their feature's empirical
+marginal in the batch (mask ``m``). Two linear estimators on the encoder's embedding of the
+corrupted item predict ``m`` (binary cross-entropy) and the clean features (mean squared error):
+
+    loss = BCE(mask_head(h), m) + alpha * MSE(feature_head(h), x),   alpha = 2 in VIME's code.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from pretrain.augmentations import marginal_corruption
+from pretrain.heads import linear_decoder
+from pretrain.objectives.base import Objective
+
+
+def vime_loss(
+    mask_logits: torch.Tensor,
+    drawn: torch.Tensor,
+    reconstruction: torch.Tensor,
+    clean: torch.Tensor,
+    *,
+    alpha: float,
+) -> torch.Tensor:
+    """All ``[N, d]``: mask logits, corrupted-entry mask, reconstructed and clean features."""
+    mask_term = F.binary_cross_entropy_with_logits(mask_logits.float(), drawn.float())
+    return mask_term + alpha * F.mse_loss(reconstruction.float(), clean.float())
+
+
+class VIME(Objective):
+    def __init__(
+        self, *, encoder: nn.Module, n_features: int, corrupt_p: float = 0.3, alpha: float = 2.0
+    ) -> None:
+        super().__init__(encoder=encoder)
+        if not 0.0 <= corrupt_p <= 1.0:
+            raise ValueError(f"corrupt_p must be in [0, 1], got {corrupt_p}")
+        if alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        self.mask_head = linear_decoder(in_dim=self.width, out_dim=n_features)
+        self.feature_head = linear_decoder(in_dim=self.width, out_dim=n_features)
+        self.corrupt_p = corrupt_p
+        self.alpha = alpha
+
+    @classmethod
+    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> VIME:
+        return cls(
+            encoder=encoder,
+            n_features=n_features,
+            corrupt_p=cfg.augment.corrupt_p,
+            alpha=cfg.vime_alpha,
+        )
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        corrupted, drawn = marginal_corruption(
+            features, mask, p=self.corrupt_p, generator=generator
+        )
+        h = self.encode_items(corrupted, mask)
+        return vime_loss(
+            self.mask_head(h), drawn[mask], self.feature_head(h), features[mask], alpha=self.alpha
+        )

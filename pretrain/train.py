@@ -1,0 +1,368 @@
+"""``./run.sh pretrain <method>``: self-supervised pretraining of an item encoder.
+
+``main(cfg, out_dir)`` trains the objective of ``cfg.method`` on the train QGs (+ vali features)
+and leaves in ``out_dir``: ``encoder.pt`` (what finetuning loads, pretrain/checkpoint.py),
+``report.json`` (loss curve, timings, monitors per epoch), ``checkpoint.pt`` (the training state
+after the last finished epoch) and ``DONE``. A finished run is skipped; an unfinished one resumes
+from ``checkpoint.pt`` and ends with the same weights as an uninterrupted run, because every
+random draw depends on ``(seed, epoch, step, rank)`` only. Runs under ``torchrun`` as DDP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from core.checkpointing import (
+    capture_rng_state,
+    derive_seed,
+    generator,
+    load_checkpoint,
+    load_module_state,
+    require_keys,
+    restore_rng_state,
+    save_checkpoint,
+)
+from core.collectives import sync_batchnorm
+from core.device import Runtime, setup_runtime
+from core.errors import UserError
+from core.rundir import git_revision, is_done, mark_done, resolve_run_dir, write_json
+from core.tracking import ProgressBar, Tracker, start_tracker
+from data.pipeline import prepare_data
+from data.ranking_split import RankingSplit
+from pretrain.checkpoint import save_encoder
+from pretrain.config import PretrainConfig
+from pretrain.data import check_pretraining_set, fake_group_split, make_batcher, pretraining_split
+from pretrain.monitor import Monitor
+from pretrain.objectives import OBJECTIVES, build_objective
+from pretrain.objectives.base import Objective
+
+CHECKPOINT = "checkpoint.pt"
+REPORT = "report.json"
+CRASH_ENV = "LTR_CRASH_AFTER_STEPS"  # tests: raise SimulatedCrash after this many steps
+_CHECKPOINT_KEYS = ("method", "n_features", "encoder_config", "epoch", "model", "optimizer")
+
+
+class SimulatedCrash(RuntimeError):
+    """Raised mid-epoch when ``LTR_CRASH_AFTER_STEPS`` is set (resume tests)."""
+
+
+@dataclass
+class PretrainResult:
+    objective: Objective
+    report: dict
+
+
+@dataclass
+class _Progress:
+    """What the training checkpoint carries besides weights and optimizer state."""
+
+    epoch: int = 0
+    history: list = field(default_factory=list)
+    initial: dict | None = None
+    raw_probe: float | None = None
+    wandb_id: str | None = None
+    seconds: float = 0.0
+    warnings: list = field(default_factory=list)
+
+
+def main(cfg: PretrainConfig, out_dir: Path | None = None) -> dict:
+    """Pretrain (or resume, or skip when DONE); the run's report."""
+    if out_dir is None:
+        out_dir = resolve_run_dir(cfg, stage="pretrain", method=cfg.method)
+    out_dir = Path(out_dir)
+    if is_done(out_dir):
+        print(f"pretrain: {out_dir} is finished (DONE); skipping", file=sys.stderr)
+        return json.loads((out_dir / REPORT).read_text()) if (out_dir / REPORT).is_file() else {}
+    return run(cfg, out_dir).report
+
+
+def run(cfg: PretrainConfig, out_dir: Path) -> PretrainResult:
+    """Train and return the objective too (tests and benchmarks look at its weights)."""
+    runtime = setup_runtime(amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device)
+    try:
+        return _fit(cfg, Path(out_dir), runtime)
+    finally:
+        runtime.close()
+
+
+def _fit(cfg: PretrainConfig, out_dir: Path, runtime: Runtime) -> PretrainResult:
+    torch.manual_seed(cfg.seed)
+    prepared = prepare_data(cfg)
+    split = pretraining_split(prepared, include_vali=cfg.include_vali)
+    try:
+        objective = build_objective(cfg, n_features=split.n_features)
+    except ValueError as exc:
+        raise UserError(f"pretrain {cfg.method}: {exc}") from None
+    if objective.sync_batchnorm:
+        objective = sync_batchnorm(objective, runtime.device)
+    objective.to(runtime.device)
+    optimizer = torch.optim.Adam(
+        objective.parameters(), lr=cfg.optimizer.lr, weight_decay=cfg.optimizer.weight_decay
+    )
+    progress = _resume(out_dir / CHECKPOINT, objective, optimizer, cfg, split.n_features)
+    batcher = _batcher(split, cfg, runtime, epoch=progress.epoch)
+    check_pretraining_set(
+        split,
+        batcher,
+        method=cfg.method,
+        needs_groups=cfg.method == "simclr-rank",
+        world_size=runtime.world_size,
+    )
+    model = objective
+    if runtime.distributed:
+        ids = [runtime.local_rank] if runtime.device.type == "cuda" else None
+        model = DistributedDataParallel(objective, device_ids=ids)
+    monitor = Monitor(prepared, split, cfg.monitor, seed=cfg.seed) if runtime.is_main else None
+    tracker = _tracker(cfg, out_dir, runtime, progress.wandb_id)
+    progress.wandb_id = tracker.run_id
+    if progress.epoch == 0 and monitor is not None and cfg.monitor.enabled:
+        progress.initial = monitor.measure(objective, device=runtime.device, policy=cfg.metrics.policy)
+        progress.raw_probe = monitor.raw_probe(cfg.metrics.policy)
+        tracker.log({"monitor": progress.initial}, step=0)
+    crash = _CrashAfter()
+    for epoch in range(progress.epoch, cfg.n_epochs):
+        batcher = _batcher(split, cfg, runtime, epoch=epoch)
+        stats = _train_epoch(model, optimizer, batcher, cfg, runtime, epoch, crash)
+        if monitor is not None and cfg.monitor.enabled and _monitor_due(cfg, epoch):
+            stats["monitor"] = monitor.measure(objective, device=runtime.device, policy=cfg.metrics.policy)
+        progress.epoch = epoch + 1
+        progress.seconds += stats["seconds"]
+        progress.history.append(stats)
+        if runtime.is_main:
+            _log_epoch(cfg, stats, progress, objective.width)
+            _save_training_state(out_dir / CHECKPOINT, objective, optimizer, cfg, split, progress)
+            write_json(out_dir / REPORT, _report(cfg, split, objective, runtime, progress, done=False))
+            tracker.log(stats, step=epoch + 1)
+        runtime.barrier()
+    report = _report(cfg, split, objective, runtime, progress, done=True)
+    if runtime.is_main:
+        _finish(out_dir, cfg, split, objective, progress, report, tracker)
+    runtime.barrier()
+    return PretrainResult(objective, report)
+
+
+def _batcher(split: RankingSplit, cfg: PretrainConfig, runtime: Runtime, *, epoch: int):
+    if OBJECTIVES[cfg.method].fake_groups:
+        split = fake_group_split(split, seed=cfg.seed, epoch=epoch)
+    batcher = make_batcher(
+        split,
+        item_budget=cfg.item_budget,
+        max_list_len=cfg.max_list_len,
+        seed=cfg.seed,
+        rank=runtime.rank,
+        world_size=runtime.world_size,
+    )
+    batcher.set_epoch(epoch)
+    return batcher
+
+
+class _CrashAfter:
+    def __init__(self) -> None:
+        value = os.environ.get(CRASH_ENV, "")
+        self.left = int(value) if value.strip() else None
+
+    def step(self) -> None:
+        if self.left is not None:
+            self.left -= 1
+            if self.left <= 0:
+                raise SimulatedCrash(f"{CRASH_ENV} reached")
+
+
+def _train_epoch(model, optimizer, batcher, cfg, runtime: Runtime, epoch: int, crash) -> dict:
+    # Dropout draws from the global generator: reseed it per (seed, epoch, rank).
+    torch.manual_seed(derive_seed(cfg.seed, epoch, runtime.rank))
+    model.train()
+    loss_sum, items, steps, skipped = 0.0, 0, 0, 0
+    start = time.perf_counter()
+    bar = ProgressBar(
+        batcher, total=len(batcher), desc=f"epoch {epoch + 1}", enabled=runtime.is_main
+    )
+    for step, batch in enumerate(bar):
+        features = batch.features.to(runtime.device, non_blocking=True)
+        mask = batch.mask.to(runtime.device, non_blocking=True)
+        n_items = int(batch.mask.sum())
+        # A batch of one item gives BatchNorm no statistics; every rank skips it together.
+        if runtime.any(n_items < 2):
+            skipped += 1
+            continue
+        with runtime.autocast():
+            loss = model(features, mask, generator=generator(runtime.device, cfg.seed, epoch, step, runtime.rank))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        value = float(loss.detach())
+        if value != value:  # NaN
+            raise UserError(
+                f"pretrain {cfg.method}: the loss is NaN at epoch {epoch + 1}, step {step + 1}; "
+                "lower optimizer.lr or check the features (data.transform, data.clip)"
+            )
+        loss_sum, items, steps = loss_sum + value * n_items, items + n_items, steps + 1
+        bar.set_postfix(loss=f"{value:.4f}", items_s=f"{items / (time.perf_counter() - start):.0f}")
+        crash.step()
+    bar.close()
+    seconds = time.perf_counter() - start
+    loss_sum, total = runtime.all_reduce_sum([loss_sum, float(items)])
+    return {
+        "epoch": epoch + 1,
+        "loss": loss_sum / max(total, 1.0),
+        "seconds": seconds,
+        "items": int(total),
+        "items_per_s": total / max(seconds, 1e-9),
+        "steps": steps,
+        "skipped_batches": skipped,
+    }
+
+
+def _monitor_due(cfg: PretrainConfig, epoch: int) -> bool:
+    return (epoch + 1) % cfg.monitor.every == 0 or epoch + 1 == cfg.n_epochs
+
+
+def _log_epoch(cfg: PretrainConfig, stats: dict, progress: _Progress, width: int) -> None:
+    line = (
+        f"pretrain {cfg.method} epoch {stats['epoch']}/{cfg.n_epochs}: loss {stats['loss']:.4f}, "
+        f"{stats['items_per_s']:,.0f} items/s"
+    )
+    monitor = stats.get("monitor", {})
+    if monitor:
+        line += f", effective rank {monitor['effective_rank']:.1f}/{width}"
+        if "knn_ndcg@5" in monitor:
+            line += f", knn-probe vali NDCG@5 {monitor['knn_ndcg@5']:.4f}"
+    print(line, file=sys.stderr)
+    if monitor.get("collapsed"):
+        message = (
+            f"epoch {stats['epoch']}: effective rank {monitor['effective_rank']:.1f} of "
+            f"{width} dimensions; the embeddings may have collapsed (a falling loss does not "
+            "show it); try another augmentation, a lower lr or simclr-rank"
+        )
+        print(f"warning: {message}", file=sys.stderr)
+        progress.warnings.append(message)
+
+
+def _tracker(cfg: PretrainConfig, out_dir: Path, runtime: Runtime, run_id: str | None) -> Tracker:
+    return start_tracker(
+        cfg.logger,
+        run_dir=out_dir,
+        name=f"pretrain/{cfg.method}/{cfg.scarcity.tag}/seed={cfg.seed}",
+        config=asdict(cfg),
+        group=f"{cfg.data.name}/pretrain/{cfg.method}",
+        tags=["pretrain", cfg.method, cfg.data.name, cfg.scarcity.tag],
+        job_type="pretrain",
+        run_id=run_id,
+        enabled=runtime.is_main,
+    )
+
+
+def _resume(path: Path, objective, optimizer, cfg: PretrainConfig, n_features: int) -> _Progress:
+    if not path.is_file():
+        return _Progress()
+    state = load_checkpoint(path, what="training checkpoint")
+    require_keys(state, _CHECKPOINT_KEYS, path=path, what="pretraining checkpoint")
+    found = {
+        "method": (state["method"], cfg.method),
+        "feature count": (state["n_features"], n_features),
+        "encoder": (state["encoder_config"], cfg.encoder.to_dict()),
+    }
+    for what, (stored, wanted) in found.items():
+        if stored != wanted:
+            raise UserError(
+                f"{path}: the checkpoint's {what} is {stored}, this run's is {wanted}; "
+                "use another run_dir or delete the checkpoint to start over"
+            )
+    load_module_state(objective, state["model"], path=path, what="the checkpoint's model")
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: the optimizer state does not fit ({exc})") from None
+    if "rng" in state:
+        restore_rng_state(state["rng"])
+    print(f"pretrain: resuming {path.parent} after epoch {state['epoch']}", file=sys.stderr)
+    return _Progress(
+        epoch=int(state["epoch"]),
+        history=list(state.get("history", [])),
+        initial=state.get("monitor_initial"),
+        raw_probe=state.get("knn_ndcg@5_raw"),
+        wandb_id=state.get("wandb_id"),
+        seconds=float(state.get("seconds", 0.0)),
+        warnings=list(state.get("warnings", [])),
+    )
+
+
+def _save_training_state(path, objective, optimizer, cfg, split, progress: _Progress) -> None:
+    save_checkpoint(
+        path,
+        {
+            "method": cfg.method,
+            "n_features": split.n_features,
+            "encoder_config": cfg.encoder.to_dict(),
+            "epoch": progress.epoch,
+            "model": objective.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": None,
+            "rng": capture_rng_state(),
+            "history": progress.history,
+            "monitor_initial": progress.initial,
+            "knn_ndcg@5_raw": progress.raw_probe,
+            "wandb_id": progress.wandb_id,
+            "seconds": progress.seconds,
+            "warnings": progress.warnings,
+        },
+    )
+
+
+def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, done: bool) -> dict:
+    n_encoder = sum(p.numel() for p in objective.encoder.parameters())
+    n_total = sum(p.numel() for p in objective.parameters())
+    items = sum(h["items"] for h in progress.history)
+    return {
+        "stage": "pretrain",
+        "method": cfg.method,
+        "finished": done,
+        "data": {"name": cfg.data.name, "transform": cfg.data.transform, "n_features": split.n_features},
+        "label_setting": cfg.scarcity.tag,
+        "val_labels": cfg.scarcity.val,
+        "pretraining_set": {
+            "groups": split.n_groups,
+            "items": split.n_items,
+            "include_vali": cfg.include_vali,
+        },
+        "epochs": progress.epoch,
+        "loss_curve": [h["loss"] for h in progress.history],
+        "seconds": progress.seconds,
+        "items_per_s": items / max(progress.seconds, 1e-9),
+        "parameters": {"encoder": n_encoder, "heads": n_total - n_encoder, "total": n_total},
+        "monitor_initial": progress.initial,
+        "knn_ndcg@5_raw": progress.raw_probe,
+        "history": progress.history,
+        "warnings": progress.warnings,
+        "device": runtime.describe(),
+        "world_size": runtime.world_size,
+        "seed": cfg.seed,
+        "wandb_id": progress.wandb_id,
+        "git_revision": git_revision(),
+    }
+
+
+def _finish(out_dir, cfg, split, objective, progress, report, tracker: Tracker) -> None:
+    save_encoder(
+        out_dir,
+        objective.encoder,
+        method=cfg.method,
+        n_features=split.n_features,
+        encoder_config=cfg.encoder,
+        data={"name": cfg.data.name, "transform": cfg.data.transform},
+        epochs=progress.epoch,
+    )
+    write_json(out_dir / REPORT, report)
+    last = progress.history[-1].get("monitor", {}) if progress.history else {}
+    tracker.summary({"loss": report["loss_curve"][-1] if report["loss_curve"] else None, **last})
+    tracker.finish()
+    mark_done(out_dir)
+    print(f"pretrain: wrote {out_dir / 'encoder.pt'}", file=sys.stderr)
