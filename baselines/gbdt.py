@@ -15,8 +15,10 @@ chosen booster), ``pca.npz`` (PCA variants) and ``DONE``.
 
 from __future__ import annotations
 
+import io
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -93,9 +95,10 @@ class Features:
 def main(cfg: BaselineConfig, out_dir: Path) -> dict:
     """Train, select on vali, evaluate once on test, write the run directory."""
     start = time.perf_counter()
+    if cfg.method not in VARIANTS:
+        raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
     variant = VARIANTS[cfg.method]
-    options = cfg.gbdt
-    rounds = options.rounds(cfg.epochs)
+    rounds = cfg.gbdt.rounds(cfg.epochs)
     if rounds < 1:
         raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
     prepared = prepare_data(cfg)
@@ -103,18 +106,40 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict:
     _require_vali_labels(prepared)
     check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
     check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
-    ks = list(dict.fromkeys(options.pca_components)) if variant.pca else []
+    ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
     training = TrainingOptions(
-        learning_rate=options.learning_rate,
+        learning_rate=cfg.gbdt.learning_rate,
         rounds=rounds,
-        early_stopping_rounds=options.early_stopping_rounds,
-        num_threads=options.num_threads,
+        early_stopping_rounds=cfg.gbdt.early_stopping_rounds,
+        num_threads=cfg.gbdt.num_threads,
         seed=cfg.seed,
     )
     tracker = _tracker(cfg, out_dir)
+    try:
+        candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)
+        report = _evaluate_chosen(cfg, prepared, features, candidates, out_dir)
+        report["seconds"] = round(time.perf_counter() - start, 3)
+        tracker.summary({k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")})
+    finally:
+        tracker.finish()
+    write_json(out_dir / "report.json", report)
+    mark_done(out_dir)
+    return report
+
+
+def _fit_all(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: Features,
+    ks: list[int],
+    training: TrainingOptions,
+    variant: Variant,
+    tracker: Tracker,
+) -> list[Candidate]:
+    """One candidate per PCA size (``[0]``: none), each chosen on vali within its feature set."""
     with tqdm(
-        total=_total_fits(cfg, prepared, variant, len(ks) or 1),
+        total=_total_fits(cfg, prepared, variant, len(ks)),
         desc=cfg.method,
         unit="fit",
         file=sys.stderr,
@@ -126,27 +151,42 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict:
             tracker.log({"grid": result.as_dict()}, step=progress.n)
             progress.update()
 
-        candidates = [
-            _fit_features(cfg, prepared, features, k, training, variant, on_point)
-            for k in (ks or [0])
-        ]
+        return [_fit_features(cfg, prepared, features, k, training, variant, on_point) for k in ks]
+
+
+def _evaluate_chosen(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: Features,
+    candidates: list[Candidate],
+    out_dir: Path,
+) -> dict:
+    """Choose among candidates on vali, score vali and test once, save; the report."""
     chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
-    model = chosen.outcome.best_fit
-    vali_scores = model.predict(
-        features.split("vali", chosen.k).features, num_threads=training.num_threads
+    model, threads = chosen.outcome.best_fit, cfg.gbdt.num_threads
+    vali_scores = model.predict(features.split("vali", chosen.k).features, num_threads=threads)
+    test_scores = model.predict(features.split("test", chosen.k).features, num_threads=threads)
+    save_scores(out_dir, prepared, vali_scores, test_scores)
+    atomic_write_text(
+        out_dir / "model.txt", model.booster.model_to_string(num_iteration=model.best_rounds)
     )
-    test_scores = model.predict(
-        features.split("test", chosen.k).features, num_threads=training.num_threads
-    )
-    report = _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
-    report["seconds"] = round(time.perf_counter() - start, 3)
-    _save(out_dir, prepared, model, features, chosen.k, vali_scores, test_scores, report)
-    tracker.summary({k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")})
-    tracker.finish()
-    return report
+    if chosen.k:
+        pca = features.pca.pca
+        buffer = io.BytesIO()
+        np.savez(buffer, mean=pca.mean_, components=pca.components_[: chosen.k])
+        atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
+    return _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
 
 
-def _fit_features(cfg, prepared, features, k, training, variant, on_point) -> Candidate:
+def _fit_features(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: Features,
+    k: int,
+    training: TrainingOptions,
+    variant: Variant,
+    on_point: Callable[[PointResult], None],
+) -> Candidate:
     """The grid on one feature set; with pseudo-labeling, the teacher's grid, then the student's."""
     train, vali = features.split("train", k), features.split("vali", k)
     labels = prepared.labels
@@ -165,26 +205,29 @@ def _fit_features(cfg, prepared, features, k, training, variant, on_point) -> Ca
         num_threads=training.num_threads,
     )
     outcome = run_grid(points, data=data, phase="labeled", **grid)
-    unlabeled = np.flatnonzero(~labels.train_labeled)
     if not variant.pseudo:
         return Candidate(k=k, outcome=outcome)
-    if len(unlabeled) == 0:
+    if labels.train_labeled.all():
         print(f"{cfg.method}: every train QG is labeled; nothing to pseudo-label", file=sys.stderr)
         return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
-    rows = rows_of_groups(train.offsets, unlabeled)
-    teacher_scores = outcome.best_fit.predict(
-        train.features[rows], num_threads=training.num_threads
-    )
-    levels = pseudo_labels(
-        teacher_scores, levels=cfg.gbdt.pseudo_levels, binning=cfg.gbdt.pseudo_binning
-    )
-    student_train = with_pseudo_labels(train, labels.train_labeled, levels)
     del data  # the teacher's LightGBM datasets
+    student_train, pseudo = _pseudo_labeled(cfg, train, labels.train_labeled, outcome.best_fit)
     data = RankingData(train=student_train, vali=labeled_vali, num_threads=training.num_threads)
     student = run_grid(points, data=data, phase="pseudo", **grid)
-    counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
-    pseudo = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
     return Candidate(k=k, outcome=student, teacher=outcome, pseudo=pseudo)
+
+
+def _pseudo_labeled(
+    cfg: BaselineConfig, train: RankingSplit, labeled: np.ndarray, teacher: Fit
+) -> tuple[RankingSplit, dict]:
+    """Every train QG, the unlabeled ones with the teacher's levels; a summary of the levels."""
+    unlabeled = np.flatnonzero(~labeled)
+    rows = rows_of_groups(train.offsets, unlabeled)
+    scores = teacher.predict(train.features[rows], num_threads=cfg.gbdt.num_threads)
+    levels = pseudo_labels(scores, levels=cfg.gbdt.pseudo_levels, binning=cfg.gbdt.pseudo_binning)
+    counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
+    summary = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
+    return with_pseudo_labels(train, labeled, levels), summary
 
 
 def _tracker(cfg: BaselineConfig, out_dir: Path) -> Tracker:
@@ -200,7 +243,9 @@ def _tracker(cfg: BaselineConfig, out_dir: Path) -> Tracker:
     )
 
 
-def _total_fits(cfg, prepared: PreparedData, variant: Variant, n_feature_sets: int) -> int:
+def _total_fits(
+    cfg: BaselineConfig, prepared: PreparedData, variant: Variant, n_feature_sets: int
+) -> int:
     labeled = prepared.labels.labeled_train().n_items
     per_set = n_fits(cfg.gbdt, min_data_cap(labeled))
     if variant.pseudo and not prepared.labels.train_labeled.all():
@@ -218,7 +263,14 @@ def _require_vali_labels(prepared: PreparedData) -> None:
         )
 
 
-def _report(cfg, prepared, candidates, chosen, vali_scores, test_scores) -> dict:
+def _report(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    candidates: list[Candidate],
+    chosen: Candidate,
+    vali_scores: np.ndarray,
+    test_scores: np.ndarray,
+) -> dict:
     best = chosen.outcome.best_result
     model = chosen.outcome.best_fit
     labels = prepared.labels
@@ -252,26 +304,11 @@ def _trees(model: Fit) -> list[dict]:
     return model.booster.dump_model(num_iteration=model.best_rounds)["tree_info"]
 
 
-def _all(candidate: Candidate):
+def _all(candidate: Candidate) -> Iterator[PointResult]:
     """Every grid point of a candidate: the teacher's, then the final model's."""
     if candidate.teacher is not None and candidate.teacher is not candidate.outcome:
         yield from candidate.teacher.results
     yield from candidate.outcome.results
-
-
-def _save(out_dir, prepared, model, features, k, vali_scores, test_scores, report) -> None:
-    save_scores(out_dir, prepared, vali_scores, test_scores)
-    text = model.booster.model_to_string(num_iteration=model.best_rounds)
-    atomic_write_text(out_dir / "model.txt", text)
-    if k:
-        import io
-
-        buffer = io.BytesIO()
-        pca = features.pca.pca
-        np.savez(buffer, mean=pca.mean_, components=pca.components_[:k])
-        atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
-    write_json(out_dir / "report.json", report)
-    mark_done(out_dir)
 
 
 # Command-line name -> what the method adds to the plain GBDT.

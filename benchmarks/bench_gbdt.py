@@ -11,6 +11,7 @@ so every point does the same work) with its vali NDCG@5.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import subprocess
 import sys
@@ -67,12 +68,15 @@ def bench(name: str, *, rounds: int, threads: int) -> list[tuple]:
     rows = []
     for leaves, _ in capped(grid_points(cfg.gbdt), data.cap):
         history: dict = {}
+        cpu = time.process_time()
         result = fit(leaves, training, data, history=history)
+        cpu = time.process_time() - cpu
         ndcg = history["vali"]["ndcg@5"][result.best_rounds - 1]
-        rows.append((name, leaves, rounds, result.seconds, ndcg))
+        rows.append((name, leaves, result.seconds, cpu, ndcg))
         print(
             f"  leaves={leaves.num_leaves:<4} min_data={leaves.min_data_in_leaf:<4} "
-            f"ff={leaves.feature_fraction:<4} {result.seconds:7.2f} s  vali ndcg@5 {ndcg:.4f}",
+            f"ff={leaves.feature_fraction:<4} {result.seconds:7.2f} s (cpu {cpu:6.2f} s)  "
+            f"vali ndcg@5 {ndcg:.4f}",
             flush=True,
         )
     return rows
@@ -87,20 +91,20 @@ def main() -> None:
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if "Model name" in ln), "")
     print(f"{platform.platform()}; CPU {model or platform.processor()}; threads {args.threads}")
+    print(f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; load {os.getloadavg()}")
     rows = [
         row for name in args.data for row in bench(name, rounds=args.rounds, threads=args.threads)
     ]
-    print(
-        f"\n| data | num_leaves | min_data_in_leaf | feature_fraction | s / {args.rounds} rounds |"
-    )
-    print("|---|---|---|---|---|")
-    for name, leaves, _, seconds, _ in rows:
+    print(f"load after: {os.getloadavg()}")
+    print(f"\n| data | leaves | min_data | ff | s / {args.rounds} rounds | cpu s | vali ndcg@5 |")
+    print("|---|---|---|---|---|---|---|")
+    for name, leaves, seconds, cpu_s, ndcg in rows:
         print(
             f"| {name} | {leaves.num_leaves} | {leaves.min_data_in_leaf} | "
-            f"{leaves.feature_fraction} | {seconds:.2f} |"
+            f"{leaves.feature_fraction} | {seconds:.2f} | {cpu_s:.2f} | {ndcg:.4f} |"
         )
     for name in args.data:
-        times = [r[3] for r in rows if r[0] == name]
+        times = [r[2] for r in rows if r[0] == name]
         print(f"{name}: mean {np.mean(times):.2f} s per grid point, {np.sum(times):.1f} s per grid")
 
 

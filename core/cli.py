@@ -24,6 +24,7 @@ class Stage:
     schema: str  # "module:Class", the config dataclass
     config_folder: str | None = None  # the stage takes a name: configs/<folder>/<name>.yaml
     run_stage: str | None = None  # the <stage> part of the run directory
+    name_key: str | None = None  # config key that receives the command-line name
 
 
 def _load(ref: str):
@@ -69,9 +70,15 @@ def run(argv: list[str]) -> object:
         if name not in names:
             raise UserError(f"unknown {command} '{name}'; valid: {', '.join(names)}")
         stage_file = CONFIG_ROOT / stage.config_folder / f"{name}.yaml"
+    elif command == "report" and rest and "=" not in rest[0] and not rest[0].startswith("-"):
+        rest = [f"sweep={rest[0]}", *rest[1:]]  # ./run.sh report <sweep>
     if any(a in ("-h", "--help") for a in rest):
         print(usage())
         return None
+    # A flag such as --dry-run is the override dry_run=true.
+    rest = [f"{a[2:].replace('-', '_')}=true" if a.startswith("--") else a for a in rest]
+    if stage.name_key:
+        rest = [f"{stage.name_key}={name}", *rest]
     cfg, resolved = load_config(_load(stage.schema), rest, stage_file=stage_file)
     out_dir: Path | None = None
     if stage.run_stage:
@@ -93,6 +100,13 @@ def main() -> None:
 
 # The command-line name of each stage. Later stages register here.
 STAGES: dict[str, Stage] = {
+    "sweep": Stage(
+        help="methods x label settings x seeds, resumable (--dry-run lists the cells, workers=N)",
+        entry="experiments.sweep:main",
+        schema="experiments.sweep:SweepConfig",
+        config_folder="sweep",
+        name_key="name",
+    ),
     "data-info": Stage(
         help="per split: QGs, items, labels, outlier QGs; the label setting's labeled QGs",
         entry="data.info:main",
@@ -120,6 +134,12 @@ STAGES: dict[str, Stage] = {
         schema="finetune.config:FinetuneConfig",
         config_folder="finetune",
         run_stage="finetune",
+    ),
+    "report": Stage(
+        help="tables, plots, t-tests and one HTML dashboard of a sweep (./run.sh report <sweep>) "
+        "or of every run (./run.sh report)",
+        entry="experiments.report:main",
+        schema="experiments.report:ReportConfig",
     ),
 }
 

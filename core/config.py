@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -73,10 +74,12 @@ def load_config(
     base = OmegaConf.structured(schema)
     OmegaConf.set_readonly(base, False)
     OmegaConf.set_struct(base, True)
-    dataset, dotlist = _split_overrides(overrides, default_data=base.data.name)
-    layers: list[tuple[str, Any]] = [
-        (str(_data_file(dataset)), {"data": _read_yaml(_data_file(dataset))})
-    ]
+    _open_plain_dicts(base)
+    has_data = "data" in base
+    dataset, dotlist = _split_overrides(overrides, default_data=base.data.name if has_data else "")
+    layers: list[tuple[str, Any]] = []
+    if has_data:
+        layers.append((str(_data_file(dataset)), {"data": _read_yaml(_data_file(dataset))}))
     if stage_file is not None:
         layers.append((str(stage_file), _read_yaml(stage_file)))
     layers.append(("command line", _parse_dotlist(dotlist)))
@@ -92,13 +95,24 @@ def load_config(
     return obj, merged  # type: ignore[return-value]
 
 
+def _open_plain_dicts(node: DictConfig) -> None:
+    """Keys of dataclass nodes are fixed; a ``dict[str, ...]`` field may take new keys."""
+    for key in node.keys():
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            if child._metadata.object_type in (None, dict):
+                OmegaConf.set_struct(child, False)
+            else:
+                _open_plain_dicts(child)
+
+
 def _split_overrides(overrides: list[str], *, default_data: str) -> tuple[str, list[str]]:
     dataset, dotlist = default_data, []
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"'{item}' is not a key=value override")
-        if key == "data":
+        if key == "data" and default_data:
             dataset = value
         else:
             dotlist.append(item)
@@ -124,10 +138,13 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _parse_dotlist(dotlist: list[str]) -> DictConfig:
-    try:
-        return OmegaConf.from_dotlist(dotlist)
-    except OmegaConfBaseException as exc:
-        raise UserError(f"bad override: {exc}") from None
+    for item in dotlist:
+        try:
+            OmegaConf.from_dotlist([item])
+        except (OmegaConfBaseException, yaml.YAMLError) as exc:
+            problem = str(exc).splitlines()[0]
+            raise UserError(f"bad override '{item}': {problem}") from None
+    return OmegaConf.from_dotlist(dotlist)
 
 
 def _merge(merged: DictConfig, layer: Any, source: str, schema: DictConfig) -> DictConfig:

@@ -68,13 +68,25 @@ def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
     if cfg.name == "synthetic":
         splits = generate(cfg.synthetic)
     else:
+        check_files(cfg)
         folder = _folder(cfg)
         files = {split: _find_file(folder, cfg.splits[split]) for split in SPLITS}
-        missing = [f"{folder / cfg.splits[s]}[.txt|.txt.gz]" for s, f in files.items() if f is None]
-        if missing:
-            raise UserError(_missing_message(cfg, folder, missing))
-        splits = {split: load_split(path, name=split) for split, path in files.items()}
+        splits = {split: load_split(path, name=split) for split, path in files.items() if path}
     return _same_width(splits, cfg)
+
+
+def check_files(cfg: DataConfig) -> None:
+    """Raise the missing-files `UserError` of `load_dataset` without reading anything."""
+    if cfg.name == "synthetic":
+        return
+    folder = _folder(cfg)
+    missing = [
+        f"{folder / cfg.splits[s]}[.txt|.txt.gz]"
+        for s in SPLITS
+        if _find_file(folder, cfg.splits[s]) is None
+    ]
+    if missing:
+        raise UserError(_missing_message(cfg, folder, missing))
 
 
 def _folder(cfg: DataConfig) -> Path:

@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from core.checkpointing import load_checkpoint, load_module_state, require_keys, save_checkpoint
 from core.errors import UserError
-from core.rundir import atomic_write_bytes
 from finetune.heads import build_head
 from pretrain.encoders import EncoderConfig, build_encoder
 
@@ -77,8 +77,10 @@ class CombinedRanker(nn.Module):
         self.members = nn.ModuleList(members)
         self.members.requires_grad_(False)
         dim = sum(m.embed_dim for m in members)
-        # No affine parameters: the paper trains the final linear layer only.
-        self.norm = nn.BatchNorm1d(dim, affine=False)
+        # No affine parameters: the paper trains the final linear layer only. The members are
+        # frozen, so their embeddings' statistics are fixed: a cumulative average (momentum
+        # None) gets them exactly, however few batches an epoch has.
+        self.norm = nn.BatchNorm1d(dim, affine=False, momentum=None)
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(dim, 1)
 
@@ -131,35 +133,28 @@ def build_model(spec: dict) -> nn.Module:
 
 def save_model(run_dir: Path, model: nn.Module, *, spec: dict, data: dict, source: dict) -> None:
     """Write ``model.pt`` atomically (the state of `model` as it is now)."""
-    import io
-
-    payload = {
-        "format": FORMAT,
-        "spec": spec,
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "data": data,
-        "source": source,
-    }
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    atomic_write_bytes(run_dir / MODEL_FILE, buffer.getvalue())
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    payload = {"format": FORMAT, "spec": spec, "state_dict": state, "data": data, "source": source}
+    save_checkpoint(Path(run_dir) / MODEL_FILE, payload)
 
 
 def load_model(run_dir: str | Path) -> tuple[nn.Module, dict]:
-    """The model a finished run saved, in eval mode, and the rest of its ``model.pt``."""
-    path = Path(run_dir) / MODEL_FILE
-    if not Path(run_dir).is_dir():
+    """The model a finished run saved (CPU, eval mode) and the rest of its ``model.pt``."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
+    path = run_dir / MODEL_FILE
     if not path.is_file():
-        raise UserError(f"{run_dir}: holds no {MODEL_FILE} (is it a finished finetuning run?)")
+        raise UserError(f"{run_dir}: no {MODEL_FILE}; not a finished finetuning run")
+    payload = load_checkpoint(path, what="saved model")
+    require_keys(payload, ("format", "spec", "state_dict", "data"), path=path, what="saved model")
+    if payload["format"] != FORMAT:
+        raise UserError(f"{path}: format {payload['format']!r}, expected {FORMAT!r}")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # a truncated or foreign file: say which
-        raise UserError(f"{path}: cannot be read as a saved model ({exc})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise UserError(f"{path}: not a model saved by this project")
-    model = build_model(payload["spec"])
-    model.load_state_dict(payload["state_dict"])
+        model = build_model(payload["spec"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{path}: bad model description ({exc})") from None
+    load_module_state(model, payload["state_dict"], path=path, what="the stored model")
     model.eval()
     return model, payload
 

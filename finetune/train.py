@@ -150,15 +150,13 @@ def load_pretrained(cfg: FinetuneConfig, prepared: PreparedData):
     from pretrain.checkpoint import load_pretrained_encoder
 
     path = Path(cfg.pretrained)
-    if not path.is_dir():
-        raise UserError(f"pretrained={cfg.pretrained}: no such pretraining run directory")
     encoder, info = load_pretrained_encoder(path)
     if info["n_features"] != prepared.n_features:
         raise UserError(
             f"pretrained={cfg.pretrained}: the encoder takes {info['n_features']} features; "
             f"data {cfg.data.name} has {prepared.n_features}"
         )
-    encoder_cfg = EncoderConfig(**info["encoder_config"])
+    encoder_cfg = info["encoder_config"]
     if cfg.encoder not in (EncoderConfig(), encoder_cfg):
         raise UserError(
             f"encoder.* keys were set, but the encoder comes from pretrained={cfg.pretrained} "

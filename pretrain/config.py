@@ -88,7 +88,9 @@ class MonitorConfig:
 
     def __post_init__(self) -> None:
         if min(self.every, self.n_items, self.knn_k, self.probe_items, self.probe_groups) < 1:
-            raise ValueError("monitor.every, n_items, knn_k, probe_items, probe_groups must be >= 1")
+            raise ValueError(
+                "monitor.every, n_items, knn_k, probe_items, probe_groups must be >= 1"
+            )
         if self.n_items < 2:
             raise ValueError("monitor.n_items must be >= 2")
         _probability("monitor.zero_p", self.zero_p)

@@ -54,7 +54,7 @@ class SimSiamProjector(nn.Module):
 
 
 class Predictor(nn.Module):
-    """SimSiam predictor: one hidden layer (no bias, BatchNorm, ReLU), same input and output size."""
+    """SimSiam predictor: one hidden layer (no bias, BatchNorm, ReLU); output size = input size."""
 
     def __init__(self, *, dim: int, hidden: int) -> None:
         super().__init__()

@@ -97,21 +97,11 @@ def _fit(cfg: PretrainConfig, out_dir: Path, runtime: Runtime) -> PretrainResult
     torch.manual_seed(cfg.seed)
     prepared = prepare_data(cfg)
     split = pretraining_split(prepared, include_vali=cfg.include_vali)
-    try:
-        objective = build_objective(cfg, n_features=split.n_features)
-    except ValueError as exc:
-        raise UserError(f"pretrain {cfg.method}: {exc}") from None
-    if objective.sync_batchnorm:
-        objective = sync_batchnorm(objective, runtime.device)
-    objective.to(runtime.device)
-    optimizer = torch.optim.Adam(
-        objective.parameters(), lr=cfg.optimizer.lr, weight_decay=cfg.optimizer.weight_decay
-    )
+    objective, optimizer = _build(cfg, split.n_features, runtime)
     progress = _resume(out_dir / CHECKPOINT, objective, optimizer, cfg, split.n_features)
-    batcher = _batcher(split, cfg, runtime, epoch=progress.epoch)
     check_pretraining_set(
         split,
-        batcher,
+        _batcher(split, cfg, runtime, epoch=progress.epoch),
         method=cfg.method,
         needs_groups=cfg.method == "simclr-rank",
         world_size=runtime.world_size,
@@ -120,26 +110,28 @@ def _fit(cfg: PretrainConfig, out_dir: Path, runtime: Runtime) -> PretrainResult
     if runtime.distributed:
         ids = [runtime.local_rank] if runtime.device.type == "cuda" else None
         model = DistributedDataParallel(objective, device_ids=ids)
-    monitor = Monitor(prepared, split, cfg.monitor, seed=cfg.seed) if runtime.is_main else None
+    monitor = None
+    if runtime.is_main and cfg.monitor.enabled:
+        monitor = Monitor(prepared, split, cfg.monitor, seed=cfg.seed)
     tracker = _tracker(cfg, out_dir, runtime, progress.wandb_id)
     progress.wandb_id = tracker.run_id
-    if progress.epoch == 0 and monitor is not None and cfg.monitor.enabled:
-        progress.initial = monitor.measure(objective, device=runtime.device, policy=cfg.metrics.policy)
+    if progress.epoch == 0 and monitor is not None:
+        progress.initial = _measure(monitor, objective, cfg, runtime)
         progress.raw_probe = monitor.raw_probe(cfg.metrics.policy)
         tracker.log({"monitor": progress.initial}, step=0)
     crash = _CrashAfter()
     for epoch in range(progress.epoch, cfg.n_epochs):
         batcher = _batcher(split, cfg, runtime, epoch=epoch)
         stats = _train_epoch(model, optimizer, batcher, cfg, runtime, epoch, crash)
-        if monitor is not None and cfg.monitor.enabled and _monitor_due(cfg, epoch):
-            stats["monitor"] = monitor.measure(objective, device=runtime.device, policy=cfg.metrics.policy)
-        progress.epoch = epoch + 1
-        progress.seconds += stats["seconds"]
+        if monitor is not None and _monitor_due(cfg, epoch):
+            stats["monitor"] = _measure(monitor, objective, cfg, runtime)
+        progress.epoch, progress.seconds = epoch + 1, progress.seconds + stats["seconds"]
         progress.history.append(stats)
         if runtime.is_main:
             _log_epoch(cfg, stats, progress, objective.width)
             _save_training_state(out_dir / CHECKPOINT, objective, optimizer, cfg, split, progress)
-            write_json(out_dir / REPORT, _report(cfg, split, objective, runtime, progress, done=False))
+            partial = _report(cfg, split, objective, runtime, progress, done=False)
+            write_json(out_dir / REPORT, partial)
             tracker.log(stats, step=epoch + 1)
         runtime.barrier()
     report = _report(cfg, split, objective, runtime, progress, done=True)
@@ -147,6 +139,25 @@ def _fit(cfg: PretrainConfig, out_dir: Path, runtime: Runtime) -> PretrainResult
         _finish(out_dir, cfg, split, objective, progress, report, tracker)
     runtime.barrier()
     return PretrainResult(objective, report)
+
+
+def _build(cfg: PretrainConfig, n_features: int, runtime: Runtime):
+    """The objective (encoder + heads) on the device, and its Adam optimizer."""
+    try:
+        objective = build_objective(cfg, n_features=n_features)
+    except ValueError as exc:
+        raise UserError(f"pretrain {cfg.method}: {exc}") from None
+    if objective.sync_batchnorm:
+        objective = sync_batchnorm(objective, runtime.device)
+    objective.to(runtime.device)
+    optimizer = torch.optim.Adam(
+        objective.parameters(), lr=cfg.optimizer.lr, weight_decay=cfg.optimizer.weight_decay
+    )
+    return objective, optimizer
+
+
+def _measure(monitor: Monitor, objective: Objective, cfg: PretrainConfig, runtime) -> dict:
+    return monitor.measure(objective, device=runtime.device, policy=cfg.metrics.policy)
 
 
 def _batcher(split: RankingSplit, cfg: PretrainConfig, runtime: Runtime, *, epoch: int):
@@ -194,7 +205,11 @@ def _train_epoch(model, optimizer, batcher, cfg, runtime: Runtime, epoch: int, c
             skipped += 1
             continue
         with runtime.autocast():
-            loss = model(features, mask, generator=generator(runtime.device, cfg.seed, epoch, step, runtime.rank))
+            loss = model(
+                features,
+                mask,
+                generator=generator(runtime.device, cfg.seed, epoch, step, runtime.rank),
+            )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -325,7 +340,11 @@ def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, don
         "stage": "pretrain",
         "method": cfg.method,
         "finished": done,
-        "data": {"name": cfg.data.name, "transform": cfg.data.transform, "n_features": split.n_features},
+        "data": {
+            "name": cfg.data.name,
+            "transform": cfg.data.transform,
+            "n_features": split.n_features,
+        },
         "label_setting": cfg.scarcity.tag,
         "val_labels": cfg.scarcity.val,
         "pretraining_set": {

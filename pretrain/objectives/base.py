@@ -13,6 +13,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from pretrain.encoders import ItemwiseEncoder
+
 # Masked logits: far below any cosine / temperature, finite so that softmax gradients stay finite.
 NEG = -1e9
 
@@ -37,6 +39,8 @@ class Objective(nn.Module):
 
     def encode_items(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``[N, D]`` embeddings of the real items, in the row-major order of ``mask``."""
+        if isinstance(self.encoder, ItemwiseEncoder):  # skip the scatter to [B, L, D] and back
+            return self.encoder.encode_items(features[mask])
         return self.encoder(features, mask)[mask]
 
     @classmethod

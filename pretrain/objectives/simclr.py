@@ -42,7 +42,7 @@ def simclr_loss(
     candidates, offset = gather_with_grad(z)  # [2M, D]; this rank's rows at offset
     logits = z @ candidates.T / temperature  # [2N, 2M]
     rows = torch.arange(2 * n, device=z.device)
-    logits = logits.index_put((rows, offset + rows), torch.tensor(NEG, device=z.device))
+    logits[rows, offset + rows] = NEG  # in place: the division does not keep its output
     positive = logits[rows, offset + (rows + n) % (2 * n)]
     per_anchor = torch.logsumexp(logits, dim=1) - positive
     if reduction == "none":
@@ -82,8 +82,12 @@ class SimCLR(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        z0 = self.projector(self.encode_items(self.augment(features, mask, generator=generator), mask))
-        z1 = self.projector(self.encode_items(self.augment(features, mask, generator=generator), mask))
+        z0 = self.projector(
+            self.encode_items(self.augment(features, mask, generator=generator), mask)
+        )
+        z1 = self.projector(
+            self.encode_items(self.augment(features, mask, generator=generator), mask)
+        )
         return simclr_loss(z0, z1, temperature=self.temperature)
 
 

@@ -24,9 +24,7 @@ from pretrain.heads import linear_decoder
 from pretrain.objectives.base import Objective
 
 
-def feature_subsets(
-    n_features: int, *, subsets: int, overlap: float, seed: int
-) -> torch.Tensor:
+def feature_subsets(n_features: int, *, subsets: int, overlap: float, seed: int) -> torch.Tensor:
     """``[subsets, n_features]`` bool: which features each subset holds."""
     if subsets < 1 or not 0.0 <= overlap < 1.0:
         raise ValueError("subsets must be >= 1 and overlap in [0, 1)")
@@ -37,7 +35,7 @@ def feature_subsets(
     for k in range(subsets):
         start = max(0, int(round(k * block - extra / 2)))
         stop = min(n_features, int(round((k + 1) * block + extra / 2)))
-        members[k, order[start:max(stop, start + 1)]] = True
+        members[k, order[start : max(stop, start + 1)]] = True
     return members
 
 
@@ -76,7 +74,10 @@ class SubTab(Objective):
         return keep_features(features, mask, columns=self.members[k])
 
     def embed(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        views = [self.encoder(self._subset_view(features, mask, k), mask) for k in range(len(self.members))]
+        views = [
+            self.encoder(self._subset_view(features, mask, k), mask)
+            for k in range(len(self.members))
+        ]
         return torch.stack(views).mean(0)
 
     def forward(

@@ -1,0 +1,215 @@
+"""Pretraining throughput: items per second, peak memory and the share of the matmul peak.
+
+Usage (from the project root)::
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_pretrain.py                 # CPU, ~3 min
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_pretrain.py --device cuda   # 2.3M items
+
+Data shaped like MSLR-WEB30K: 136 Gaussian features, QG sizes log-normal around 120 items
+(clipped to [5, 1251]); the ResNet encoder of the paper with width 136. Every method trains one
+epoch in a fresh subprocess (so ``ru_maxrss`` is its own peak; on CUDA
+``torch.cuda.max_memory_allocated``) after two warm-up steps, with the real training loop
+(``pretrain.train._train_epoch``). The encoder's FLOPs are counted from its linear layers
+(forward ``2 in out`` per item and view, backward twice that, minus the input gradient of the
+first layer) and compared with the best of several ``torch.mm`` of 4096 x 4096 float32 matrices
+measured in the same process just before and after the epoch (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADLINE = ("simclr-rank", "simsiam")
+VIEWS = {"vime": 1, "subtab": 4}  # encoder passes per item; 2 for every other method
+
+
+def mslr_like(n_items: int, *, seed: int = 0):
+    """A `RankingSplit` of about ``n_items`` items, 136 features, QGs of ~120 items."""
+    from data.ranking_split import RankingSplit
+
+    rng = np.random.default_rng(seed)
+    sizes = []
+    while sum(sizes) < n_items:
+        sizes.append(int(np.clip(round(rng.lognormal(np.log(100), 0.6)), 5, 1251)))
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    features = rng.standard_normal((offsets[-1], 136), dtype=np.float32)
+    labels = np.zeros(offsets[-1], dtype=np.float32)
+    return RankingSplit(features, labels, offsets, np.arange(len(sizes)), "bench")
+
+
+def matmul_peak(device: torch.device, *, dtype=torch.float32, n: int = 4096) -> float:
+    """Best GFLOP/s of ``n x n`` matmuls."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(4 if device.type == "cpu" else 20):
+        _sync(device)
+        start = time.perf_counter()
+        torch.mm(a, b)
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def encoder_flops_per_item(encoder: torch.nn.Module) -> float:
+    """Forward + backward FLOPs of the encoder's linear layers for one item and one view."""
+    linears = [m for m in encoder.modules() if isinstance(m, torch.nn.Linear)]
+    total = 0.0
+    for i, layer in enumerate(linears):
+        mac = layer.in_features * layer.out_features
+        total += 2 * mac + 2 * mac + (0 if i == 0 else 2 * mac)  # forward, dW, dX
+    return total
+
+
+def worker(args: argparse.Namespace) -> dict:
+    from core.config import CONFIG_ROOT, load_config
+    from core.device import setup_runtime
+    from pretrain.config import PretrainConfig
+    from pretrain.data import make_batcher
+    from pretrain.objectives import build_objective
+    from pretrain.train import _CrashAfter, _train_epoch
+
+    torch.manual_seed(0)
+    split = mslr_like(args.items)
+    overrides = [f"item_budget={args.budget}", "encoder.width=136", f"device={args.device}"]
+    stage_file = CONFIG_ROOT / "pretrain" / f"{args.method}.yaml"
+    cfg, _ = load_config(PretrainConfig, overrides, stage_file=stage_file)
+    runtime = setup_runtime(amp=args.device == "cuda", device=args.device)
+    objective = build_objective(cfg, n_features=136).to(runtime.device)
+    optimizer = torch.optim.Adam(objective.parameters(), lr=cfg.optimizer.lr)
+    batcher = make_batcher(
+        split, item_budget=args.budget, max_list_len=None, seed=0, rank=0, world_size=1
+    )
+    for step, batch in zip(range(2), batcher, strict=False):  # warm-up: kernels, allocator
+        loss = objective(
+            batch.features.to(runtime.device),
+            batch.mask.to(runtime.device),
+            generator=torch.Generator(runtime.device).manual_seed(step),
+        )
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if runtime.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    peak_before = matmul_peak(runtime.device)
+    stats = _train_epoch(objective, optimizer, batcher, cfg, runtime, 0, _CrashAfter())
+    _sync(runtime.device)
+    peak = max(peak_before, matmul_peak(runtime.device))
+    flops = encoder_flops_per_item(objective.encoder) * VIEWS.get(args.method, 2)
+    achieved = flops * stats["items_per_s"] / 1e9
+    result = {
+        "method": args.method,
+        "item_budget": args.budget,
+        "items": stats["items"],
+        "steps": stats["steps"],
+        "seconds": stats["seconds"],
+        "items_per_s": stats["items_per_s"],
+        "encoder_gflop_per_s": achieved,
+        "matmul_peak_gflop_per_s": peak,
+        "share_of_peak": achieved / peak,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_before_epoch_mb": baseline_rss,
+    }
+    if runtime.device.type == "cuda":
+        result["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        result["bf16_matmul_peak_gflop_per_s"] = matmul_peak(runtime.device, dtype=torch.bfloat16)
+    return result
+
+
+def _machine(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    name = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [
+            ln.split(":", 1)[1].strip()
+            for ln in cpuinfo.read_text().splitlines()
+            if ln.startswith("model name")
+        ]
+        name = names[0] if names else name
+    return f"{name}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+
+
+def _plan(device: str) -> list[tuple[str, int, int]]:
+    """(method, item budget, items) per run: headline methods on >= 100k items."""
+    if device == "cuda":
+        big, small, n = 200_000, 2_000, 2_300_000
+        runs = [(m, big, n) for m in ("simclr-rank", "simsiam", "simclr-sample", "vime", "subtab")]
+        runs += [(m, small, n // 10) for m in ("simclr", "scarf", "dacl")]
+        return runs + [("simclr", 16_384, n // 10), ("simclr-rank", 16_384, n // 10)]
+    runs = [(m, 16_384, 120_000) for m in HEADLINE]
+    runs += [(m, 16_384, 30_000) for m in ("simclr-sample", "vime", "subtab")]
+    runs += [(m, 2_048, 30_000) for m in ("simclr", "scarf", "dacl")]
+    return runs + [("simclr", 8_192, 100_000), ("simclr-rank", 8_192, 100_000)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
+    parser.add_argument("--methods", nargs="*", default=None, help="only these methods")
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--budget", type=int, default=16_384, help=argparse.SUPPRESS)
+    parser.add_argument("--items", type=int, default=120_000, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.worker:
+        args.method = args.worker
+        print(json.dumps(worker(args)))
+        return
+    results = []
+    for method, budget, items in _plan(args.device):
+        if args.methods and method not in args.methods:
+            continue
+        command = [sys.executable, "-P", __file__, "--worker", method, "--device", args.device]
+        command += ["--budget", str(budget), "--items", str(items)]
+        if args.threads:
+            command += ["--threads", str(args.threads)]
+        env = {"PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            print(f"{method}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+            continue
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        results.append(result)
+        print(
+            f"{method:14s} budget {budget:>7,d}  {result['items']:>9,d} items  "
+            f"{result['items_per_s']:>9,.0f} items/s  {result['seconds']:7.1f} s  "
+            f"peak RSS {result['peak_rss_mb']:6.0f} MB  "
+            f"{result['share_of_peak']:6.1%} of {result['matmul_peak_gflop_per_s']:.0f} GFLOP/s",
+            flush=True,
+        )
+    summary = {
+        "machine": _machine(args.device),
+        "torch": torch.__version__,
+        "device": args.device,
+        "date": time.strftime("%Y-%m-%d"),
+        "results": results,
+    }
+    if args.out:
+        Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

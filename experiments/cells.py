@@ -1,0 +1,171 @@
+"""The cells of a sweep and the jobs that produce them.
+
+A cell is one (data set, model, label setting, seed). A job is one ``./run.sh`` command; a
+pretrained model's cell needs two jobs, pretraining (shared by every label setting of that data
+set, method and seed) and finetuning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from core.config import available
+from core.errors import UserError
+from data.scarcity import ScarcityConfig
+
+GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
+NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2")
+HYBRID_BASELINES = ("gbdt-ssl",)
+
+
+@dataclass(frozen=True)
+class Job:
+    key: str
+    stage: str  # pretrain | finetune | baseline
+    name: str  # method, strategy or baseline
+    overrides: list[str]
+    run_dir: Path
+    depends_on: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SweepCell:
+    id: str
+    dataset: str
+    model: str
+    group: str
+    stage: str
+    setting: str
+    fraction: float
+    binary_tau: float | None
+    seed: int
+    run_dir: str
+    job_key: str
+    status: str = "pending"
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def model_group(model: str) -> str:
+    """The report group of a model name; raises `UserError` for an unknown one."""
+    if "+" in model:
+        method, strategy = model.split("+", 1)
+        if method not in available("pretrain"):
+            raise UserError(
+                f"sweep model '{model}': unknown pretraining method '{method}'; "
+                f"valid: {', '.join(available('pretrain'))}"
+            )
+        strategies = [s for s in available("finetune") if s != "combine"]
+        if strategy not in strategies:
+            raise UserError(
+                f"sweep model '{model}': unknown finetuning strategy '{strategy}'; "
+                f"valid: {', '.join(strategies)}"
+            )
+        return "pretrained-dl"
+    baselines = available("baseline")
+    if model not in baselines:
+        raise UserError(
+            f"unknown sweep model '{model}'; valid: {', '.join(baselines)}, or "
+            "<pretraining method>+<finetuning strategy> such as simclr-rank+full"
+        )
+    if model in HYBRID_BASELINES:
+        return "hybrid"
+    return "no-pretrain-dl" if model in NO_PRETRAIN_DL else "gbdt"
+
+
+def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
+    """Each label setting of the sweep with the overrides that select it."""
+    settings = []
+    for fraction in cfg.fractions if not cfg.binary_taus else [1.0]:
+        overrides = [f"scarcity.fraction={fraction}", f"scarcity.val={cfg.val}"]
+        taus = cfg.binary_taus or [None]
+        for tau in taus:
+            extra = [] if tau is None else [f"scarcity.binary_tau={tau}"]
+            scarcity = ScarcityConfig(fraction=fraction, val=cfg.val, binary_tau=tau)
+            settings.append((scarcity, overrides + extra))
+    return settings
+
+
+def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
+    """Every job (pretraining first, each once) and every cell of the sweep."""
+    jobs: dict[str, Job] = {}
+    cells: list[SweepCell] = []
+    settings = label_settings(cfg)
+    common = [*cfg.overrides.common, f"logger={cfg.logger}"]
+    for dataset in cfg.datasets:
+        base = folder / dataset
+        for seed in cfg.seeds:
+            for scarcity, setting_overrides in settings:
+                for model in cfg.models:
+                    group = model_group(model)
+                    shared = [f"data={dataset}", *common, f"seed={seed}", *setting_overrides]
+                    tags = [model, scarcity.tag, f"seed={seed}", dataset]
+                    depends: list[str] = []
+                    if "+" in model:
+                        method, strategy = model.split("+", 1)
+                        pretrain = _pretrain_job(cfg, base, dataset, method, seed, common)
+                        jobs.setdefault(pretrain.key, pretrain)
+                        depends = [pretrain.key]
+                        stage, name = "finetune", strategy
+                        extra = [f"pretrained={pretrain.run_dir}", *cfg.overrides.finetune]
+                    else:
+                        stage, name, extra = "baseline", model, list(cfg.overrides.baseline)
+                    extra += cfg.overrides.per_model.get(model, [])
+                    run_dir = base / stage / model / scarcity.tag / f"seed={seed}"
+                    key = f"{dataset}/{model}/{scarcity.tag}/seed={seed}"
+                    jobs[key] = Job(
+                        key,
+                        stage,
+                        name,
+                        [*shared, *extra, f"run_dir={run_dir}"],
+                        run_dir,
+                        depends,
+                        tags,
+                    )
+                    cells.append(
+                        SweepCell(
+                            id=key,
+                            dataset=dataset,
+                            model=model,
+                            group=group,
+                            stage=stage,
+                            setting=scarcity.tag,
+                            fraction=scarcity.fraction,
+                            binary_tau=scarcity.binary_tau,
+                            seed=seed,
+                            run_dir=str(run_dir),
+                            job_key=key,
+                        )
+                    )
+    ordered = sorted(jobs.values(), key=lambda j: j.stage != "pretrain")
+    return ordered, cells
+
+
+def _pretrain_job(cfg, base: Path, dataset: str, method: str, seed: int, common: list[str]) -> Job:
+    """Pretraining sees no label; its knn probe uses the sweep's scarcest label setting."""
+    scarcest = min(cfg.fractions) if cfg.fractions and not cfg.binary_taus else 1.0
+    probe = [f"scarcity.fraction={scarcest}", f"scarcity.val={cfg.val}"]
+    if cfg.binary_taus:
+        probe.append(f"scarcity.binary_tau={max(cfg.binary_taus)}")
+    run_dir = base / "pretrain" / method / f"seed={seed}"
+    overrides = [
+        f"data={dataset}",
+        *common,
+        f"seed={seed}",
+        *probe,
+        *cfg.overrides.pretrain,
+        f"run_dir={run_dir}",
+    ]
+    return Job(
+        f"{dataset}/pretrain/{method}/seed={seed}",
+        "pretrain",
+        method,
+        overrides,
+        run_dir,
+        tags=[method, "pretrain", f"seed={seed}", dataset],
+    )

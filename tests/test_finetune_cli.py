@@ -1,0 +1,130 @@
+"""End to end: every ``run.sh finetune`` and deep ``run.sh baseline`` command on tiny data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from core.cli import run
+from core.errors import UserError
+
+DATA = [
+    "data.synthetic.n_train_groups=30",
+    "data.synthetic.n_vali_groups=10",
+    "data.synthetic.n_test_groups=10",
+    "data.synthetic.n_features=12",
+    "logger=none",
+]
+ENCODER = ["encoder.width=16", "encoder.hidden=32", "encoder.n_blocks=2", "encoder.n_heads=2"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """A pretraining run of each kind the finetuning tests need (one epoch each)."""
+    root = tmp_path_factory.mktemp("pretrain")
+    torch.set_num_threads(1)
+    runs = {}
+    for name, method, extra in [
+        ("resnet", "simclr-rank", []),
+        ("attention", "simsiam", ["encoder.kind=attention"]),
+    ]:
+        runs[name] = root / name
+        run(
+            ["pretrain", method, *DATA, *ENCODER, *extra, "epochs=1", "monitor.enabled=false"]
+            + [f"run_dir={runs[name]}"]
+        )
+    return runs
+
+
+def finetune(strategy: str, run_dir, *args: str):
+    args = ("head_hidden=16", *args)
+    return run(["finetune", strategy, *DATA, "epochs=2", f"run_dir={run_dir}", *args])
+
+
+def report(run_dir) -> dict:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+def test_every_strategy_end_to_end(pretrained, tmp_path) -> None:
+    encoder = torch.load(pretrained["resnet"] / "encoder.pt", weights_only=True)["state_dict"]
+    for strategy in ("lp", "mp", "full"):
+        out = tmp_path / strategy
+        result = finetune(strategy, out, f"pretrained={pretrained['resnet']}")
+        assert (out / "DONE").is_file() and (out / "scores.npz").is_file()
+        assert result["pretraining_method"] == "simclr-rank"
+        assert set(result["metrics"]["test"]) >= {"ndcg@1", "ndcg@5", "outlier_ndcg@5"}
+        assert result["label_setting"] == "frac=1" and "git" in result
+        assert result["parameters"]["total"] > 0 and result["seconds_per_epoch"] > 0
+        saved = torch.load(out / "model.pt", weights_only=True)["state_dict"]
+        frozen = all(torch.equal(saved[f"encoder.{k}"], v) for k, v in encoder.items())
+        # lp, mp: bit-identical encoder; full: trained when the best epoch is a whole-network one
+        assert frozen == (strategy != "full" or result["best_epoch"] <= 1), strategy
+    assert finetune("full", tmp_path / "full", f"pretrained={pretrained['resnet']}") is None
+    combined = finetune("combine", tmp_path / "c", f"runs=[{tmp_path / 'mp'},{tmp_path / 'full'}]")
+    assert combined["runs"] and combined["parameters"]["trainable"] == 2 * 16 + 1
+
+
+def test_attention_encoder_pretrained_and_from_scratch(pretrained, tmp_path) -> None:
+    result = finetune("full", tmp_path / "a", f"pretrained={pretrained['attention']}")
+    assert result["pretraining_method"] == "simsiam"
+    scratch = finetune(
+        "full", tmp_path / "s", "pretrained=none", "encoder.kind=attention", *ENCODER
+    )
+    assert scratch["pretrained"] is None and scratch["epochs_trained"] == 2
+
+
+@pytest.mark.parametrize(
+    "method, grid",
+    [
+        ("resnet", ["deep.lrs=[1e-3,1e-2]", "deep.encoder.width=16", "deep.encoder.hidden=32"]),
+        ("deepfm", ["deep.lrs=[5e-3]", "deep.hidden=16"]),
+        ("dcnv2", ["deep.lrs=[5e-3]", "deep.cross_layers=[2,3]", "deep.hidden=16"]),
+    ],
+)
+def test_deep_baselines_end_to_end(tmp_path, method: str, grid: list[str]) -> None:
+    out = tmp_path / method
+    result = run(["baseline", method, *DATA, *grid, "epochs=2", f"run_dir={out}"])
+    assert (out / "DONE").is_file() and (out / "model.pt").is_file()
+    assert len(result["grid"]) == (2 if method != "deepfm" else 1)
+    best = max(r["best_vali_ndcg@5"] for r in result["grid"])
+    assert result["selected"]["best_vali_ndcg@5"] == best
+    assert "ndcg@5" in result["metrics"]["test"]
+    if method != "resnet":
+        assert result["categorical_features"] is not None  # the synthetic data has some
+
+
+def test_bad_input(pretrained, tmp_path) -> None:
+    with pytest.raises(UserError, match="no such"):
+        finetune("full", tmp_path / "x1", f"pretrained={tmp_path / 'missing'}")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="encoder.pt"):
+        finetune("full", tmp_path / "x2", f"pretrained={tmp_path / 'empty'}")
+    with pytest.raises(UserError, match="12 features"):
+        finetune(
+            "full",
+            tmp_path / "x3",
+            f"pretrained={pretrained['resnet']}",
+            "data.synthetic.n_features=16",
+        )
+    with pytest.raises(UserError, match="relevant item"):
+        finetune("full", tmp_path / "x4", "pretrained=none", "scarcity.binary_tau=40")
+    with pytest.raises(UserError, match="pretrained"):
+        finetune("full", tmp_path / "x5")
+    # a run dir that holds a run of other settings is refused, not skipped or resumed
+    finetune("lp", tmp_path / "x6", "pretrained=none", *ENCODER)
+    with pytest.raises(UserError, match="other settings"):
+        finetune("lp", tmp_path / "x6", f"pretrained={pretrained['resnet']}")
+    with pytest.raises(UserError, match="seed"):
+        finetune(
+            "combine", tmp_path / "x7", f"runs=[{tmp_path / 'x6'},{tmp_path / 'x6'}]", "seed=1"
+        )

@@ -1,0 +1,218 @@
+"""Finetuning parts: schedule, frozen encoders, model selection, resume, combine, batch independence."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from core.config import load_config
+from core.device import setup_runtime
+from data.pipeline import prepare_data
+from finetune import loop
+from finetune.config import FinetuneConfig, Phase, schedule
+from finetune.heads import build_head
+from finetune.loop import fit, predict
+from finetune.model import CombinedRanker, Ranker
+from pretrain.encoders import EncoderConfig, build_encoder
+
+TINY = [
+    "data.synthetic.n_train_groups=30",
+    "data.synthetic.n_vali_groups=10",
+    "data.synthetic.n_test_groups=10",
+    "data.synthetic.n_features=12",
+    "pretrained=none",
+    "logger=none",
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run fastest on one thread, above all on shared cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg, _ = load_config(FinetuneConfig, TINY)
+    return cfg, prepare_data(cfg), setup_runtime(amp=False, device="cpu")
+
+
+def ranker(kind: str = "resnet", head: str = "mlp", seed: int = 0) -> Ranker:
+    torch.manual_seed(seed)
+    enc = build_encoder(
+        EncoderConfig(kind=kind, width=16, hidden=32, n_blocks=2, n_heads=2), n_features=12
+    )
+    return Ranker(encoder=enc, head=build_head(head, in_dim=16, hidden=16, dropout=0.1))
+
+
+def run_fit(model, cfg, prepared, runtime, phases, **kwargs):
+    options = kwargs.pop("options", None) or cfg.train_options()
+    return fit(
+        model,
+        prepared,
+        phases=phases,
+        loss_fn=cfg.loss.build(),
+        options=options,
+        metrics_cfg=cfg.metrics,
+        runtime=runtime,
+        seed=0,
+        **kwargs,
+    )
+
+
+def test_schedule_splits_an_epoch_cap_between_phases() -> None:
+    assert schedule(100, 100, None) == [Phase("head", 100, False), Phase("full", 100, True)]
+    assert schedule(100, 100, 7) == [Phase("head", 3, False), Phase("full", 4, True)]
+    assert schedule(100, 100, 1) == [Phase("full", 1, True)]
+    assert schedule(200, 0, 50) == [Phase("head", 50, False)]
+    assert schedule(100, 100, 0) == []
+
+
+def test_frozen_encoder_stays_bit_identical(setup, monkeypatch) -> None:
+    cfg, prepared, runtime = setup
+    rising = iter(range(100))  # every epoch better than the last: the trained head is kept
+    monkeypatch.setattr(loop, "selection_score", lambda *a, **k: float(next(rising)))
+    for head in ("linear", "mlp"):
+        model = ranker(head=head)
+        before = {k: v.clone() for k, v in model.encoder.state_dict().items()}
+        head_before = {k: v.clone() for k, v in model.head.state_dict().items()}
+        options = cfg.train_options().__class__(lr=1e-2, patience=None)
+        run_fit(model, cfg, prepared, runtime, [Phase("head", 3, False)], options=options)
+        for key, value in model.encoder.state_dict().items():
+            assert torch.equal(value, before[key]), key  # weights and BatchNorm statistics
+        changed = [not torch.equal(v, head_before[k]) for k, v in model.head.state_dict().items()]
+        assert any(changed)
+
+
+def test_selection_restores_the_validation_best_epoch(setup, monkeypatch) -> None:
+    cfg, prepared, runtime = setup
+    scripted = iter([0.1, 0.3, 0.9, 0.5, 0.2, 0.4])  # epoch 0 (initial model), 1, ..., 5
+    monkeypatch.setattr(loop, "selection_score", lambda *a, **k: next(scripted))
+    states = {}
+
+    def remember(row: dict) -> None:
+        states[row["epoch"]] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    model = ranker()
+    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    phases = [Phase("head", 2, False), Phase("full", 3, True)]
+    result = run_fit(model, cfg, prepared, runtime, phases, options=options, log=remember)
+    assert result.best_epoch == 2 and result.best_vali == 0.9
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, states[2][key]), key
+
+
+def test_patience_ends_a_phase_and_the_next_starts_from_the_best(setup, monkeypatch) -> None:
+    cfg, prepared, runtime = setup
+    scores = iter([0.1, 0.5, 0.4, 0.3, 0.2, 0.6, 0.7, 0.8])
+    monkeypatch.setattr(loop, "selection_score", lambda *a, **k: next(scores))
+    model = ranker()
+    options = cfg.train_options().__class__(lr=1e-2, patience=2)
+    result = run_fit(
+        model,
+        cfg,
+        prepared,
+        runtime,
+        [Phase("head", 10, False), Phase("full", 2, True)],
+        options=options,
+    )
+    phases = [row["phase"] for row in result.history]
+    assert phases == ["init", "head", "head", "head", "full", "full"]
+    assert result.best_epoch == 5 and result.epochs == 5
+
+
+def test_resume_replays_an_interrupted_run(setup, tmp_path) -> None:
+    cfg, prepared, runtime = setup
+    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    phases = [Phase("head", 2, False), Phase("full", 2, True)]
+    straight = ranker()
+    run_fit(straight, cfg, prepared, runtime, phases, options=options)
+
+    class Stop(Exception):
+        pass
+
+    def crash(row: dict) -> None:
+        if row["epoch"] == 3:
+            raise Stop
+
+    checkpoint = tmp_path / "checkpoint.pt"
+    with pytest.raises(Stop):
+        run_fit(
+            ranker(),
+            cfg,
+            prepared,
+            runtime,
+            phases,
+            options=options,
+            checkpoint=checkpoint,
+            log=crash,
+        )
+    resumed = ranker(seed=123)  # weights come from the checkpoint, not from the init
+    result = run_fit(
+        resumed, cfg, prepared, runtime, phases, options=options, checkpoint=checkpoint
+    )
+    assert result.epochs == 4
+    for key, value in straight.state_dict().items():
+        assert torch.allclose(value.float(), resumed.state_dict()[key].float()), key
+
+
+def test_combine_trains_only_its_last_layer(setup) -> None:
+    cfg, prepared, runtime = setup
+    members = [ranker(seed=1), ranker(kind="attention", head="linear", seed=2)]
+    member_states = [{k: v.clone() for k, v in m.state_dict().items()} for m in members]
+    model = CombinedRanker(members=members, dropout=0.7)
+    assert [n for n, p in model.named_parameters() if p.requires_grad] == ["out.weight", "out.bias"]
+    out_before = model.out.weight.clone()
+    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    run_fit(model, cfg, prepared, runtime, [Phase("head", 3, False)], options=options)
+    for member, state in zip(model.members, member_states, strict=True):
+        for key, value in member.state_dict().items():
+            assert torch.equal(value, state[key]), key
+    assert not torch.equal(model.out.weight, out_before)
+
+
+@pytest.mark.parametrize("kind", ["resnet", "mlp", "attention"])
+def test_eval_scores_do_not_depend_on_batch_composition(setup, kind: str) -> None:
+    cfg, prepared, runtime = setup
+    model = ranker(kind=kind)
+    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    run_fit(model, cfg, prepared, runtime, [Phase("full", 2, True)], options=options)
+    together = predict(model, prepared.test, runtime=runtime, item_budget=100_000)
+    alone = predict(model, prepared.test, runtime=runtime, item_budget=1)  # one QG per batch
+    order = np.random.default_rng(0).permutation(prepared.test.n_groups)
+    shuffled = predict(model, prepared.test, runtime=runtime, item_budget=60, groups=order)
+    assert np.allclose(together, alone, atol=1e-5)
+    assert np.allclose(together, shuffled, atol=1e-5)
+
+
+def test_attention_encoder_is_permutation_equivariant_and_padding_free() -> None:
+    model = ranker(kind="attention").eval()
+    x = torch.randn(2, 5, 12)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    perm = torch.tensor([2, 0, 1, 3, 4])
+    with torch.no_grad():
+        out = model(x, mask)
+        permuted = model(x[:, perm], mask[:, perm])
+        wider = model(
+            torch.cat([x, torch.randn(2, 3, 12)], 1), torch.cat([mask, ~mask[:, :3] & False], 1)
+        )
+    assert torch.allclose(out[:, perm], permuted, atol=1e-5)
+    assert torch.allclose(out, wider[:, :5], atol=1e-5)
+    with pytest.raises(ValueError, match="divide"):
+        build_encoder(EncoderConfig(kind="attention", width=10, n_heads=3), n_features=4)
+
+
+def test_config_errors() -> None:
+    with pytest.raises(Exception, match="pretrained"):
+        load_config(FinetuneConfig, [t for t in TINY if not t.startswith("pretrained")])
+    with pytest.raises(Exception, match="head=linear"):
+        load_config(FinetuneConfig, [*TINY, "strategy=lp", "head=mlp", "full_epochs=0"])
+    with pytest.raises(Exception, match="runs"):
+        load_config(FinetuneConfig, [*TINY, "strategy=combine", "full_epochs=0"])
+    assert math.isfinite(load_config(FinetuneConfig, TINY)[0].optimizer.lr)

@@ -1,0 +1,116 @@
+"""DDP on two CPU processes (gloo): the cross-rank gather and BatchNorm give the global batch's
+values and gradients, and pretraining keeps every rank's parameters identical while the loss
+falls."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn import functional as F
+
+WORLD = 2
+TINY = [
+    "data.synthetic.n_train_groups=30",
+    "data.synthetic.n_vali_groups=10",
+    "data.synthetic.n_test_groups=10",
+    "data.synthetic.n_features=12",
+    "encoder.width=8",
+    "encoder.hidden=16",
+    "encoder.n_blocks=1",
+    "logger=none",
+    "monitor.n_items=64",
+    "epochs=3",
+    "item_budget=100",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _reference_per_anchor(z0: torch.Tensor, z1: torch.Tensor, tau: float) -> torch.Tensor:
+    n = len(z0)
+    z = F.normalize(torch.cat([z0, z1]), dim=-1)
+    logits = (z @ z.T / tau).fill_diagonal_(float("-inf"))
+    rows = torch.arange(2 * n)
+    return torch.logsumexp(logits, 1) - logits[rows, (rows + n) % (2 * n)]
+
+
+def _check_gather(rank: int) -> None:
+    from pretrain.objectives.simclr import simclr_loss
+
+    gen = torch.Generator().manual_seed(0)
+    z0_all, z1_all = torch.randn(10, 4, generator=gen), torch.randn(10, 4, generator=gen)
+    part = slice(0, 4) if rank == 0 else slice(4, 10)  # ranks hold different numbers of rows
+    z0 = z0_all[part].clone().requires_grad_(True)
+    simclr_loss(z0, z1_all[part], temperature=0.5).backward()
+    # The global objective: mean over ranks of each rank's mean anchor loss.
+    ref0 = z0_all.clone().requires_grad_(True)
+    per_anchor = _reference_per_anchor(ref0, z1_all, 0.5)
+    ranks = [slice(0, 4), slice(4, 10)]
+    means = [torch.cat([per_anchor[:10][s], per_anchor[10:][s]]).mean() for s in ranks]
+    (sum(means) / WORLD).backward()
+    # DDP then averages over ranks, so each rank holds WORLD times its share.
+    torch.testing.assert_close(z0.grad, WORLD * ref0.grad[part], atol=1e-5, rtol=1e-4)
+
+
+def _check_batchnorm(rank: int) -> None:
+    from core.collectives import sync_batchnorm
+
+    gen = torch.Generator().manual_seed(1)
+    x_all = 3 * torch.randn(9, 5, generator=gen) + 1
+    part = slice(0, 3) if rank == 0 else slice(3, 9)
+    synced = sync_batchnorm(torch.nn.Sequential(torch.nn.BatchNorm1d(5)), torch.device("cpu"))
+    plain = torch.nn.BatchNorm1d(5)
+    torch.testing.assert_close(synced(x_all[part]), plain(x_all)[part], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(synced[0].running_var, plain.running_var, atol=1e-5, rtol=1e-4)
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(WORLD),
+        WANDB_MODE="disabled",
+    )
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        _check_gather(rank)
+        _check_batchnorm(rank)
+        from core.config import CONFIG_ROOT, load_config
+        from pretrain.config import PretrainConfig
+        from pretrain.train import run
+
+        for method in ("simsiam", "simclr"):
+            stage_file = CONFIG_ROOT / "pretrain" / f"{method}.yaml"
+            cfg, _ = load_config(PretrainConfig, TINY, stage_file=stage_file)
+            result = run(cfg, os.path.join(out, method))
+            torch.save(result.objective.state_dict(), os.path.join(out, f"{method}-{rank}.pt"))
+            if rank == 0:
+                torch.save(result.report["loss_curve"], os.path.join(out, f"{method}-loss.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_process_ddp_pretraining(tmp_path):
+    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    for method in ("simsiam", "simclr"):
+        states = [
+            torch.load(tmp_path / f"{method}-{r}.pt", weights_only=True) for r in range(WORLD)
+        ]
+        for key, value in states[0].items():
+            if key.endswith("num_batches_tracked") or "running" in key:
+                continue
+            assert torch.equal(value, states[1][key]), (method, key)
+        losses = torch.load(tmp_path / f"{method}-loss.pt", weights_only=True)
+        assert len(losses) == 3 and losses[-1] < losses[0], (method, losses)
+        assert (tmp_path / method / "DONE").is_file()

@@ -1,0 +1,113 @@
+"""The sweep runner: cells, failures recorded, interruption and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core.cli import run
+from core.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = (
+    "[data.synthetic.n_train_groups=30,data.synthetic.n_vali_groups=10,"
+    "data.synthetic.n_test_groups=10,data.synthetic.n_features=16,gbdt.num_threads=1,"
+    "gbdt.max_rounds=15,gbdt.early_stopping_rounds=5]"
+)
+
+
+def sweep_args(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "sweep",
+        "quick",
+        "models=[gbdt,gbdt-pca]",
+        "fractions=[0.2,1.0]",
+        "seeds=[0]",
+        "workers=1",
+        "logger=none",
+        f"overrides.common={TINY}",
+        "overrides.pretrain=[]",
+        "overrides.finetune=[]",
+        f"run_dir={tmp_path / 'sweep'}",
+        *extra,
+    ]
+
+
+def manifest(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "sweep" / "manifest.json").read_text())
+
+
+def test_dry_run_lists_cells_and_runs_nothing(tmp_path: Path, capsys) -> None:
+    cells = run(sweep_args(tmp_path, "--dry-run"))
+    out = capsys.readouterr().out
+    assert len(cells) == 4 and "4 cells, 4 jobs" in out
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_pretrained_models_share_one_pretraining_per_seed(tmp_path: Path, capsys) -> None:
+    args = sweep_args(tmp_path, "--dry-run")
+    args[2] = "models=[simclr-rank+full,simclr-rank+lp,gbdt]"
+    run(args)
+    out = capsys.readouterr().out
+    assert out.count("] pretrain simclr-rank") == 1
+    assert "6 cells, 7 jobs" in out
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("models=[gbdt,xgboost]", "unknown sweep model 'xgboost'"),
+        ("models=[nope+full]", "unknown pretraining method 'nope'"),
+        ("modles=[gbdt]", "unknown config key 'modles'"),
+        ("datasets=[mslr-web30k]", "mslr-web30k"),
+        ("datasets=[nope]", "unknown data set 'nope'"),
+    ],
+)
+def test_bad_sweeps_stop_before_any_cell(tmp_path: Path, override: str, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        run([*sweep_args(tmp_path), override])
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_failing_cell_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    cells = run([*sweep_args(tmp_path), "overrides.per_model.gbdt-pca=[gbdt.bogus=1]"])
+    status = {c["id"]: c["status"] for c in cells}
+    assert sorted(status.values()) == ["done", "done", "failed", "failed"]
+    failed = [c for c in manifest(tmp_path)["cells"] if c["status"] == "failed"]
+    assert all("gbdt.bogus" in c["error"] for c in failed)
+    done = [c for c in cells if c["status"] == "done"]
+    assert all((Path(c["run_dir"]) / "report.json").is_file() for c in done)
+
+
+def test_interrupted_sweep_resumes_without_redoing_cells(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-P", "-m", "core.cli", *sweep_args(tmp_path)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    manifest_path = tmp_path / "sweep" / "manifest.json"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if manifest_path.is_file() and any(
+            c["status"] == "done" for c in json.loads(manifest_path.read_text())["cells"]
+        ):
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=60)
+    first = {c["id"]: c for c in manifest(tmp_path)["cells"]}
+    finished = [c for c in first.values() if c["status"] == "done"]
+    assert finished, "no cell finished before the interruption"
+    logs_before = {c["id"]: (Path(c["run_dir"]) / "log.txt").read_text() for c in finished}
+
+    cells = run(sweep_args(tmp_path))
+    assert all(c["status"] == "done" for c in cells)
+    for cell_id, log in logs_before.items():
+        run_dir = Path(first[cell_id]["run_dir"])
+        assert (run_dir / "log.txt").read_text() == log, f"{cell_id} was run again"
+    assert len(cells) == len(first) == 4
