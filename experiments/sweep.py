@@ -23,8 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from core.config import CONFIG_ROOT, LOGGERS, available
-from core.errors import UserError
+from core.config import LOGGERS
 from core.rundir import PROJECT_ROOT, is_done, write_json
 from experiments.cells import Job, SweepCell, model_group, plan_cells
 
@@ -201,10 +200,3 @@ def _last_error(log: Path, code: int) -> str:
     errors = [ln for ln in lines if ln.startswith("error:")]
     tail = errors[-1] if errors else (lines[-1] if lines else "")
     return f"exit code {code}: {tail[:500]}"
-
-
-def sweep_names() -> list[str]:
-    return available("sweep")
-
-
-__all__ = ["SweepConfig", "main", "sweep_dir", "CONFIG_ROOT"]
