@@ -148,11 +148,14 @@ class _Runner:
     def _execute(self, job: Job) -> tuple[str, str | None, float]:
         job.run_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-P", "-m", "core.cli", job.stage, job.name, *job.overrides]
+        python_path = [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]
+        threads = max(1, (os.cpu_count() or 1) // self.cfg.workers)
         env = {
+            # Jobs running side by side share the cores: no OpenMP spin-waiting, fair threads.
+            "OMP_WAIT_POLICY": "passive",
+            "OMP_NUM_THREADS": str(threads),
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])
-            ),
+            "PYTHONPATH": os.pathsep.join(filter(None, python_path)),
             "WANDB_RUN_GROUP": self.cfg.name,
             "WANDB_TAGS": ",".join(job.tags),
         }
