@@ -81,6 +81,10 @@ def start_tracker(
     if not enabled or logger == "none" or mode == "disabled":
         return Tracker(None, run_id)
     run_id = run_id or secrets.token_hex(4)
+    # A sweep groups its runs and tags them through the environment; that wins over the stage's.
+    group = os.environ.get("WANDB_RUN_GROUP") or group
+    env_tags = [t for t in os.environ.get("WANDB_TAGS", "").split(",") if t]
+    tags = list(dict.fromkeys([*(tags or []), *env_tags])) or None
     try:
         import wandb
 

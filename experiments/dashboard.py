@@ -35,7 +35,7 @@ def render(report: dict) -> str:
     k, alpha = report["k"], report["alpha"]
     parts = [_header(report)]
     for section in report["sections"]:
-        parts.append(_section(section, k=k, alpha=alpha))
+        parts.append(_section(section, k=k, select_k=report["select_k"], alpha=alpha))
     if report.get("tsne_png") or report.get("tsne_errors"):
         parts.append("<h2>t-SNE of item embeddings (test QGs)</h2>")
         if report.get("tsne_png"):
@@ -71,7 +71,7 @@ label fractions is where pretrained DL, scanning from the fewest labels up, firs
 the best other group.</p>"""
 
 
-def _section(section: dict, *, k: int, alpha: float) -> str:
+def _section(section: dict, *, k: int, select_k: int, alpha: float) -> str:
     head = f"{section['dataset']} &middot; {escape(section['series'])}"
     settings = section["settings"]
     parts = [f"<h2>{head}</h2>", "<h3>Groups (validation-best member of each)</h3>"]
@@ -84,7 +84,7 @@ def _section(section: dict, *, k: int, alpha: float) -> str:
         parts.append(_table(section["models"], settings, "model", metric, label, alpha))
     parts.append(_img(section["model_png"], f"model curves {section['dataset']}"))
     parts.append("<h3>Which member stood for each group</h3>")
-    parts.append(_selection(section["groups"], section["models"]))
+    parts.append(_selection(section["groups"], section["models"], select_k))
     return "\n".join(parts)
 
 
@@ -118,7 +118,7 @@ def _table(
 def _cell(entry: dict | None, metric: str, mark: str, alpha: float, show_member: bool) -> str:
     if entry is None:
         return "<td>&ndash;</td>"
-    text = f"{fmt(entry[f'{metric}_mean'])} &plusmn; {fmt(entry[f'{metric}_std'])}"
+    text = escape(mean_pm_std(entry, metric))
     if mark:
         text = f"<{mark}>{text}</{mark}>"
     p = entry.get(f"p_{metric}", math.nan)
@@ -131,7 +131,7 @@ def _cell(entry: dict | None, metric: str, mark: str, alpha: float, show_member:
     return f"<td>{text}<br><small>{' &middot; '.join(extra)}</small></td>"
 
 
-def _selection(groups: list[dict], models: list[dict]) -> str:
+def _selection(groups: list[dict], models: list[dict], select_k: int) -> str:
     rows = []
     for g in groups:
         candidates = sorted(
@@ -147,8 +147,8 @@ def _selection(groups: list[dict], models: list[dict]) -> str:
         )
     return (
         "<table><tr><th class='name'>setting</th><th class='name'>group</th>"
-        "<th class='name'>chosen member</th><th>mean vali NDCG</th>"
-        f"<th class='name'>candidates (mean vali NDCG)</th></tr>{''.join(rows)}</table>"
+        f"<th class='name'>chosen member</th><th>mean vali NDCG@{select_k}</th>"
+        f"<th class='name'>candidates (mean vali NDCG@{select_k})</th></tr>{''.join(rows)}</table>"
     )
 
 
@@ -172,6 +172,14 @@ def _problems(rows: list[dict]) -> str:
 def _img(png: bytes, alt: str) -> str:
     data = base64.b64encode(png).decode("ascii")
     return f"<div><img alt='{escape(alt)}' src='data:image/png;base64,{data}'></div>"
+
+
+def mean_pm_std(entry: dict, metric: str) -> str:
+    """``0.4123 ± 0.0031``; ``–`` without a value, and no ``±`` part with a single seed."""
+    mean, std = entry[f"{metric}_mean"], entry[f"{metric}_std"]
+    if not math.isfinite(mean):
+        return "–"
+    return fmt(mean) + (f" ± {fmt(std)}" if math.isfinite(std) else "")
 
 
 def fmt(value: float) -> str:

@@ -30,18 +30,23 @@ class Embedded:
 def tsne_of_run(run_dir: Path, *, max_items: int, perplexity: float, seed: int) -> Embedded:
     """The t-SNE of ``run_dir``'s test-item embeddings; `UserError` when it has no encoder."""
     from sklearn.manifold import TSNE
+    from threadpoolctl import threadpool_limits
 
     embed, title = _embedder(run_dir)
     split = _test_split(run_dir)
     vectors, labels = _embed_items(embed, split, max_items=max_items, seed=seed)
     if len(vectors) < 5:
         raise UserError(f"{run_dir}: only {len(vectors)} test items to embed")
-    points = TSNE(
+    tsne = TSNE(
         n_components=2,
         perplexity=min(perplexity, (len(vectors) - 1) / 3),
         init="pca",
         random_state=seed,
-    ).fit_transform(vectors.astype(np.float64))
+    )
+    # One OpenMP thread: on a busy machine sklearn's Barnes-Hut loop spends most of its time in
+    # thread barriers (120 items: 14 s on 2 threads, 0.4 s on one).
+    with threadpool_limits(limits=1, user_api="openmp"):
+        points = tsne.fit_transform(vectors.astype(np.float64))
     return Embedded(run_dir, title, points, labels)
 
 
@@ -60,8 +65,10 @@ def _embedder(run_dir: Path):
             kind = payload["spec"].get("kind")
             raise UserError(f"{run_dir}: a {kind} model has no item embedding to plot")
         source = payload.get("source") or {}
-        method = source.get("method") or "no pretraining"
-        return model.embed, f"{method}, finetuned ({source.get('label_setting', '?')})"
+        setting = source.get("label_setting", "?")
+        if source.get("pretrained"):
+            return model.embed, f"{source.get('method')} pretrained, finetuned ({setting})"
+        return model.embed, f"{source.get('method') or 'ranker'}, no pretraining ({setting})"
     raise UserError(
         f"{run_dir}: neither encoder.pt nor model.pt; t-SNE needs a pretraining or finetuning run"
     )

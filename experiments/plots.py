@@ -25,6 +25,8 @@ GROUP_STYLE = {
     "pretrained-dl": ("Pretrained DL", "tab:blue", "o"),
     "hybrid": ("Hybrid", "tab:purple", "D"),
 }
+MARKERS = "os^Dv<>pXh*"
+STYLES = ("-", "--", "-.", ":")
 METRICS = (("test", "NDCG@{k}"), ("outlier", "Outlier-NDCG@{k}"))
 DPI = 110
 
@@ -42,16 +44,21 @@ def group_curves(groups: list[dict], crossovers: dict[str, dict], *, title: str,
 
 
 def model_curves(models: list[dict], *, title: str, k: int) -> bytes:
-    """``models``: the model entries of one (data set, series); one curve per model."""
+    """``models``: the model entries of one (data set, series); one curve per model.
+
+    A model takes its group's colour; members of one group differ in line style and marker.
+    """
     fig, axes = _figure(len(METRICS))
     names = sorted({m["model"] for m in models}, key=lambda n: (_group_rank(models, n), n))
-    colors = _palette(len(names))
-    markers = "os^Dv<>pXh*"
+    groups = {n: next(m["group"] for m in models if m["model"] == n) for n in names}
     for ax, (metric, label) in zip(axes, METRICS, strict=True):
-        for i, name in enumerate(names):
+        for name in names:
+            group = groups[name]
+            nth = [n for n in names if groups[n] == group].index(name)
+            color = GROUP_STYLE.get(group, (group, "tab:gray", "x"))[1]
             entries = [m for m in models if m["model"] == name]
-            group = entries[0]["group"]
-            _curve(ax, entries, metric, f"{name} ({group})", colors[i], markers[i % len(markers)])
+            _curve(ax, entries, metric, f"{name} ({group})", color, MARKERS[nth % len(MARKERS)],
+                   STYLES[nth % len(STYLES)])  # fmt: skip
         _style_axes(ax, models, label.format(k=k))
     fig.suptitle(title)
     return _png(fig)
@@ -87,7 +94,9 @@ def _figure(n: int) -> tuple[Figure, list]:
     return fig, [fig.add_subplot(1, n, i + 1) for i in range(n)]
 
 
-def _curve(ax, entries: list[dict], metric: str, legend: str, color: str, marker: str) -> None:
+def _curve(
+    ax, entries: list[dict], metric: str, legend: str, color, marker: str, style: str = "-"
+) -> None:
     entries = sorted(entries, key=lambda e: e["x"])
     xs = [e["x"] for e in entries if math.isfinite(e[f"{metric}_mean"])]
     if not xs:
@@ -98,7 +107,9 @@ def _curve(ax, entries: list[dict], metric: str, legend: str, color: str, marker
         for e in entries
         if math.isfinite(e[f"{metric}_mean"])
     ]
-    ax.errorbar(xs, ys, yerr=errs, label=legend, color=color, marker=marker, capsize=3, lw=1.6)
+    ax.errorbar(
+        xs, ys, yerr=errs, label=legend, color=color, marker=marker, ls=style, capsize=3, lw=1.6
+    )
 
 
 def _mark_crossover(ax, info: dict) -> None:
@@ -134,13 +145,6 @@ def _group_rank(models: list[dict], name: str) -> int:
     group = next(m["group"] for m in models if m["model"] == name)
     order = list(GROUP_STYLE)
     return order.index(group) if group in order else len(order)
-
-
-def _palette(n: int) -> list:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
 
 
 def _short(path) -> str:

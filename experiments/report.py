@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -62,7 +63,7 @@ class ReportConfig:
 
 
 def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
-    """Gather, summarize, plot and write; returns the assembled report (without images)."""
+    """Gather, summarize, plot and write; returns the assembled report (tables, PNG bytes)."""
     root = runs_root(cfg)
     if cfg.sweep:
         manifest = results.manifest_path(cfg.sweep, root)
@@ -79,7 +80,7 @@ def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
     tsne_dirs = resolve_tsne(cfg.tsne, rows, [p for p in (manifest, root) if p is not None])
     report = build(cfg, rows, source=source, tsne_dirs=tsne_dirs)
     write(report, rows, folder, cfg)
-    print(text_tables(report))
+    print(text_tables(report) or "no finished cell to tabulate")
     if report["problems"]:
         print(f"{len(report['problems'])} cell(s) failed or did not finish; see the dashboard")
     print(f"dashboard: {folder / 'dashboard.html'}")
@@ -258,7 +259,7 @@ def _tsne(folders: list[Path], cfg: ReportConfig) -> tuple[bytes | None, list[st
 def _text_cell(entry: dict | None, metric: str) -> str:
     if entry is None:
         return "-"
-    text = f"{dashboard.fmt(entry[f'{metric}_mean'])} ± {dashboard.fmt(entry[f'{metric}_std'])}"
+    text = dashboard.mean_pm_std(entry, metric)
     p = entry.get(f"p_{metric}", math.nan)
     return text + (f" (p={dashboard.fmt_p(p)})" if math.isfinite(p) else "")
 
@@ -269,4 +270,4 @@ def _distinct(rows: list[dict], key: str) -> str:
 
 
 def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-." else "_" for c in text).strip("_")
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")

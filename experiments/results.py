@@ -154,6 +154,9 @@ def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
     except ValueError:
         return None  # pretraining runs, or runs that are not ranking runs at all
     config = _read_config(run_dir)
+    if not config:
+        row = _empty_row(ks) | {"id": str(run_dir), "status": "failed", "run_dir": str(run_dir)}
+        return row | {"error": f"{run_dir / 'config.yaml'} is missing or unreadable"}
     scarcity = config.get("scarcity") or {}
     dataset = (config.get("data") or {}).get("name") or "unknown"
     model, group = _identify(report)
@@ -166,7 +169,7 @@ def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
         "group": group,
         "stage": report.get("stage"),
         "setting": setting,
-        "fraction": scarcity.get("fraction"),
+        "fraction": scarcity.get("fraction", 1.0),
         "binary_tau": scarcity.get("binary_tau"),
         "seed": seed,
         "status": "done" if (run_dir / "DONE").is_file() else "pending",

@@ -54,6 +54,7 @@ class SweepConfig:
     workers: int = 1
     dry_run: bool = False
     run_dir: str | None = None  # default runs/sweeps/<name>
+    report: bool = True  # end with ./run.sh report <name>: the table and the dashboard
     logger: str = "wandb"
 
     def __post_init__(self) -> None:
@@ -104,6 +105,11 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
     runner = _Runner(cfg, folder, jobs, cells)
     runner.run()
     print(runner.summary_line())
+    if cfg.report and any(c.status == "done" for c in runner.cells):
+        from experiments.report import ReportConfig
+        from experiments.report import main as report
+
+        report(ReportConfig(sweep=str(folder)))
     return [c.to_dict() for c in runner.cells]
 
 

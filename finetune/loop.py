@@ -161,7 +161,7 @@ def fit(
     """Train ``model`` in place; on return it holds the validation-best weights.
 
     ``checkpoint``: where to save (and resume from) the training state after every epoch, with
-    ``meta`` (plain values the caller wants back on resume, read with `checkpoint_meta`).
+    ``meta`` (plain values the caller wants back on resume: the checkpoint's ``"meta"`` entry).
     """
     model.to(runtime.device)
     progress, best_state, opt_state = Progress(), None, None

@@ -1,9 +1,15 @@
-"""Augmentations and corruptions of padded QG batches: pure functions of an explicit generator.
+"""Augmentations and corruptions of QG batches: pure functions of an explicit generator.
 
-Every function takes ``features [B, L, d]`` and ``mask [B, L]`` (True on real items) and returns
-a new ``[B, L, d]`` tensor whose padded slots are zero. Random numbers are drawn for the real
-items only, in row-major order of ``features[mask]``, so a result depends on the generator's
-state and on the real items alone, never on the padding width. Compose them with `compose`.
+Every function takes ``features`` and ``mask`` and returns a new tensor of the same shape:
+
+- padded QGs: ``features [B, L, d]`` with ``mask [B, L]`` (True on real items); padded slots of
+  the result are zero;
+- real items only: ``features [N, d]`` with ``mask=None`` (what objectives pass for item-wise
+  encoders, so that a large padded batch is gathered once rather than at every step).
+
+Random numbers are drawn for the real items only, in row-major order of ``features[mask]``, so a
+result depends on the generator's state and the real items alone, never on the padding width,
+and the padded and item forms give the same items. Compose them with `compose`.
 
 - `zero_features`: each entry set to 0 with probability ``p`` (paper's "Zeroing").
 - `gaussian_noise`: ``N(0, scale^2)`` added to every entry (paper's "Gaussian noise").
@@ -25,14 +31,21 @@ import torch
 Augmentation = Callable[..., torch.Tensor]  # (features, mask, *, generator) -> features
 
 
-def _items(features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _items(features: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        if features.ndim != 2:
+            raise ValueError("without a mask, features must be the real items [N, d]")
+        return features
     if features.ndim != 3 or mask.shape != features.shape[:2] or mask.dtype != torch.bool:
         raise ValueError("features must be [B, L, d] with a bool mask [B, L]")
     return features[mask]
 
 
-def _scatter(items: torch.Tensor, mask: torch.Tensor, d: int) -> torch.Tensor:
-    out = items.new_zeros(*mask.shape, d)
+def _restore(items: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Items back in the caller's form: as they are, or scattered into zero padding."""
+    if mask is None:
+        return items
+    out = items.new_zeros(*mask.shape, items.shape[-1])
     out[mask] = items
     return out
 
@@ -42,31 +55,31 @@ def _uniform(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Genera
 
 
 def zero_features(
-    features: torch.Tensor, mask: torch.Tensor, *, p: float, generator: torch.Generator
+    features: torch.Tensor, mask: torch.Tensor | None, *, p: float, generator: torch.Generator
 ) -> torch.Tensor:
     """Each entry of each real item set to 0 independently with probability ``p``."""
     items = _items(features, mask)
     keep = _uniform(tuple(items.shape), items, generator) >= p
-    return _scatter(items * keep.to(items.dtype), mask, features.shape[-1])
+    return _restore(items * keep.to(items.dtype), mask)
 
 
 def gaussian_noise(
-    features: torch.Tensor, mask: torch.Tensor, *, scale: float, generator: torch.Generator
+    features: torch.Tensor, mask: torch.Tensor | None, *, scale: float, generator: torch.Generator
 ) -> torch.Tensor:
     """``features + scale * N(0, 1)`` on real items."""
     items = _items(features, mask)
     noise = torch.randn(items.shape, generator=generator, device=items.device, dtype=torch.float32)
-    return _scatter(items + scale * noise.to(items.dtype), mask, features.shape[-1])
+    return _restore(items + scale * noise.to(items.dtype), mask)
 
 
 def marginal_corruption(
-    features: torch.Tensor, mask: torch.Tensor, *, p: float, generator: torch.Generator
+    features: torch.Tensor, mask: torch.Tensor | None, *, p: float, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """SCARF corruption over the batch's real items.
 
     Returns:
-        ``(corrupted [B, L, d], drawn [B, L, d] bool)``; ``drawn`` marks entries replaced by a
-        marginal draw (the draw may hit the item itself, as in SCARF and VIME).
+        ``(corrupted, drawn)`` in the shape of ``features``; ``drawn`` (bool) marks entries
+        replaced by a marginal draw (the draw may hit the item itself, as in SCARF and VIME).
     """
     items = _items(features, mask)
     n, d = items.shape
@@ -75,18 +88,18 @@ def marginal_corruption(
     drawn = _uniform((n, d), items, generator) < p
     donors = torch.randint(n, (n, d), generator=generator, device=items.device)
     replaced = torch.where(drawn, items.gather(0, donors), items)
-    return _scatter(replaced, mask, d), _scatter(drawn, mask, d)
+    return _restore(replaced, mask), _restore(drawn, mask)
 
 
 def corrupt(
-    features: torch.Tensor, mask: torch.Tensor, *, p: float, generator: torch.Generator
+    features: torch.Tensor, mask: torch.Tensor | None, *, p: float, generator: torch.Generator
 ) -> torch.Tensor:
     """`marginal_corruption` without the mask of drawn entries (composable)."""
     return marginal_corruption(features, mask, p=p, generator=generator)[0]
 
 
 def mixup_noise(
-    features: torch.Tensor, mask: torch.Tensor, *, alpha: float, generator: torch.Generator
+    features: torch.Tensor, mask: torch.Tensor | None, *, alpha: float, generator: torch.Generator
 ) -> torch.Tensor:
     """DACL Mixup-noise: each real item mixed with another real item of the batch.
 
@@ -101,15 +114,17 @@ def mixup_noise(
     shift = torch.randint(1, max(n, 2), (n,), generator=generator, device=items.device)
     partner = (torch.arange(n, device=items.device) + shift) % n
     mixed = lam.to(items.dtype) * items + (1.0 - lam).to(items.dtype) * items[partner]
-    return _scatter(mixed, mask, features.shape[-1])
+    return _restore(mixed, mask)
 
 
 def keep_features(
-    features: torch.Tensor, mask: torch.Tensor, *, columns: torch.Tensor
+    features: torch.Tensor, mask: torch.Tensor | None, *, columns: torch.Tensor
 ) -> torch.Tensor:
     """Features outside ``columns`` (a ``[d]`` bool or index tensor) set to 0; no randomness."""
     keep = torch.zeros(features.shape[-1], dtype=features.dtype, device=features.device)
     keep[columns] = 1.0
+    if mask is None:
+        return features * keep
     return features * keep * mask.unsqueeze(-1).to(features.dtype)
 
 
@@ -117,9 +132,9 @@ def compose(*augmentations: Augmentation) -> Augmentation:
     """Apply augmentations in order, all drawing from one generator; identity when empty."""
 
     def composed(
-        features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+        features: torch.Tensor, mask: torch.Tensor | None, *, generator: torch.Generator
     ) -> torch.Tensor:
-        out = features * mask.unsqueeze(-1).to(features.dtype)
+        out = features if mask is None else features * mask.unsqueeze(-1).to(features.dtype)
         for augment in augmentations:
             out = augment(out, mask, generator=generator)
         return out

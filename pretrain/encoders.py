@@ -99,7 +99,12 @@ class MLPEncoder(ItemwiseEncoder):
         layers: list[nn.Module] = [nn.BatchNorm1d(n_features), nn.Dropout(dropout)]
         size = n_features
         for _ in range(n_blocks):
-            layers += [nn.Linear(size, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Dropout(dropout)]
+            layers += [
+                nn.Linear(size, width),
+                nn.BatchNorm1d(width),
+                nn.ReLU(),
+                nn.Dropout(dropout),
+            ]
             size = width
         self.net = nn.Sequential(*layers)
 

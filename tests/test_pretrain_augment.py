@@ -74,6 +74,15 @@ def test_padding_stays_zero_and_does_not_matter(name):
     assert torch.all(wide[:, 6:] == 0)
 
 
+@pytest.mark.parametrize("name", AUGMENTATIONS)
+def test_items_form_equals_the_padded_form(name):
+    augment = AUGMENTATIONS[name]
+    features, mask = _batch()
+    padded = augment(features, mask, generator=_gen(4))
+    items = augment(features[mask], None, generator=_gen(4))
+    torch.testing.assert_close(items, padded[mask])
+
+
 def test_rates_and_scales():
     features = torch.ones(1, 20000, 4)
     mask = torch.ones(1, 20000, dtype=torch.bool)

@@ -32,6 +32,7 @@ def sweep_args(tmp_path: Path, *extra: str) -> list[str]:
         "seeds=[0]",
         "workers=1",
         "logger=none",
+        "report=false",
         f"overrides.common={TINY}",
         "overrides.pretrain=[]",
         "overrides.finetune=[]",

@@ -37,11 +37,23 @@ class Objective(nn.Module):
         """``[B, L, D]`` item embeddings (zeros at padding)."""
         return self.encoder(features, mask)
 
-    def encode_items(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[N, D]`` embeddings of the real items, in the row-major order of ``mask``."""
-        if isinstance(self.encoder, ItemwiseEncoder):  # skip the scatter to [B, L, D] and back
-            return self.encoder.encode_items(features[mask])
-        return self.encoder(features, mask)[mask]
+    @property
+    def itemwise(self) -> bool:
+        return isinstance(self.encoder, ItemwiseEncoder)
+
+    def inputs(
+        self, features: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What augmentations and `encode` take: ``(items [N, d], None)`` for an item-wise
+        encoder (the padded batch is gathered once), else ``(features [B, L, d], mask)``."""
+        return (features[mask], None) if self.itemwise else (features, mask)
+
+    def encode(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[N, D]`` embeddings of the real items (row-major order of ``mask``) from the items
+        or the padded batch that `inputs` (and augmentations) gave."""
+        if x.ndim == 2:
+            return self.encoder.encode_items(x)
+        return self.encoder(x, mask)[mask]
 
     @classmethod
     def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> Objective:

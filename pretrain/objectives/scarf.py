@@ -66,7 +66,8 @@ class SCARF(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        corrupted = corrupt(features, mask, p=self.corrupt_p, generator=generator)
-        anchors = self.projector(self.encode_items(features, mask))
-        positives = self.projector(self.encode_items(corrupted, mask))
+        x, view_mask = self.inputs(features, mask)
+        corrupted = corrupt(x, view_mask, p=self.corrupt_p, generator=generator)
+        anchors = self.projector(self.encode(x, mask))
+        positives = self.projector(self.encode(corrupted, mask))
         return scarf_loss(anchors, positives, temperature=self.temperature)

@@ -82,12 +82,9 @@ class SimCLR(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        z0 = self.projector(
-            self.encode_items(self.augment(features, mask, generator=generator), mask)
-        )
-        z1 = self.projector(
-            self.encode_items(self.augment(features, mask, generator=generator), mask)
-        )
+        x, view_mask = self.inputs(features, mask)
+        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
         return simclr_loss(z0, z1, temperature=self.temperature)
 
 

@@ -7,8 +7,8 @@ denominator sums over every item and view of QG ``q`` except the anchor itself:
              + log sum_{(i', a') != (i, a), i' in q} exp(cos(z_qi^a, z_qi'^a') / tau)
 
 Vectorised over padded QGs: one ``[B, 2L, 2L]`` similarity tensor per batch, time and memory
-``O(B L^2)``, no loop over QGs. Rows are grouped by length into at most ``log2(L) + 1`` buckets,
-each padded only to its own longest QG, so one long QG does not inflate the whole batch.
+``O(B L^2)``, no loop over QGs. QGs are grouped by length into at most ``2 log2(L) + 1``
+buckets, each padded only to its own longest QG, so one long QG does not inflate the whole batch.
 
 A QG of one item has no negative besides the other view: both its terms are exactly 0 and carry
 no gradient, so such items are left out of the mean (the loss is the mean over items of QGs with
@@ -18,6 +18,8 @@ random items (``fake_groups``; see pretrain/data.py).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -26,18 +28,20 @@ from pretrain.augmentations import view_augmentation
 from pretrain.heads import Projector
 from pretrain.objectives.base import NEG, Objective, head_width, scatter_items
 
+_GROWTH = 2**0.5  # ratio of the widths of neighbouring length buckets
+
 
 def _bucket_item_losses(
     z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
 ) -> torch.Tensor:
-    """``[b, E]`` per-item loss ``(l^0 + l^1) / 2`` of one bucket (0 at padding)."""
-    b, length, _ = z0.shape
+    """``[b, E]`` per-item loss ``(l^0 + l^1) / 2`` of one bucket (padding rows: anything)."""
+    length = z0.shape[1]
     z = F.normalize(torch.cat([z0, z1], dim=1).float(), dim=-1)  # [b, 2E, D]
     valid = torch.cat([mask, mask], dim=1)  # [b, 2E]
-    logits = torch.bmm(z, z.transpose(1, 2)) / temperature  # [b, 2E, 2E]
+    padding = torch.where(valid, 0.0, NEG)[:, None, :]  # [b, 1, 2E]: no padded candidate
+    logits = torch.baddbmm(padding, z, z.transpose(1, 2), alpha=1.0 / temperature)
+    logits.diagonal(dim1=1, dim2=2).fill_(NEG)  # an anchor is not its own candidate
     index = torch.arange(2 * length, device=z.device)
-    self_pair = index[:, None] == index[None, :]
-    logits.masked_fill_(self_pair[None] | ~valid[:, None, :], NEG)
     positive = logits[:, index, (index + length) % (2 * length)]  # [b, 2E]
     per_anchor = torch.logsumexp(logits, dim=2) - positive
     return (per_anchor[:, :length] + per_anchor[:, length:]) / 2
@@ -62,21 +66,42 @@ def simclr_rank_loss(
     """
     if z0.shape != z1.shape or z0.ndim != 3 or mask.shape != z0.shape[:2]:
         raise ValueError("z0 and z1 must be [B, L, D] and mask [B, L]")
+    loss = simclr_rank_loss_items(
+        z0[mask], z1[mask], mask, temperature=temperature, reduction=reduction
+    )
+    return scatter_items(loss[:, None], mask)[..., 0] if reduction == "none" else loss
+
+
+def simclr_rank_loss_items(
+    z0: torch.Tensor,
+    z1: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    temperature: float,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """`simclr_rank_loss` of the real items only: ``z0, z1 [N, D]`` in the row-major order of
+    ``mask [B, L]`` (the QG structure); ``reduction="none"`` gives ``[N]``."""
     if reduction not in ("mean", "none"):
         raise ValueError(f"reduction must be mean or none, got {reduction}")
+    if z0.shape != z1.shape or z0.ndim != 2 or z0.shape[0] != int(mask.sum()):
+        raise ValueError("z0 and z1 must be [N, D] with N the number of real items in mask")
+    item = (torch.cumsum(mask.flatten(), 0) - 1).view(mask.shape)  # [B, L] row of z per slot
+    sizes = mask.sum(dim=1)
     positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
-    extent = (mask * positions).amax(dim=1) if mask.shape[1] else mask.sum(1)  # last real + 1
-    used = mask & (mask.sum(dim=1, keepdim=True) >= 2)
-    losses = z0.new_zeros(mask.shape, dtype=torch.float32)
-    # Bucket k holds rows whose extent is in (2^(k-1), 2^k]; each is cut to its own width.
-    bucket = torch.ceil(torch.log2(extent.clamp(min=1).float())).long()
-    for k in torch.unique(bucket[extent >= 2]).tolist():
-        rows = torch.nonzero((bucket == k) & (extent >= 2)).squeeze(1)
+    extent = (mask * positions).amax(dim=1)  # last real slot + 1 of each QG
+    losses = z0.new_zeros(z0.shape[0], dtype=torch.float32)
+    # Bucket k holds QGs whose extent is in (g^(k-1), g^k]; each is cut to its own width, so
+    # padding at most doubles (g^2) the pairs a QG's similarity block spends.
+    bucket = torch.ceil(torch.log(extent.clamp(min=1).float()) / math.log(_GROWTH)).long()
+    ok = sizes >= 2
+    for k in torch.unique(bucket[ok]).tolist():
+        rows = torch.nonzero((bucket == k) & ok).squeeze(1)
         width = int(extent[rows].max())
-        part = _bucket_item_losses(
-            z0[rows, :width], z1[rows, :width], mask[rows, :width], temperature
-        )
-        losses = losses.index_put((rows,), F.pad(part, (0, mask.shape[1] - width)))
+        slots, real = item[rows, :width].clamp(min=0), mask[rows, :width]
+        part = _bucket_item_losses(z0[slots], z1[slots], real, temperature)  # [b, E]
+        losses = losses.index_put((slots[real],), part[real])
+    used = (sizes >= 2)[:, None].expand_as(mask)[mask]
     # Keep the graph even when no QG has two items, so that backward() still works (zero grads).
     losses = torch.where(used, losses, 0.0) + 0.0 * (z0.float().sum() + z1.float().sum())
     if reduction == "none":
@@ -113,16 +138,13 @@ class SimCLRRank(Objective):
             noise_scale=cfg.augment.noise_scale,
         )
 
-    def project(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[B, L, P]`` projections (zeros at padding)."""
-        return scatter_items(self.projector(self.encode_items(features, mask)), mask)
-
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        z0 = self.project(self.augment(features, mask, generator=generator), mask)
-        z1 = self.project(self.augment(features, mask, generator=generator), mask)
-        return simclr_rank_loss(z0, z1, mask, temperature=self.temperature)
+        x, view_mask = self.inputs(features, mask)
+        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        return simclr_rank_loss_items(z0, z1, mask, temperature=self.temperature)
 
 
 class SimCLRSample(SimCLRRank):

@@ -59,10 +59,7 @@ class SimSiam(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        z0 = self.projector(
-            self.encode_items(self.augment(features, mask, generator=generator), mask)
-        )
-        z1 = self.projector(
-            self.encode_items(self.augment(features, mask, generator=generator), mask)
-        )
+        x, view_mask = self.inputs(features, mask)
+        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
         return simsiam_loss(self.predictor(z0), self.predictor(z1), z0, z1)

@@ -83,10 +83,11 @@ class SubTab(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        clean = features[mask].float()
+        x, view_mask = self.inputs(features, mask)
+        clean = (x if view_mask is None else features[mask]).float()
         losses = []
         for k in range(len(self.members)):
-            noisy = corrupt(features, mask, p=self.corrupt_p, generator=generator)
-            h = self.encode_items(self._subset_view(noisy, mask, k), mask)
+            noisy = corrupt(x, view_mask, p=self.corrupt_p, generator=generator)
+            h = self.encode(keep_features(noisy, view_mask, columns=self.members[k]), mask)
             losses.append(F.mse_loss(self.decoder(h).float(), clean))
         return torch.stack(losses).mean()

@@ -58,10 +58,10 @@ class VIME(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        corrupted, drawn = marginal_corruption(
-            features, mask, p=self.corrupt_p, generator=generator
-        )
-        h = self.encode_items(corrupted, mask)
-        return vime_loss(
-            self.mask_head(h), drawn[mask], self.feature_head(h), features[mask], alpha=self.alpha
-        )
+        x, view_mask = self.inputs(features, mask)
+        corrupted, drawn = marginal_corruption(x, view_mask, p=self.corrupt_p, generator=generator)
+        if view_mask is not None:
+            drawn = drawn[mask]
+        h = self.encode(corrupted, mask)
+        clean = features[mask] if view_mask is not None else x
+        return vime_loss(self.mask_head(h), drawn, self.feature_head(h), clean, alpha=self.alpha)

@@ -1,0 +1,297 @@
+"""``./run.sh report``: gathered table, means and stds, Welch p-values, validation-best members,
+CSV and dashboard files, the dashboard rendered by headless Chromium, t-SNE of an encoder."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from core.cli import run
+from core.errors import UserError
+from experiments.report import ReportConfig, main
+from experiments.stats import crossover
+
+SEEDS = (0, 1, 2)
+FRACTIONS = (0.02, 0.5)
+GROUP = {
+    "gbdt": "gbdt",
+    "gbdt-pseudo": "gbdt",
+    "simclr-rank+full": "pretrained-dl",
+    "simsiam+full": "pretrained-dl",
+}
+# (model, fraction) -> per-seed (vali ndcg@5, test ndcg@5, test outlier_ndcg@5).
+# At 2%, gbdt-pseudo and simsiam+full are best on TEST but their group-mates gbdt and
+# simclr-rank+full are best on VALIDATION: the report must pick the latter.
+VALUES = {
+    ("gbdt", 0.02): [(0.50, 0.40, 0.30), (0.52, 0.42, 0.33), (0.51, 0.41, 0.31)],
+    ("gbdt-pseudo", 0.02): [(0.48, 0.43, 0.32), (0.49, 0.44, 0.30), (0.47, 0.45, 0.35)],
+    ("simclr-rank+full", 0.02): [(0.60, 0.46, 0.36), (0.62, 0.47, 0.38), (0.61, 0.49, 0.37)],
+    ("simsiam+full", 0.02): [(0.58, 0.50, 0.40), (0.59, 0.52, 0.41), (0.57, 0.51, 0.39)],
+    ("gbdt", 0.5): [(0.70, 0.60, 0.50), (0.71, 0.61, 0.52), (0.72, 0.62, 0.51)],
+    ("gbdt-pseudo", 0.5): [(0.69, 0.59, 0.49), (0.70, 0.60, 0.50), None],  # seed 2 failed
+    ("simclr-rank+full", 0.5): [(0.66, 0.55, 0.45), (0.67, 0.56, 0.47), (0.65, 0.57, 0.44)],
+    ("simsiam+full", 0.5): [(0.64, 0.54, 0.46), (0.66, 0.53, 0.43), (0.65, 0.58, 0.42)],
+}
+KS = (1, 3, 5, 10)
+
+
+def _metrics(vali: float, test: float, outlier: float) -> dict:
+    # Other cutoffs get values apart from @5 so that a wrong key shows.
+    return {
+        "vali": {**{f"ndcg@{k}": vali - 0.01 * (k != 5) for k in KS}, "n_groups_evaluated": 100},
+        "test": {
+            **{f"ndcg@{k}": test - 0.01 * (k != 5) for k in KS},
+            **{f"outlier_ndcg@{k}": outlier - 0.01 * (k != 5) for k in KS},
+            "n_groups_evaluated": 100,
+            "n_outlier_groups": 7,
+        },
+        "val_labels": "full",
+        "policy": "skip",
+        "outliers": {"method": "histogram"},
+    }
+
+
+def make_sweep(root: Path, name: str = "demo", *, taus: dict | None = None) -> Path:
+    """Fake run dirs and a manifest under ``root/sweeps/<name>``; returns the sweep folder.
+
+    ``taus`` maps the fractions of `VALUES` to binary-feedback thresholds instead.
+    """
+    folder = root / "sweeps" / name
+    cells = []
+    for (model, key), per_seed in VALUES.items():
+        fraction, tau = (1.0, taus[key]) if taus else (key, None)
+        for seed, values in zip(SEEDS, per_seed, strict=True):
+            setting = f"tau={tau:g}" if taus else f"frac={fraction:g}"
+            stage = "finetune" if "+" in model else "baseline"
+            run_dir = folder / "synthetic" / stage / model / setting / f"seed={seed}"
+            run_dir.mkdir(parents=True)
+            status, error = "done", None
+            if values is None:
+                status, error = "failed", "exit code 1: error: LightGBM boom"
+            else:
+                report = {"stage": stage, "seed": seed, "metrics": _metrics(*values)}
+                if "+" in model:
+                    method, strategy = model.split("+")
+                    report |= {
+                        "strategy": strategy,
+                        "pretrained": "/x",
+                        "pretraining_method": method,
+                    }
+                else:
+                    report["method"] = model
+                (run_dir / "report.json").write_text(json.dumps(report))
+                config = {
+                    "data": {"name": "synthetic"},
+                    "seed": seed,
+                    "scarcity": {"fraction": fraction, "val": "full", "binary_tau": tau},
+                }
+                (run_dir / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
+                (run_dir / "DONE").write_text("")
+            cells.append(
+                {
+                    "id": f"synthetic/{model}/{setting}/seed={seed}",
+                    "dataset": "synthetic",
+                    "model": model,
+                    "group": GROUP[model],
+                    "stage": stage,
+                    "setting": setting,
+                    "fraction": fraction,
+                    "binary_tau": tau,
+                    "seed": seed,
+                    "run_dir": str(run_dir),
+                    "status": status,
+                    "error": error,
+                    "seconds": 1.0,
+                }
+            )
+    manifest = {"sweep": name, "updated": "2024-01-01T00:00:00", "cells": cells}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def column(model: str, fraction: float, index: int) -> list[float]:
+    return [v[index] for v in VALUES[(model, fraction)] if v is not None]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[dict, Path, str]:
+    root = tmp_path_factory.mktemp("report") / "runs"
+    folder = make_sweep(root)
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report = main(ReportConfig(sweep="demo", runs_root=str(root)))
+    return report, folder / "report", out.getvalue()
+
+
+def _entry(entries: list[dict], **match) -> dict:
+    found = [e for e in entries if all(e[k] == v for k, v in match.items())]
+    assert len(found) == 1, match
+    return found[0]
+
+
+def test_model_means_and_stds(built) -> None:
+    report, _, _ = built
+    models = report["summary"]["models"]
+    for (model, fraction), _ in VALUES.items():
+        entry = _entry(models, model=model, setting=f"frac={fraction:g}")
+        test, outlier = column(model, fraction, 1), column(model, fraction, 2)
+        assert entry["n_seeds"] == len(test)
+        assert entry["test_mean"] == pytest.approx(np.mean(test))
+        assert entry["test_std"] == pytest.approx(np.std(test, ddof=1))
+        assert entry["outlier_mean"] == pytest.approx(np.mean(outlier))
+        assert entry["outlier_std"] == pytest.approx(np.std(outlier, ddof=1))
+        assert entry["vali_mean"] == pytest.approx(np.mean(column(model, fraction, 0)))
+
+
+def test_validation_best_member_not_test_best(built) -> None:
+    groups = built[0]["summary"]["groups"]
+    pretrained = _entry(groups, group="pretrained-dl", setting="frac=0.02")
+    gbdt = _entry(groups, group="gbdt", setting="frac=0.02")
+    # simsiam+full and gbdt-pseudo have the higher TEST means; validation picks the others.
+    assert np.mean(column("simsiam+full", 0.02, 1)) > np.mean(column("simclr-rank+full", 0.02, 1))
+    assert pretrained["member"] == "simclr-rank+full"
+    assert gbdt["member"] == "gbdt"
+    assert pretrained["test_mean"] == pytest.approx(np.mean(column("simclr-rank+full", 0.02, 1)))
+    assert _entry(groups, group="pretrained-dl", setting="frac=0.5")["member"] == "simclr-rank+full"
+
+
+def test_p_values_equal_scipy(built) -> None:
+    report = built[0]
+    groups, models = report["summary"]["groups"], report["summary"]["models"]
+
+    def welch(a: list[float], b: list[float]) -> float:
+        return scipy_stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue
+
+    for fraction in FRACTIONS:
+        setting = f"frac={fraction:g}"
+        group = _entry(groups, group="pretrained-dl", setting=setting)
+        ref = "gbdt"  # the validation-best GBDT at both fractions
+        for i, key in ((1, "p_test"), (2, "p_outlier")):
+            expected = welch(column("simclr-rank+full", fraction, i), column(ref, fraction, i))
+            assert group[key] == pytest.approx(expected, rel=1e-12)
+            simsiam = _entry(models, model="simsiam+full", setting=setting)
+            expected = welch(column("simsiam+full", fraction, i), column(ref, fraction, i))
+            assert simsiam[key] == pytest.approx(expected, rel=1e-12)
+        assert np.isnan(_entry(models, model="gbdt", setting=setting)["p_test"])
+        assert np.isnan(_entry(groups, group="gbdt", setting=setting)["p_test"])
+
+
+def test_crossover_between_fractions(built) -> None:
+    info = crossover(
+        built[0]["summary"]["groups"], dataset="synthetic", series="% labeled", metric="test_mean"
+    )
+    assert info["status"] == "crossover"
+    assert (info["last_win"], info["first_loss"]) == (2.0, 50.0)
+    assert info["x_line"] == pytest.approx(10.0)
+
+
+def test_files_written(built) -> None:
+    report, folder, stdout = built
+    results = (folder / "results.csv").read_text().splitlines()
+    assert len(results) == 1 + sum(len(v) for v in VALUES.values())
+    assert "test_outlier_ndcg@5" in results[0]
+    assert any(",failed," in line and "LightGBM boom" in line for line in results)
+    summary = (folder / "summary.csv").read_text()
+    assert "pretrained-dl" in summary and "simclr-rank+full" in summary
+    assert sorted(p.name for p in folder.glob("*.png")) == [
+        "groups_synthetic_labeled.png",
+        "models_synthetic_labeled.png",
+    ]
+    assert "pretrained-dl" in stdout and "gbdt" in stdout
+    assert stdout.rstrip().splitlines()[-1] == f"dashboard: {folder / 'dashboard.html'}"
+
+
+def test_dashboard_is_self_contained(built) -> None:
+    _, folder, _ = built
+    html = (folder / "dashboard.html").read_text()
+    assert html.count("src='data:image/png;base64,") == 2
+    assert html.count("<table") >= 5
+    assert "Failed cells" in html and "LightGBM boom" in html
+    assert "<b>0.4733 ± 0.0153</b>" in html  # pretrained DL at 2%, best in its column
+    assert not re.search(r"(src|href)=['\"]?(https?:|//)", html)
+    assert "<script" not in html
+
+
+def test_unknown_sweep_lists_the_sweeps(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    make_sweep(root, "alpha")
+    make_sweep(root, "beta")
+    with pytest.raises(UserError, match=r"no sweep 'gamma'.*alpha, beta"):
+        main(ReportConfig(sweep="gamma", runs_root=str(root)))
+
+
+def test_binary_tau_settings_lie_on_a_tau_curve(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    make_sweep(root, "implicit", taus={0.02: 5.1, 0.5: 4.25})
+    report = main(ReportConfig(sweep="implicit", runs_root=str(root)))
+    (section,) = report["sections"]
+    assert section["series"] == "tau" and section["settings"] == ["tau=4.25", "tau=5.1"]
+    assert section["crossovers"] == {}  # a crossover is a thing of label fractions
+    assert (root / "sweeps" / "implicit" / "report" / "groups_synthetic_tau.png").is_file()
+    member = _entry(report["summary"]["groups"], group="pretrained-dl", setting="tau=5.1")
+    assert member["member"] == "simclr-rank+full"
+
+
+def test_cli_positional_sweep_and_scan(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "runs"
+    make_sweep(root, "demo")
+    run(["report", "demo", f"runs_root={root}", "k=3"])
+    assert (root / "sweeps" / "demo" / "report" / "dashboard.html").is_file()
+    assert "NDCG@3" in capsys.readouterr().out
+    # No sweep: every report.json under runs/ (the failed cell has none), identity from them.
+    report = run(["report", f"runs_root={root}"])
+    assert (root / "report" / "dashboard.html").is_file()
+    assert sum(r["n_seeds"] for r in report["summary"]["models"]) == 23
+
+
+def test_tsne_of_a_pretrained_encoder(tmp_path: Path, capsys) -> None:
+    from core.config import CommonConfig, load_config, to_yaml
+    from pretrain.checkpoint import save_encoder
+    from pretrain.encoders import EncoderConfig, build_encoder
+
+    root = tmp_path / "runs"
+    make_sweep(root)
+    tiny = ["data.synthetic.n_test_groups=20", "data.synthetic.n_features=8"]
+    _, resolved = load_config(CommonConfig, tiny)
+    run_dir = root / "sweeps" / "demo" / "synthetic" / "pretrain" / "simclr-rank" / "seed=0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(to_yaml(resolved))
+    encoder_cfg = EncoderConfig(width=16, hidden=16, n_blocks=1)
+    encoder = build_encoder(encoder_cfg, n_features=8)
+    data = {"name": "synthetic", "transform": "log1p-standardize"}
+    save_encoder(run_dir, encoder, method="simclr-rank", n_features=8,
+                 encoder_config=encoder_cfg, data=data, epochs=0)  # fmt: skip
+    relative = "synthetic/pretrain/simclr-rank/seed=0"
+    run(["report", "demo", f"runs_root={root}", f"tsne=[{relative}]", "tsne_items=120"])
+    folder = root / "sweeps" / "demo" / "report"
+    assert (folder / "tsne.png").stat().st_size > 1000
+    assert (folder / "dashboard.html").read_text().count("data:image/png;base64,") == 3
+    with pytest.raises(UserError, match="tsne: 'nowhere'"):
+        run(["report", "demo", f"runs_root={root}", "tsne=[nowhere]"])
+
+
+def test_dashboard_renders_in_headless_chromium(built, tmp_path: Path) -> None:
+    from headless_chromium import ensure_chromium, render
+
+    chromium, reason = ensure_chromium()
+    if chromium is None:
+        pytest.skip(reason)
+    page = built[1] / "dashboard.html"
+    png, dom = render(chromium, page, tmp_path)
+    assert dom.count('src="data:image/png;base64,') == 2
+    assert dom.count("<table") >= 5 and "Failed cells" in dom
+    from matplotlib.image import imread
+
+    pixels = imread(png)[..., :3]
+    assert pixels.shape[:2] == (2000, 1280)
+    # The plots' curves (GBDT in tab:green) appear only if the embedded images were decoded.
+    green = np.abs(pixels - np.array([44, 160, 44]) / 255).max(axis=-1) < 0.08
+    assert green.sum() > 200
