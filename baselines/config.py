@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from baselines.deep_config import DeepBaselineOptions
 from baselines.gbdt_config import GBDTOptions
+from baselines.gbdt_ssl_config import EmbeddingOptions
 from core.config import CommonConfig
 
 
@@ -21,8 +22,12 @@ class BaselineConfig(CommonConfig):
     method: str = "gbdt"
     gbdt: GBDTOptions = field(default_factory=GBDTOptions)
     deep: DeepBaselineOptions = field(default_factory=DeepBaselineOptions)
+    pretrained: str | None = None  # gbdt-ssl: a pretraining or finetuning run dir
+    embedding: EmbeddingOptions = field(default_factory=EmbeddingOptions)  # gbdt-ssl
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.method:
             raise ValueError("method must name a baseline")
+        if self.pretrained is not None and self.method != "gbdt-ssl":
+            raise ValueError(f"pretrained is a key of gbdt-ssl, not of {self.method}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from baselines import deep, gbdt
+from baselines import deep, gbdt, gbdt_ssl
 from baselines.config import BaselineConfig
 from core.errors import UserError
 from core.rundir import atomic_write_text, default_run_dir, is_done
@@ -45,6 +45,7 @@ BASELINES: dict[str, Callable[[BaselineConfig, Path], dict]] = {
     "gbdt-pseudo": gbdt.main,
     "gbdt-pca": gbdt.main,
     "gbdt-pca-pseudo": gbdt.main,
+    "gbdt-ssl": gbdt_ssl.main,
     "resnet": deep.main,
     "deepfm": deep.main,
     "dcnv2": deep.main,

@@ -165,7 +165,7 @@ def _plan(device: str) -> list[tuple[str, int, int, list[str]]]:
     runs += [(m, 16_384, 60_000, ["encoder.dropout=0"]) for m in HEADLINE]
     runs += [(m, 16_384, 20_000, []) for m in ("simclr-sample", "vime", "subtab")]
     runs += [(m, 2_048, 20_000, []) for m in ("simclr", "scarf", "dacl")]
-    return runs + [(m, _SAME_BUDGET, 40_000, []) for m in ("simclr", "simclr-rank")]
+    return runs + [(m, _SAME_BUDGET, 24_000, []) for m in ("simclr", "simclr-rank")]
 
 
 def _print(result: dict) -> None:
@@ -186,6 +186,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
     parser.add_argument("--methods", nargs="*", default=None, help="only these methods")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument(
+        "--pair", action="store_true", help=f"only simclr vs simclr-rank at {_SAME_BUDGET} items"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=16_384, help=argparse.SUPPRESS)
     parser.add_argument("--items", type=int, default=120_000, help=argparse.SUPPRESS)
@@ -200,6 +203,8 @@ def main() -> None:
     results = []
     for method, budget, items, overrides in _plan(args.device):
         if args.methods and method not in args.methods:
+            continue
+        if args.pair and budget != _SAME_BUDGET:
             continue
         command = [sys.executable, "-P", __file__, "--worker", method, "--device", args.device]
         command += ["--budget", str(budget), "--items", str(items), *overrides]

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import DictConfig, OmegaConf
+
 from core.config import CONFIG_ROOT, available, load_config, to_yaml
 from core.errors import UserError
 from core.rundir import atomic_write_text, resolve_run_dir
@@ -82,9 +84,42 @@ def run(argv: list[str]) -> object:
     cfg, resolved = load_config(_load(stage.schema), rest, stage_file=stage_file)
     out_dir: Path | None = None
     if stage.run_stage:
-        out_dir = resolve_run_dir(cfg, stage=stage.run_stage, method=name)
-        atomic_write_text(out_dir / "config.yaml", to_yaml(resolved))
+        method = cfg.run_method(name) if hasattr(cfg, "run_method") else name
+        out_dir = resolve_run_dir(cfg, stage=stage.run_stage, method=method)
+        _save_config(out_dir, resolved)
     return _load(stage.entry)(cfg, out_dir)
+
+
+# Keys that may change between the runs of one run directory (they do not change results).
+_FREE_KEYS = ("logger",)
+
+
+def _save_config(out_dir: Path, resolved: DictConfig) -> None:
+    """Write ``config.yaml``; refuse a folder that holds a run with other settings."""
+    path = out_dir / "config.yaml"
+    # Only a run that got going (it left more than its config and log) is protected.
+    started = any(p.name not in ("config.yaml", "log.txt") for p in out_dir.iterdir())
+    if path.is_file() and started:
+        old = OmegaConf.to_container(OmegaConf.load(path))
+        new = OmegaConf.to_container(resolved)
+        assert isinstance(old, dict) and isinstance(new, dict)
+        for key in _FREE_KEYS:
+            old.pop(key, None)
+            new.pop(key, None)
+        if old != new:
+            changed = _changed_keys(old, new)
+            raise UserError(
+                f"{out_dir} holds a run with other settings ({', '.join(changed[:8])} differ); "
+                "give run_dir=<another folder>, or delete that folder to start over"
+            )
+    atomic_write_text(path, to_yaml(resolved))
+
+
+def _changed_keys(old: object, new: object, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(set(old) | set(new))
+        return [c for k in keys for c in _changed_keys(old.get(k), new.get(k), f"{prefix}{k}.")]
+    return [] if old == new else [prefix.rstrip(".")]
 
 
 def main() -> None:
@@ -134,6 +169,13 @@ STAGES: dict[str, Stage] = {
         schema="finetune.config:FinetuneConfig",
         config_folder="finetune",
         run_stage="finetune",
+    ),
+    "ensemble": Stage(
+        help="scores of finished runs (runs=[<run>,...]) mixed per QG after rank or z-score "
+        "normalisation (normalize=), weights chosen on vali (weights=grid) or uniform",
+        entry="baselines.ensemble:main",
+        schema="baselines.ensemble_config:EnsembleConfig",
+        run_stage="ensemble",
     ),
     "report": Stage(
         help="tables, plots, t-tests and one HTML dashboard of a sweep (./run.sh report <sweep>) "

@@ -2,7 +2,11 @@
 
 A cell is one (data set, model, label setting, seed). A job is one ``./run.sh`` command; a
 pretrained model's cell needs two jobs, pretraining (shared by every label setting of that data
-set, method and seed) and finetuning.
+set, method and seed) and finetuning (``simclr-rank+full``) or a hybrid baseline on the
+pretrained encoder (``gbdt-ssl+simclr-rank``).
+
+Ensembles (``./run.sh ensemble``) are named ``ensemble:<model>,<model>,...`` in reports; sweeps
+do not plan them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from data.scarcity import ScarcityConfig
 
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2")
-HYBRID_BASELINES = ("gbdt-ssl",)
+HYBRID_BASELINES = ("gbdt-ssl",)  # run on a pretraining run: <baseline>+<pretraining method>
+ENSEMBLE_PREFIX = "ensemble:"
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,19 @@ class SweepCell:
 
 def model_group(model: str) -> str:
     """The report group of a model name; raises `UserError` for an unknown one."""
+    if model.startswith(ENSEMBLE_PREFIX):
+        members = model[len(ENSEMBLE_PREFIX) :].split(",")
+        if len(members) < 2 or "" in members:
+            raise UserError(f"model '{model}': an ensemble is ensemble:<model>,<model>[,...]")
+        return ensemble_group([model_group(m) for m in members])
+    if "+" in model and model.split("+", 1)[0] in HYBRID_BASELINES:
+        baseline, method = model.split("+", 1)
+        if method.split("+", 1)[0] not in available("pretrain"):
+            raise UserError(
+                f"sweep model '{model}': unknown pretraining method '{method}'; valid: "
+                f"{baseline}+<{'|'.join(available('pretrain'))}>"
+            )
+        return "hybrid"
     if "+" in model:
         method, strategy = model.split("+", 1)
         if method not in available("pretrain"):
@@ -70,12 +88,43 @@ def model_group(model: str) -> str:
     baselines = available("baseline")
     if model not in baselines:
         raise UserError(
-            f"unknown sweep model '{model}'; valid: {', '.join(baselines)}, or "
-            "<pretraining method>+<finetuning strategy> such as simclr-rank+full"
+            f"unknown sweep model '{model}'; valid: {', '.join(baselines)}, "
+            "<pretraining method>+<finetuning strategy> such as simclr-rank+full, or "
+            f"<{'|'.join(HYBRID_BASELINES)}>+<pretraining method> such as gbdt-ssl+simclr-rank"
         )
     if model in HYBRID_BASELINES:
         return "hybrid"
     return "no-pretrain-dl" if model in NO_PRETRAIN_DL else "gbdt"
+
+
+def ensemble_group(groups: list[str]) -> str:
+    """An ensemble's group: its members' when they share one (a seed ensemble), else hybrid."""
+    return groups[0] if len(set(groups)) == 1 else "hybrid"
+
+
+def _sweep_job(model: str) -> tuple[str | None, str, str]:
+    """``(pretraining method or None, stage, name)`` of a sweep model's own job."""
+    if model.startswith(ENSEMBLE_PREFIX):
+        raise UserError(
+            f"sweep model '{model}': sweeps do not plan ensembles; after the sweep run "
+            "./run.sh ensemble runs=[<cell run dir>,...] on its cells"
+        )
+    if model in HYBRID_BASELINES:
+        raise UserError(
+            f"sweep model '{model}' needs a pretrained encoder: {model}+<pretraining method>, "
+            f"such as {model}+simclr-rank"
+        )
+    if "+" not in model:
+        return None, "baseline", model
+    first, second = model.split("+", 1)
+    if first in HYBRID_BASELINES:
+        if "+" in second:
+            raise UserError(
+                f"sweep model '{model}': a sweep runs {first} on pretraining runs only "
+                f"({first}+<pretraining method>)"
+            )
+        return second, "baseline", first
+    return first, "finetune", second
 
 
 def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
@@ -106,15 +155,13 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
                     shared = [f"data={dataset}", *common, f"seed={seed}", *setting_overrides]
                     tags = [model, scarcity.tag, f"seed={seed}", dataset]
                     depends: list[str] = []
-                    if "+" in model:
-                        method, strategy = model.split("+", 1)
+                    method, stage, name = _sweep_job(model)
+                    extra = list(getattr(cfg.overrides, stage))
+                    if method is not None:
                         pretrain = _pretrain_job(cfg, base, dataset, method, seed, common)
                         jobs.setdefault(pretrain.key, pretrain)
                         depends = [pretrain.key]
-                        stage, name = "finetune", strategy
-                        extra = [f"pretrained={pretrain.run_dir}", *cfg.overrides.finetune]
-                    else:
-                        stage, name, extra = "baseline", model, list(cfg.overrides.baseline)
+                        extra = [f"pretrained={pretrain.run_dir}", *extra]
                     extra += cfg.overrides.per_model.get(model, [])
                     run_dir = base / stage / model / scarcity.tag / f"seed={seed}"
                     key = f"{dataset}/{model}/{scarcity.tag}/seed={seed}"

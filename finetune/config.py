@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from core.config import CommonConfig
 from finetune.heads import HEADS
@@ -128,6 +131,8 @@ class FinetuneConfig(CommonConfig):
                 raise ValueError("combine needs runs=[<finetuning run dir>,<finetuning run dir>]")
             if self.full_epochs:
                 raise ValueError("combine trains its last layer only: full_epochs must be 0")
+            if self.pretrained is not None:
+                raise ValueError("combine takes runs=[...] (finetuning runs), not pretrained=")
             return
         if self.runs:
             raise ValueError(f"runs is for combine, not {self.strategy}")
@@ -141,6 +146,22 @@ class FinetuneConfig(CommonConfig):
                 )
             if self.full_epochs:
                 raise ValueError(f"{self.strategy} keeps the encoder frozen: full_epochs must be 0")
+
+    def run_method(self, strategy: str) -> str:
+        """The method part of the default run directory: ``<pretraining method>+<strategy>``.
+
+        Finetuning the same strategy from two encoders must not share one folder.
+        """
+        if self.strategy == "combine":
+            return strategy
+        if self.from_scratch:
+            return f"scratch+{strategy}"
+        assert self.pretrained is not None
+        saved = Path(self.pretrained) / "config.yaml"
+        method = Path(self.pretrained).name
+        if saved.is_file():
+            method = str(OmegaConf.load(saved).get("method", method))
+        return f"{method}+{strategy}"
 
     @property
     def from_scratch(self) -> bool:

@@ -141,3 +141,17 @@ def test_help_lists_commands(tmp_path: Path) -> None:
     result = run_sh("--help", cwd=tmp_path)
     assert result.returncode == 0
     assert "data-info" in result.stdout and "test" in result.stdout
+
+
+def test_a_run_folder_keeps_its_settings(tmp_path: Path) -> None:
+    from core.cli import _save_config
+
+    _, first = load_config(CommonConfig, ["seed=1", "logger=none"])
+    _save_config(tmp_path, first)
+    _, same_but_logger = load_config(CommonConfig, ["seed=1", "logger=wandb"])
+    _save_config(tmp_path, same_but_logger)
+    _, other = load_config(CommonConfig, ["seed=2", "scarcity.fraction=0.5"])
+    (tmp_path / "checkpoint.pt").write_bytes(b"")  # the run got going
+    with pytest.raises(UserError, match=r"other settings \(scarcity.fraction, seed differ\)"):
+        _save_config(tmp_path, other)
+    assert "seed: 1" in (tmp_path / "config.yaml").read_text()

@@ -1,4 +1,4 @@
-"""Finetuning parts: schedule, frozen encoders, model selection, resume, combine, batch independence."""
+"""Finetuning parts: schedule, frozen encoders, selection, resume, combine, batch independence."""
 
 from __future__ import annotations
 
@@ -199,9 +199,8 @@ def test_attention_encoder_is_permutation_equivariant_and_padding_free() -> None
     with torch.no_grad():
         out = model(x, mask)
         permuted = model(x[:, perm], mask[:, perm])
-        wider = model(
-            torch.cat([x, torch.randn(2, 3, 12)], 1), torch.cat([mask, ~mask[:, :3] & False], 1)
-        )
+        padding = torch.zeros(2, 3, dtype=torch.bool)
+        wider = model(torch.cat([x, torch.randn(2, 3, 12)], 1), torch.cat([mask, padding], 1))
     assert torch.allclose(out[:, perm], permuted, atol=1e-5)
     assert torch.allclose(out, wider[:, :5], atol=1e-5)
     with pytest.raises(ValueError, match="divide"):

@@ -168,3 +168,16 @@ def test_every_objective_loss_falls_on_a_toy_problem(method):
         losses.append(float(loss))
     first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
     assert last < first, (method, losses)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_item_path_equals_the_padded_path(method, monkeypatch):
+    """Item-wise encoders take the gathered items; a context-aware one the padded batch."""
+    overrides = [f"method={method}", "encoder.width=16", "encoder.hidden=32", "encoder.n_blocks=1"]
+    cfg, _ = load_config(PretrainConfig, [*overrides, "encoder.dropout=0.0"])
+    objective = build_objective(cfg, n_features=10)
+    features, mask = _toy_batch(1)
+    items = objective(features, mask, generator=torch.Generator().manual_seed(0))
+    monkeypatch.setattr(type(objective), "itemwise", property(lambda self: False))
+    padded = objective(features, mask, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(items, padded, atol=1e-5, rtol=1e-5)

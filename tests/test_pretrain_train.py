@@ -98,10 +98,17 @@ def test_bad_checkpoints_are_one_clear_error(tmp_path, monkeypatch):
     with pytest.raises(SimulatedCrash):
         _pretrain("simclr-rank", tmp_path, "epochs=3", "item_budget=2000")
     monkeypatch.delenv(CRASH_ENV)
+    # The command line refuses a folder holding a run with other settings ...
+    with pytest.raises(UserError, match=r"other settings \(.*method"):
+        _pretrain("simsiam", tmp_path, "epochs=3", "item_budget=2000")
+    # ... and the checkpoint itself says what it holds when config.yaml is gone.
+    (tmp_path / "config.yaml").unlink()
     with pytest.raises(UserError, match="method is simclr-rank"):
         _pretrain("simsiam", tmp_path, "epochs=3", "item_budget=2000")
+    (tmp_path / "config.yaml").unlink()
     with pytest.raises(UserError, match="feature count"):
         _pretrain("simclr-rank", tmp_path, "epochs=3", "data.synthetic.n_features=13")
+    (tmp_path / "config.yaml").unlink()
     (tmp_path / CHECKPOINT).write_bytes(b"not a checkpoint")
     with pytest.raises(UserError, match="not a readable"):
         _pretrain("simclr-rank", tmp_path, "epochs=3")

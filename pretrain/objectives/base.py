@@ -4,6 +4,10 @@ An objective is an ``nn.Module`` holding the encoder (``self.encoder``, the part
 keeps) and its heads. ``forward(features [B, L, d], mask [B, L], *, generator) -> loss`` (a
 scalar) draws its augmentations from ``generator``; ``embed(features, mask) -> [B, L, D]`` is what
 the monitors look at (the encoder's output unless a method aggregates several passes).
+
+With an item-wise encoder (ResNet, MLP) an objective gathers the batch's real items once
+(`Objective.inputs`) and augments, encodes and scores ``[N, d]`` rows from there: a padded batch
+can hold several times more slots than items. A context-aware encoder gets the padded batch.
 """
 
 from __future__ import annotations

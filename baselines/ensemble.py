@@ -1,0 +1,242 @@
+"""``./run.sh ensemble runs=[<run>,<run>,...] [normalize=rank|zscore] [weights=grid|uniform]``.
+
+The saved per-item scores (``scores.npz``) of finished runs, deep or GBDT, are normalized within
+each QG (`baselines.score_fusion`) and mixed with one weight per run:
+
+- ``weights=grid``: every vector of multiples of ``step`` summing to 1 (members may get 0) is
+  scored on NDCG@5 of the labeled vali QGs, and the best is kept (a tie goes to the most even
+  mix). Test never enters the choice; it is scored once, with the chosen weights;
+- ``weights=uniform``: the plain average, e.g. the seed ensemble DASALC-ens of Qin et al. (2021):
+  3-5 runs of one configuration that differ in their seed.
+
+Members must come from the ensemble's data (name, files, transform) and the same vali and test
+QGs (their ``scores.npz`` holds the QG offsets and qids), and must have seen the same labels:
+the same label setting, and the same seed unless the setting labels every QG (fraction 1, no
+binary feedback), for labels drawn with other seeds would enlarge the label budget. The run
+directory gets ``report.json`` (metrics, chosen weights, every weight vector's vali score, the
+members), ``scores.npz`` and ``DONE``; a finished run with the same settings is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from baselines.ensemble_config import EnsembleConfig
+from baselines.gbdt_grid import select_best
+from baselines.score_fusion import NORMALIZERS, mix, simplex_grid
+from core.errors import UserError
+from core.evaluation import SELECTION_METRIC, evaluation_report, save_scores, vali_metrics
+from core.rundir import git_revision, is_done, mark_done, write_json
+from data.pipeline import PreparedData, prepare_data
+from experiments.cells import ENSEMBLE_PREFIX, ensemble_group
+from finetune.loop import require_labeled_vali
+
+SCORES = "scores.npz"
+_SPLIT_KEYS = ("vali_offsets", "test_offsets", "vali_qids", "test_qids")
+_DATA_KEYS = ("name", "path", "splits", "transform", "clip", "n_features")
+
+
+@dataclass(frozen=True)
+class Member:
+    run: str  # as given
+    model: str  # as sweeps and reports name it
+    group: str
+    vali: np.ndarray  # [n_vali_items] scores
+    test: np.ndarray  # [n_test_items] scores
+
+
+def main(cfg: EnsembleConfig, out_dir: Path) -> dict | None:
+    """Mix the members' scores, choose the weights on vali, evaluate on test, write the run."""
+    identity = _identity(cfg)
+    if is_done(out_dir):
+        _check_identity(out_dir, identity)
+        print(f"{out_dir}: finished before (DONE present); skipped", file=sys.stderr)
+        return None
+    _check_distinct(cfg.runs)
+    for run in cfg.runs:  # before loading any data: a mismatch is named at once
+        check_member(run, cfg)
+    prepared = prepare_data(cfg)
+    require_labeled_vali(prepared)
+    members = [load_member(run, prepared) for run in cfg.runs]
+    normalize = NORMALIZERS[cfg.normalize]
+    vali = np.stack([normalize(m.vali, prepared.vali.offsets) for m in members])
+    test = np.stack([normalize(m.test, prepared.test.offsets) for m in members])
+    n = len(members)
+    grid = np.full((1, n), 1.0 / n) if cfg.weights == "uniform" else simplex_grid(n, cfg.step)
+    selection = replace(cfg.metrics, ks=[int(SELECTION_METRIC.partition("@")[2])])
+    tried = [vali_metrics(prepared, mix(vali, w), selection)[SELECTION_METRIC] for w in grid]
+    weights = grid[select_best(tried)]
+    vali_scores, test_scores = mix(vali, weights), mix(test, weights)
+    save_scores(out_dir, prepared, vali_scores, test_scores)
+    model = ENSEMBLE_PREFIX + ",".join(m.model for m in members)
+    report = {
+        "stage": "ensemble",
+        "method": model,  # the model name reports use
+        "group": ensemble_group([m.group for m in members]),
+        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
+        "weights": {m.run: float(w) for m, w in zip(members, weights, strict=True)},
+        "normalize": cfg.normalize,
+        "weighting": cfg.weights,
+        "selection": f"vali {SELECTION_METRIC}, policy {cfg.metrics.policy}",
+        "tried": [
+            {"weights": w.tolist(), f"vali_{SELECTION_METRIC}": _number(v)}
+            for w, v in zip(grid, tried, strict=True)
+        ],
+        "members": [{"run": m.run, "model": m.model, "group": m.group} for m in members],
+        "runs": [str(Path(m.run).resolve()) for m in members],
+        "label_setting": cfg.scarcity.tag,
+        "seed": cfg.seed,
+        "data": cfg.data.name,
+        "git": git_revision(),
+        "identity": identity,
+    }
+    write_json(out_dir / "report.json", report)
+    mark_done(out_dir)
+    return report
+
+
+def check_member(run: str, cfg: EnsembleConfig) -> None:
+    """Stop unless ``run`` finished with saved scores on the ensemble's data and labels."""
+    path = Path(run)
+    if not path.is_dir():
+        raise UserError(f"runs: {run}: no such run directory")
+    if not (path / SCORES).is_file():
+        raise UserError(
+            f"runs: {run}: no {SCORES}; an ensemble takes finished finetuning, baseline or "
+            "ensemble runs (pretraining runs score no item)"
+        )
+    if not is_done(path):
+        raise UserError(f"runs: {run}: has not finished (no DONE); finish it first")
+    config = _read_yaml(path / "config.yaml", run)
+    _check_data(run, config.get("data") or {}, cfg)
+    _check_labels(run, config, cfg)
+
+
+def load_member(run: str, prepared: PreparedData) -> Member:
+    """A checked run's scores (on the ensemble's vali and test QGs) and model name."""
+    path = Path(run)
+    vali, test = _read_scores(run, path / SCORES, prepared)
+    model, group = _name(run, path)
+    return Member(run=run, model=model, group=group, vali=vali, test=test)
+
+
+def _check_data(run: str, data: dict, cfg: EnsembleConfig) -> None:
+    mine, theirs = _data_identity(asdict(cfg.data)), _data_identity(data)
+    differ = [k for k in mine if mine[k] != theirs.get(k)]
+    if differ:
+        found = " ".join(f"data.{k}={theirs.get(k)}" for k in differ)
+        here = " ".join(f"data.{k}={mine[k]}" for k in differ)
+        raise UserError(
+            f"runs: {run}: trained on other data ({found}; this ensemble has {here}); pass "
+            "the run's data keys (data=<name> data.path=...) or leave the run out"
+        )
+
+
+def _data_identity(data: dict) -> dict:
+    out = {k: data.get(k) for k in _DATA_KEYS}
+    if out["path"]:
+        out["path"] = str(Path(str(out["path"])).expanduser().resolve())
+    if out["splits"] is not None:
+        out["splits"] = dict(out["splits"])
+    if out["name"] == "synthetic":  # one key per knob, so that a message names the knob
+        out |= {f"synthetic.{k}": v for k, v in (data.get("synthetic") or {}).items()}
+    return out
+
+
+def _check_labels(run: str, config: dict, cfg: EnsembleConfig) -> None:
+    """Same label setting; same seed unless the setting labels every QG whatever the seed."""
+    mine, theirs = asdict(cfg.scarcity), dict(config.get("scarcity") or {})
+    differ = [k for k in mine if mine[k] != theirs.get(k)]
+    if differ:
+        found = " ".join(f"scarcity.{k}={theirs.get(k)}" for k in differ)
+        raise UserError(
+            f"runs: {run}: trained with another label setting ({found}; this ensemble has "
+            f"{cfg.scarcity.tag}); pass the same scarcity keys or leave the run out"
+        )
+    seed_free = cfg.scarcity.fraction == 1.0 and cfg.scarcity.binary_tau is None
+    if not seed_free and config.get("seed") != cfg.seed:
+        raise UserError(
+            f"runs: {run}: seed {config.get('seed')} draws other labeled QGs than this "
+            f"ensemble's seed {cfg.seed} in setting {cfg.scarcity.tag}; mixing them would use "
+            "more labels than the budget (seed ensembles need scarcity.fraction=1)"
+        )
+
+
+def _read_scores(run: str, path: Path, prepared: PreparedData) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {k: stored[k] for k in ("vali", "test", *_SPLIT_KEYS)}
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"runs: {run}: {path.name} is not a scores file ({exc})") from None
+    for split in ("vali", "test"):
+        mine = getattr(prepared, split)
+        same = np.array_equal(arrays[f"{split}_offsets"], mine.offsets) and np.array_equal(
+            arrays[f"{split}_qids"], mine.qids
+        )
+        if not same or len(arrays[split]) != mine.n_items:
+            raise UserError(
+                f"runs: {run}: its {split} scores belong to other {split} QGs than this "
+                "ensemble's data (another data set, split or file)"
+            )
+        if not np.isfinite(arrays[split]).all():
+            raise UserError(f"runs: {run}: its {split} scores are not all finite")
+    return arrays["vali"], arrays["test"]
+
+
+def _name(run: str, path: Path) -> tuple[str, str]:
+    from experiments.results import _identify  # the one place that names a run's model
+
+    try:
+        report = json.loads((path / "report.json").read_text())
+    except (OSError, ValueError):
+        raise UserError(f"runs: {run}: no readable report.json") from None
+    model, group = _identify(report)
+    return model, str(report.get("group") or group)
+
+
+def _read_yaml(path: Path, run: str) -> dict:
+    try:
+        loaded = OmegaConf.to_container(OmegaConf.load(path))
+    except (OSError, OmegaConfBaseException) as exc:
+        raise UserError(f"runs: {run}: no readable config.yaml ({exc})") from None
+    if not isinstance(loaded, dict):
+        raise UserError(f"runs: {run}: config.yaml is not a mapping")
+    return loaded
+
+
+def _check_distinct(runs: list[str]) -> None:
+    seen: dict[Path, str] = {}
+    for run in runs:
+        key = Path(run).resolve()
+        if key in seen:
+            raise UserError(f"runs: {run} is listed twice (also as {seen[key]})")
+        seen[key] = run
+
+
+def _identity(cfg: EnsembleConfig) -> str:
+    settings = {k: v for k, v in asdict(cfg).items() if k not in ("logger", "run_dir", "epochs")}
+    settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _check_identity(out_dir: Path, identity: str) -> None:
+    try:
+        found = json.loads((out_dir / "report.json").read_text()).get("identity")
+    except (OSError, ValueError):
+        found = None
+    if found is not None and found != identity:
+        raise UserError(
+            f"{out_dir} holds an ensemble of other runs or settings; pass run_dir=<new folder>, "
+            "or delete that folder to start over"
+        )
+
+
+def _number(value: float) -> float | None:
+    return None if value is None or not np.isfinite(value) else float(value)
