@@ -61,7 +61,9 @@ def main() -> None:
         path = work / "train.txt"
         seconds, _ = timed(lambda: make_file(path, args.items, args.features))
         size_mb = path.stat().st_size / 1e6
-        print(f"wrote {args.items} items x {args.features} features, {size_mb:.0f} MB, {seconds:.0f} s")
+        print(
+            f"wrote {args.items} items x {args.features} features, {size_mb:.0f} MB, {seconds:.0f} s"
+        )
         from sklearn.datasets import load_svmlight_file
 
         t_sk, (x_sk, y_sk, q_sk) = timed(lambda: load_svmlight_file(str(path), query_id=True))
@@ -81,8 +83,10 @@ def main() -> None:
             ("load_split, cached reload (memory-mapped)", t_reload),
         ]:
             print(f"{name:<44}{t:>10.2f}{size_mb / t:>10.0f}")
-        print(f"speed-up over sklearn: {t_sk / t_ours:.2f}x; reading 1/1000 rows of the memmap: "
-              f"{t_touch:.3f} s")
+        print(
+            f"speed-up over sklearn: {t_sk / t_ours:.2f}x; reading 1/1000 rows of the memmap: "
+            f"{t_touch:.3f} s"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
