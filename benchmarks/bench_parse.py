@@ -61,9 +61,8 @@ def main() -> None:
         path = work / "train.txt"
         seconds, _ = timed(lambda: make_file(path, args.items, args.features))
         size_mb = path.stat().st_size / 1e6
-        print(
-            f"wrote {args.items} items x {args.features} features, {size_mb:.0f} MB, {seconds:.0f} s"
-        )
+        shape = f"{args.items} items x {args.features} features"
+        print(f"wrote {shape}, {size_mb:.0f} MB, {seconds:.0f} s")
         from sklearn.datasets import load_svmlight_file
 
         t_sk, (x_sk, y_sk, q_sk) = timed(lambda: load_svmlight_file(str(path), query_id=True))
