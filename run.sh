@@ -37,6 +37,8 @@ setup() {
 
 setup
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# OpenMP threads that spin while waiting make runs sharing the cores many times slower.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 # -P: never import a user's own data/ or core/ folder from the current directory.
 case "${1:-}" in
   test)

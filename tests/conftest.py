@@ -6,11 +6,13 @@ import os
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
+# Spinning OpenMP threads make small runs on shared cores many times slower.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
