@@ -31,3 +31,12 @@ class BaselineConfig(CommonConfig):
             raise ValueError("method must name a baseline")
         if self.pretrained is not None and self.method != "gbdt-ssl":
             raise ValueError(f"pretrained is a key of gbdt-ssl, not of {self.method}")
+
+    def run_method(self, name: str) -> str:
+        """The method part of the default run directory: gbdt-ssl names its encoder's run
+        (``gbdt-ssl+simclr-rank``), so that two encoders never share one folder."""
+        if self.method != "gbdt-ssl" or not self.pretrained:
+            return name
+        from baselines.embedding_features import source_model
+
+        return f"{name}+{source_model(self.pretrained)}"

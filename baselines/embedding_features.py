@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
 from core.errors import UserError
@@ -80,10 +82,10 @@ def load_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
                 f"pretrained={run_dir}: holds a {payload['spec'].get('kind')} model, which has no "
                 "item encoder; use a pretraining run or a finetuning run (lp, mp, full)"
             )
-        source, data = payload.get("source") or {}, payload.get("data") or {}
+        data = payload.get("data") or {}
         return model.encoder.eval(), {
             "kind": "finetune",
-            "model": f"{source.get('method') or 'scratch'}+{_strategy(run_dir)}",
+            "model": source_model(run_dir),
             "n_features": data.get("n_features"),
             "transform": data.get("transform"),
             "file": str(run_dir / MODEL_FILE),
@@ -151,11 +153,21 @@ def compute_embeddings(
     return Embeddings(**arrays, source=source)
 
 
-def _strategy(run_dir: Path) -> str:
+def source_model(run_dir: str | Path) -> str:
+    """The model name of a pretraining (``simclr-rank``) or finetuning (``simclr-rank+full``,
+    ``scratch+full``) run, from its ``config.yaml``; the folder's name when that is unreadable."""
+    run_dir = Path(run_dir)
     try:
-        return str(json.loads((run_dir / "report.json").read_text())["strategy"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "finetuned"
+        saved = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"))
+    except (OSError, OmegaConfBaseException):
+        return run_dir.name
+    if not isinstance(saved, dict):
+        return run_dir.name
+    if saved.get("strategy"):  # a finetuning run: <its encoder's model>+<strategy>
+        pretrained = saved.get("pretrained")
+        scratch = not pretrained or str(pretrained).lower() in ("none", "null")
+        return f"{'scratch' if scratch else source_model(pretrained)}+{saved['strategy']}"
+    return str(saved.get("method") or run_dir.name)
 
 
 def _cache_key(weights: Path, data_cfg) -> str:

@@ -25,7 +25,7 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict | None:
     if cfg.method not in BASELINES:
         raise UserError(f"unknown baseline method '{cfg.method}'; known: {', '.join(BASELINES)}")
     if cfg.run_dir is None and out_dir.name.startswith("seed="):
-        expected = default_run_dir(cfg, stage="baseline", method=cfg.method)
+        expected = default_run_dir(cfg, stage="baseline", method=cfg.run_method(cfg.method))
         if expected.resolve() != out_dir.resolve():
             raise UserError(
                 f"method={cfg.method} does not match the config file the run was started with; "
