@@ -97,10 +97,8 @@ def table(rows: list[dict]) -> str:
         fractions = sorted({r["fraction"] for r in rows if r["data"] == data})
         for fraction in fractions:
             mine = [r for r in rows if (r["data"], r["fraction"]) == (data, fraction)]
-            means = {m: np.nanmean([r[m] for r in mine]) for m in MODELS}
-            cells = [
-                f"{means[m]:.4f} ± {np.nanstd([r[m] for r in mine], ddof=1):.4f}" for m in MODELS
-            ]
+            means = {m: np.mean([r[m] for r in mine if np.isfinite(r[m])]) for m in MODELS}
+            cells = [_cell([r[m] for r in mine]) for m in MODELS]
             parts = max(means["gbdt"], means["pretrained-dl"])
             strict = fraction == fractions[0]
             met = means["hybrid"] > parts if strict else means["hybrid"] >= parts
@@ -108,6 +106,14 @@ def table(rows: list[dict]) -> str:
                 f"| {data} | {100 * fraction:g} | " + " | ".join(cells) + f" | {_yes(met)} |"
             )
     return "\n".join(lines)
+
+
+def _cell(values: list[float]) -> str:
+    kept = [v for v in values if np.isfinite(v)]
+    if not kept:
+        return "failed"
+    spread = f" ± {np.std(kept, ddof=1):.4f}" if len(kept) > 1 else ""
+    return f"{np.mean(kept):.4f}{spread}"
 
 
 def _yes(flag: bool) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -239,10 +240,14 @@ def test_gbdt_ssl_end_to_end(runs, tmp_path) -> None:
     with np.load(runs["ssl"] / "scores.npz") as one, np.load(tmp_path / "again/scores.npz") as two:
         np.testing.assert_array_equal(one["test"], two["test"])
     # On a finetuning run, with no embedding as a candidate too.
+    # On a finetuning run, with no embedding as a candidate too, in the default run folder:
+    # named after the encoder's run, as a sweep names the cell.
     options = ["embedding.components=[0,4]", "embedding.raw=false"]
-    ft = run([*ssl, f"pretrained={runs['finetune']}", *options, f"run_dir={tmp_path / 'ft'}"])
+    ft = run([*ssl, f"pretrained={runs['finetune']}", *options])
     assert ft["method"] == "gbdt-ssl+simclr-rank+full"
     assert ft["embedding"]["candidates"] == ["none", "pca-4"]
+    folder = Path(os.environ["LTR_RUNS_DIR"]) / "synthetic/baseline/gbdt-ssl+simclr-rank+full"
+    assert (folder / "frac=1/seed=0/DONE").is_file()
 
 
 def test_gbdt_ssl_bad_input(runs, tmp_path) -> None:
