@@ -85,6 +85,10 @@ class SimCLR(Objective):
         x, view_mask = self.inputs(features, mask)
         z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
         z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        return self.contrast(z0, z1, mask)
+
+    def contrast(self, z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The loss of the two views' projections ``[n_items, D]``: eq. 2, the whole batch."""
         return simclr_loss(z0, z1, temperature=self.temperature)
 
 

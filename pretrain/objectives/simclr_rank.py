@@ -21,12 +21,10 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
-from pretrain.augmentations import view_augmentation
-from pretrain.heads import Projector
-from pretrain.objectives.base import NEG, Objective, head_width, scatter_items
+from pretrain.objectives.base import NEG, scatter_items
+from pretrain.objectives.simclr import SimCLR
 
 _GROWTH = 2**0.5  # ratio of the widths of neighbouring length buckets
 
@@ -109,41 +107,10 @@ def simclr_rank_loss_items(
     return losses.sum() / used.sum().clamp(min=1)
 
 
-class SimCLRRank(Objective):
-    """Encoder and projector; two views by zeroing and/or Gaussian noise (paper A.2.3)."""
+class SimCLRRank(SimCLR):
+    """SimCLR's encoder, projector and views (paper A.2.3) with eq. 3: negatives from the QG."""
 
-    def __init__(
-        self,
-        *,
-        encoder: nn.Module,
-        projector_dim: int | None = None,
-        temperature: float = 0.1,
-        zero_p: float = 0.0,
-        noise_scale: float = 1.0,
-    ) -> None:
-        super().__init__(encoder=encoder)
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
-        self.temperature = temperature
-        self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
-
-    @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimCLRRank:
-        return cls(
-            encoder=encoder,
-            projector_dim=cfg.heads.projector_dim,
-            temperature=cfg.temperature,
-            zero_p=cfg.augment.zero_p,
-            noise_scale=cfg.augment.noise_scale,
-        )
-
-    def forward(
-        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
-    ) -> torch.Tensor:
-        x, view_mask = self.inputs(features, mask)
-        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
-        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+    def contrast(self, z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return simclr_rank_loss_items(z0, z1, mask, temperature=self.temperature)
 
 
