@@ -191,13 +191,13 @@ def _read_scores(run: str, path: Path, prepared: PreparedData) -> tuple[np.ndarr
 
 
 def _name(run: str, path: Path) -> tuple[str, str]:
-    from experiments.results import _identify  # the one place that names a run's model
+    from experiments.results import identify_model  # the one place that names a run's model
 
     try:
         report = json.loads((path / "report.json").read_text())
     except (OSError, ValueError):
         raise UserError(f"runs: {run}: no readable report.json") from None
-    model, group = _identify(report)
+    model, group = identify_model(report)
     return model, str(report.get("group") or group)
 
 

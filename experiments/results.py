@@ -159,7 +159,7 @@ def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
         return row | {"error": f"{run_dir / 'config.yaml'} is missing or unreadable"}
     scarcity = config.get("scarcity") or {}
     dataset = (config.get("data") or {}).get("name") or "unknown"
-    model, group = _identify(report)
+    model, group = identify_model(report)
     setting = report.get("label_setting") or _setting_tag(scarcity)
     seed = report.get("seed", config.get("seed"))
     row = _empty_row(ks) | {
@@ -178,7 +178,7 @@ def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
     return row | _read_metrics(run_dir, ks)
 
 
-def _identify(report: dict) -> tuple[str, str]:
+def identify_model(report: dict) -> tuple[str, str]:
     """``(model, group)`` of a run from its report, named as sweeps name them."""
     from experiments.cells import model_group
 
