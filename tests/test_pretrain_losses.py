@@ -165,7 +165,7 @@ def test_every_objective_loss_falls_on_a_toy_problem(method):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
     assert last < first, (method, losses)
 
