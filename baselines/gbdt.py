@@ -162,6 +162,22 @@ def _evaluate_chosen(
     out_dir: Path,
 ) -> dict:
     """Choose among candidates on vali, score vali and test once, save; the report."""
+    chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
+    return _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
+
+
+def save_chosen(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features,
+    candidates: list[Candidate],
+    out_dir: Path,
+) -> tuple[Candidate, np.ndarray, np.ndarray]:
+    """The vali-best candidate and its vali and test scores; scores, model and PCA saved.
+
+    `features` is any feature set with ``split(name, k)`` and ``pca`` (raw + PCA columns, or
+    raw + embedding columns).
+    """
     chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
     model, threads = chosen.outcome.best_fit, cfg.gbdt.num_threads
     vali_scores = model.predict(features.split("vali", chosen.k).features, num_threads=threads)
@@ -175,7 +191,7 @@ def _evaluate_chosen(
         buffer = io.BytesIO()
         np.savez(buffer, mean=pca.mean_, components=pca.components_[: chosen.k])
         atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
-    return _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
+    return chosen, vali_scores, test_scores
 
 
 def _fit_features(

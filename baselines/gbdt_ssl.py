@@ -15,7 +15,6 @@ NDCG@5 of the labeled vali QGs only; test is scored once, by the chosen model, t
 
 from __future__ import annotations
 
-import io
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -26,12 +25,13 @@ import numpy as np
 
 from baselines.config import BaselineConfig
 from baselines.embedding_features import SPLITS, Embeddings, compute_embeddings
-from baselines.gbdt_grid import GridOutcome, PointResult, grid_points, run_grid, select_best
+from baselines.gbdt import save_chosen
+from baselines.gbdt_grid import GridOutcome, PointResult, grid_points, run_grid
 from baselines.lightgbm_ranker import SELECTION_K, Fit, RankingData, TrainingOptions, check_labels
 from baselines.semi_supervised import PCAFeatures
 from core.errors import UserError
-from core.evaluation import evaluation_report, save_scores, vali_metrics
-from core.rundir import atomic_write_bytes, atomic_write_text, git_revision, mark_done, write_json
+from core.evaluation import evaluation_report, vali_metrics
+from core.rundir import git_revision, mark_done, write_json
 from core.tracking import Tracker, start_tracker
 from data.pipeline import PreparedData, prepare_data, require_relevant_labels
 from data.ranking_split import RankingSplit
@@ -157,19 +157,7 @@ def _evaluate_chosen(
     out_dir: Path,
 ) -> dict:
     """Choose among the candidates on vali, score vali and test once, save; the report."""
-    chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
-    model, threads = chosen.outcome.best_fit, cfg.gbdt.num_threads
-    vali_scores = model.predict(features.split("vali", chosen.k).features, num_threads=threads)
-    test_scores = model.predict(features.split("test", chosen.k).features, num_threads=threads)
-    save_scores(out_dir, prepared, vali_scores, test_scores)
-    atomic_write_text(
-        out_dir / "model.txt", model.booster.model_to_string(num_iteration=model.best_rounds)
-    )
-    if chosen.k:
-        buffer = io.BytesIO()
-        pca = features.pca.pca
-        np.savez(buffer, mean=pca.mean_, components=pca.components_[: chosen.k])
-        atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
+    chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
     source = features.embeddings.source
     best = chosen.outcome.best_result
     return {
