@@ -42,6 +42,20 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class OptimizerConfig:
+    """Adam; pretraining's default learning rate is the paper's 5e-4 (A.2.3)."""
+
+    lr: float = 5e-4
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0:
+            raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
+
+
+@dataclass(frozen=True)
 class CommonConfig:
     """Keys every stage shares."""
 

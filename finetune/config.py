@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from core.config import CommonConfig
+from core.config import CommonConfig, OptimizerConfig
 from finetune.heads import HEADS
 from finetune.losses import LOSS_OPTIONS, LOSSES
 from pretrain.encoders import EncoderConfig
@@ -44,18 +44,6 @@ class LossConfig:
         """The loss function with this config's options bound: ``f(scores, labels, *, mask)``."""
         options = {name: getattr(self, name) for name in LOSS_OPTIONS[self.name]}
         return partial(LOSSES[self.name], **options)
-
-
-@dataclass(frozen=True)
-class OptimizerConfig:
-    lr: float = 5e-5  # Adam, paper A.2.3
-    weight_decay: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not self.lr > 0:
-            raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
 
 
 @dataclass(frozen=True)
@@ -103,7 +91,8 @@ class FinetuneConfig(CommonConfig):
     head_epochs: int = 100  # encoder frozen, head trained alone
     full_epochs: int = 100  # whole network (0 for the frozen strategies)
     loss: LossConfig = field(default_factory=LossConfig)
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    # Adam at the paper's finetuning learning rate (A.2.3).
+    optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=5e-5))
     item_budget: int = 1000  # real items per training batch (paper: about 1000)
     eval_item_budget: int = 20000  # items per batch when scoring vali and test
     max_list_len: int | None = None  # truncate longer QGs in training (a random subset)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.config import CommonConfig
+from core.config import CommonConfig, OptimizerConfig
 from pretrain.encoders import EncoderConfig
 
 METHODS = ("simclr-rank", "simclr-sample", "simclr", "simsiam", "scarf", "dacl", "vime", "subtab")
@@ -57,18 +57,6 @@ class HeadsConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"heads.{name} must be >= 1, got {value}")
-
-
-@dataclass(frozen=True)
-class OptimizerConfig:
-    lr: float = 5e-4  # Adam, paper A.2.3
-    weight_decay: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not self.lr > 0:
-            raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
 
 
 @dataclass(frozen=True)
