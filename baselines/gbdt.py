@@ -108,13 +108,7 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict:
     check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
     ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
-    training = TrainingOptions(
-        learning_rate=cfg.gbdt.learning_rate,
-        rounds=rounds,
-        early_stopping_rounds=cfg.gbdt.early_stopping_rounds,
-        num_threads=cfg.gbdt.num_threads,
-        seed=cfg.seed,
-    )
+    training = TrainingOptions.from_config(cfg)
     tracker = _tracker(cfg, out_dir)
     try:
         candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)

@@ -89,13 +89,7 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict:
     # PCA sizes above the embedding's width (or the train items) are left out.
     options = cfg.embedding.candidates(min(embeddings.dim, prepared.train.n_items))
     features = EmbeddingFeatures(prepared, embeddings, [k for _, k in options if k], seed=cfg.seed)
-    training = TrainingOptions(
-        learning_rate=cfg.gbdt.learning_rate,
-        rounds=rounds,
-        early_stopping_rounds=cfg.gbdt.early_stopping_rounds,
-        num_threads=cfg.gbdt.num_threads,
-        seed=cfg.seed,
-    )
+    training = TrainingOptions.from_config(cfg)
     tracker = _tracker(cfg, out_dir, embeddings.source["model"])
     try:
         candidates = [_fit(cfg, prepared, features, n, k, training, tracker) for n, k in options]

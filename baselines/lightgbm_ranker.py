@@ -48,6 +48,17 @@ class TrainingOptions:
     num_threads: int
     seed: int
 
+    @classmethod
+    def from_config(cls, cfg) -> TrainingOptions:
+        """From a baseline config: its ``gbdt`` options, ``epochs`` cap and seed."""
+        return cls(
+            learning_rate=cfg.gbdt.learning_rate,
+            rounds=cfg.gbdt.rounds(cfg.epochs),
+            early_stopping_rounds=cfg.gbdt.early_stopping_rounds,
+            num_threads=cfg.gbdt.num_threads,
+            seed=cfg.seed,
+        )
+
 
 @dataclass
 class Fit:
