@@ -59,6 +59,16 @@ class Objective(nn.Module):
             return self.encoder.encode_items(x)
         return self.encoder(x, mask)[mask]
 
+    def project_two_views(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[N, D]`` projections of two augmented views of the real items, for objectives
+        with an ``augment`` and a ``projector`` (the view-pair methods)."""
+        x, view_mask = self.inputs(features, mask)
+        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        return z0, z1
+
     @classmethod
     def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> Objective:
         """The objective of a `pretrain.config.PretrainConfig` around ``encoder``."""

@@ -82,9 +82,7 @@ class SimCLR(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        x, view_mask = self.inputs(features, mask)
-        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
-        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        z0, z1 = self.project_two_views(features, mask, generator=generator)
         return self.contrast(z0, z1, mask)
 
     def contrast(self, z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

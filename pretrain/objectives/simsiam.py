@@ -59,7 +59,5 @@ class SimSiam(Objective):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
-        x, view_mask = self.inputs(features, mask)
-        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
-        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        z0, z1 = self.project_two_views(features, mask, generator=generator)
         return simsiam_loss(self.predictor(z0), self.predictor(z1), z0, z1)
