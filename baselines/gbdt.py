@@ -110,9 +110,20 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict:
     features = Features(prepared, ks, seed=cfg.seed)
     training = TrainingOptions.from_config(cfg)
     tracker = _tracker(cfg, out_dir)
-    try:
+
+    def fit_and_evaluate() -> dict:
         candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)
-        report = _evaluate_chosen(cfg, prepared, features, candidates, out_dir)
+        return _evaluate_chosen(cfg, prepared, features, candidates, out_dir)
+
+    return finish_run(fit_and_evaluate, tracker=tracker, out_dir=out_dir, start=start)
+
+
+def finish_run(
+    fit_and_evaluate: Callable[[], dict], *, tracker: Tracker, out_dir: Path, start: float
+) -> dict:
+    """Fit and evaluate under the tracker, then write ``report.json`` and the done-marker."""
+    try:
+        report = fit_and_evaluate()
         report["seconds"] = round(time.perf_counter() - start, 3)
         tracker.summary({k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")})
     finally:

@@ -25,13 +25,13 @@ import numpy as np
 
 from baselines.config import BaselineConfig
 from baselines.embedding_features import SPLITS, Embeddings, compute_embeddings
-from baselines.gbdt import save_chosen
+from baselines.gbdt import finish_run, save_chosen
 from baselines.gbdt_grid import GridOutcome, PointResult, grid_points, run_grid
 from baselines.lightgbm_ranker import SELECTION_K, Fit, RankingData, TrainingOptions, check_labels
 from baselines.semi_supervised import PCAFeatures
 from core.errors import UserError
 from core.evaluation import evaluation_report, vali_metrics
-from core.rundir import git_revision, mark_done, write_json
+from core.rundir import git_revision
 from core.tracking import Tracker, start_tracker
 from data.pipeline import PreparedData, prepare_data, require_relevant_labels
 from data.ranking_split import RankingSplit
@@ -91,16 +91,12 @@ def main(cfg: BaselineConfig, out_dir: Path) -> dict:
     features = EmbeddingFeatures(prepared, embeddings, [k for _, k in options if k], seed=cfg.seed)
     training = TrainingOptions.from_config(cfg)
     tracker = _tracker(cfg, out_dir, embeddings.source["model"])
-    try:
+
+    def fit_and_evaluate() -> dict:
         candidates = [_fit(cfg, prepared, features, n, k, training, tracker) for n, k in options]
-        report = _evaluate_chosen(cfg, prepared, features, candidates, out_dir)
-        report["seconds"] = round(time.perf_counter() - start, 3)
-        tracker.summary({k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")})
-    finally:
-        tracker.finish()
-    write_json(out_dir / "report.json", report)
-    mark_done(out_dir)
-    return report
+        return _evaluate_chosen(cfg, prepared, features, candidates, out_dir)
+
+    return finish_run(fit_and_evaluate, tracker=tracker, out_dir=out_dir, start=start)
 
 
 def _fit(
