@@ -3,12 +3,14 @@
 For each data set and seed: one SimCLR-Rank pretraining run; for each label fraction: the GBDT
 (``baseline gbdt``), the pretrained DL (``finetune full`` on that encoder), ``baseline gbdt-ssl``
 on that encoder, and the ensemble of the DL and GBDT runs with weights chosen on vali
-(``ensemble``). "hybrid" is, per seed, whichever of gbdt-ssl and the ensemble has the higher
-vali NDCG@5. Every run goes through the CLI, one process each, into
+(``ensemble``, weights chosen on vali). "hybrid" is the ensemble of all three (DL, GBDT and
+gbdt-ssl), weights chosen on vali: its grid holds gbdt-ssl alone and every DL + GBDT mix, so it is
+the validation-chosen hybrid without a second selection step. Every run goes through the CLI,
+one process each, into
 ``<out>/<data>/...``; a run holding ``DONE`` is not started again, so the script resumes.
 
     .venv/bin/python benchmarks/bench_hybrid.py [--data synthetic ohsumed] [--seeds 0 1 2]
-        [--fractions 0.05 0.2 1.0] [--pretrain-epochs 10] [--finetune-epochs 30]
+        [--fractions 0.05 0.2 1.0] [--pretrain-epochs 20] [--finetune-lr 2e-4]
 
 Prints a markdown table and writes ``<out>/results.json``.
 """
@@ -32,6 +34,8 @@ DATA = {
     "ohsumed": ["data=ohsumed", f"data.path={ROOT.parent / 'shared/data/ohsumed-letor3'}"],
 }
 MODELS = ("gbdt", "pretrained-dl", "gbdt-ssl", "ensemble", "hybrid")
+RUN_FOLDERS = {"gbdt": "gbdt", "pretrained-dl": "dl", "gbdt-ssl": "ssl", "ensemble": "ensemble",
+               "hybrid": "hybrid"}  # fmt: skip
 
 
 def cli(args: list[str], run_dir: Path) -> dict | None:
@@ -65,22 +69,32 @@ def run_seed(data: str, seed: int, fractions: list[float], args, out: Path) -> l
     for fraction in fractions:
         common = [*base, f"scarcity.fraction={fraction}"]
         folder = out / data / f"frac={fraction:g}" / f"seed={seed}"
-        finetune = ["finetune", "full", *common, f"pretrained={pre}"]
+        pretrained = f"pretrained={pre}"
+        finetune = ["finetune", "full", *common, pretrained]
+        finetune += [f"optimizer.lr={args.finetune_lr}"]
+        if args.finetune_epochs:
+            finetune += [f"epochs={args.finetune_epochs}"]
+        run = {name: folder / sub for name, sub in RUN_FOLDERS.items()}
         reports = {
-            "gbdt": cli(["baseline", "gbdt", *common], folder / "gbdt"),
-            "pretrained-dl": cli([*finetune, f"epochs={args.finetune_epochs}"], folder / "dl"),
-            "gbdt-ssl": cli(["baseline", "gbdt-ssl", *common, f"pretrained={pre}"], folder / "ssl"),
+            "gbdt": cli(["baseline", "gbdt", *common], run["gbdt"]),
+            "pretrained-dl": cli(finetune, run["pretrained-dl"]),
+            "gbdt-ssl": cli(["baseline", "gbdt-ssl", *common, pretrained], run["gbdt-ssl"]),
         }
-        if reports["gbdt"] and reports["pretrained-dl"]:
-            members = f"runs=[{folder / 'dl'},{folder / 'gbdt'}]"
-            reports["ensemble"] = cli(["ensemble", *common, members], folder / "ensemble")
+        ensembles = {
+            "ensemble": ("pretrained-dl", "gbdt"),
+            "hybrid": ("pretrained-dl", "gbdt", "gbdt-ssl"),
+        }
+        for name, parts in ensembles.items():
+            if all(reports[part] for part in parts):
+                members = "runs=[" + ",".join(str(run[part]) for part in parts) + "]"
+                reports[name] = cli(["ensemble", *common, members], run[name])
         row = {"data": data, "fraction": fraction, "seed": seed}
-        for name in MODELS[:-1]:
+        for name in MODELS:
             row[name] = ndcg(reports.get(name), "test")
             row[f"{name}_vali"] = ndcg(reports.get(name), "vali")
-        hybrid = max(("gbdt-ssl", "ensemble"), key=lambda m: np.nan_to_num(row[f"{m}_vali"], -1))
-        row["hybrid"], row["hybrid_is"] = row[hybrid], hybrid
-        row["ensemble_weights"] = (reports.get("ensemble") or {}).get("weights")
+            if name in ensembles:
+                weights = (reports.get(name) or {}).get("weights") or {}
+                row[f"{name}_weights"] = {Path(k).name: w for k, w in weights.items()}
         row["gbdt_ssl_embedding"] = ((reports.get("gbdt-ssl") or {}).get("selected") or {}).get(
             "embedding"
         )
@@ -125,8 +139,9 @@ def main() -> None:
     parser.add_argument("--data", nargs="+", default=["synthetic", "ohsumed"], choices=DATA)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--fractions", nargs="+", type=float, default=[0.05, 0.2, 1.0])
-    parser.add_argument("--pretrain-epochs", type=int, default=10)
-    parser.add_argument("--finetune-epochs", type=int, default=30)
+    parser.add_argument("--pretrain-epochs", type=int, default=20)  # the quick sweep's
+    parser.add_argument("--finetune-epochs", type=int, default=None)  # None: 100 + 100
+    parser.add_argument("--finetune-lr", type=float, default=2e-4)  # the quick sweep's
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_hybrid")
     args = parser.parse_args()
     start = time.perf_counter()
@@ -138,7 +153,7 @@ def main() -> None:
     print(f"\n{platform.node()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}, "
           f"{time.perf_counter() - start:.0f} s; test NDCG@5, mean ± std over seeds "
           f"{args.seeds}; pretrain {args.pretrain_epochs} epochs, finetune "
-          f"{args.finetune_epochs} epochs")  # fmt: skip
+          f"{args.finetune_epochs or '100 + 100'} epochs at lr {args.finetune_lr}")  # fmt: skip
     print(table(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")

@@ -5,16 +5,17 @@ pretrained model's cell needs two jobs, pretraining (shared by every label setti
 set, method and seed) and finetuning (``simclr-rank+full``) or a hybrid baseline on the
 pretrained encoder (``gbdt-ssl+simclr-rank``).
 
-Ensembles (``./run.sh ensemble``) are named ``ensemble:<model>,<model>,...`` in reports; sweeps
-do not plan them.
+An ensemble (``./run.sh ensemble``) is the model ``ensemble:<model>,<model>,...``: its job mixes
+the saved scores of its members' cells of the same data set, label setting and seed, so it runs
+after them, and every member must be a model of the sweep itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from core.config import available
+from core.config import CommonConfig, available
 from core.errors import UserError
 from data.scarcity import ScarcityConfig
 
@@ -22,6 +23,9 @@ GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2")
 HYBRID_BASELINES = ("gbdt-ssl",)  # run on a pretraining run: <baseline>+<pretraining method>
 ENSEMBLE_PREFIX = "ensemble:"
+# An ensemble trains nothing: of the sweep's common overrides it takes the keys every stage has
+# (data, label setting, seed, metrics), not a trainer's (gbdt.*, encoder.*, ...).
+COMMON_KEYS = frozenset(f.name for f in fields(CommonConfig))
 
 
 @dataclass(frozen=True)
@@ -102,13 +106,31 @@ def ensemble_group(groups: list[str]) -> str:
     return groups[0] if len(set(groups)) == 1 else "hybrid"
 
 
+def ensemble_members(model: str) -> list[str]:
+    """The member models of ``ensemble:<model>,<model>,...``."""
+    return model[len(ENSEMBLE_PREFIX) :].split(",")
+
+
+def check_ensembles(models: list[str]) -> None:
+    """Stop unless every sweep ensemble mixes two or more other (non-ensemble) sweep models."""
+    for model in models:
+        if not model.startswith(ENSEMBLE_PREFIX):
+            continue
+        members = ensemble_members(model)
+        if len(set(members)) != len(members):
+            raise UserError(f"sweep model '{model}': a member appears twice")
+        for member in members:
+            if member.startswith(ENSEMBLE_PREFIX) or member not in models:
+                raise UserError(
+                    f"sweep model '{model}': member '{member}' is not a (non-ensemble) model "
+                    f"of this sweep; add it to models: {', '.join(models)}"
+                )
+
+
 def _sweep_job(model: str) -> tuple[str | None, str, str]:
     """``(pretraining method or None, stage, name)`` of a sweep model's own job."""
     if model.startswith(ENSEMBLE_PREFIX):
-        raise UserError(
-            f"sweep model '{model}': sweeps do not plan ensembles; after the sweep run "
-            "./run.sh ensemble runs=[<cell run dir>,...] on its cells"
-        )
+        return None, "ensemble", ""
     if model in HYBRID_BASELINES:
         raise UserError(
             f"sweep model '{model}' needs a pretrained encoder: {model}+<pretraining method>, "
@@ -141,7 +163,7 @@ def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
 
 
 def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
-    """Every job (pretraining first, each once) and every cell of the sweep."""
+    """Every job (pretraining first, each once; ensembles last) and every cell of the sweep."""
     jobs: dict[str, Job] = {}
     cells: list[SweepCell] = []
     settings = label_settings(cfg)
@@ -162,9 +184,15 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
                         jobs.setdefault(pretrain.key, pretrain)
                         depends = [pretrain.key]
                         extra = [f"pretrained={pretrain.run_dir}", *extra]
+                    if stage == "ensemble":
+                        shared = [o for o in shared if _key_of(o) in COMMON_KEYS]
+                        members = ensemble_members(model)
+                        depends = [_cell_key(dataset, m, scarcity.tag, seed) for m in members]
+                        runs = [_cell_dir(base, m, scarcity.tag, seed) for m in members]
+                        extra = [f"runs=[{','.join(map(str, runs))}]", *extra]
                     extra += cfg.overrides.per_model.get(model, [])
-                    run_dir = base / stage / model / scarcity.tag / f"seed={seed}"
-                    key = f"{dataset}/{model}/{scarcity.tag}/seed={seed}"
+                    run_dir = _cell_dir(base, model, scarcity.tag, seed)
+                    key = _cell_key(dataset, model, scarcity.tag, seed)
                     jobs[key] = Job(
                         key,
                         stage,
@@ -189,8 +217,22 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
                             job_key=key,
                         )
                     )
-    ordered = sorted(jobs.values(), key=lambda j: j.stage != "pretrain")
+    stage_order = {"pretrain": 0, "ensemble": 2}  # finetune and baseline jobs: 1
+    ordered = sorted(jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
     return ordered, cells
+
+
+def _key_of(override: str) -> str:
+    """The top-level key of ``key.sub=value``."""
+    return override.split("=", 1)[0].split(".", 1)[0]
+
+
+def _cell_key(dataset: str, model: str, tag: str, seed: int) -> str:
+    return f"{dataset}/{model}/{tag}/seed={seed}"
+
+
+def _cell_dir(base: Path, model: str, tag: str, seed: int) -> Path:
+    return base / _sweep_job(model)[1] / model / tag / f"seed={seed}"
 
 
 def _pretrain_job(cfg, base: Path, dataset: str, method: str, seed: int, common: list[str]) -> Job:

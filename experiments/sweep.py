@@ -1,12 +1,14 @@
 """``./run.sh sweep <name> [key=value ...]``: methods x label settings x seeds, resumable.
 
 ``configs/sweep/<name>.yaml`` lists data sets, models, label settings (fractions or binary tau
-values) and seeds. A model is a baseline (``gbdt``, ``resnet``, ...) or ``<pretraining
-method>+<finetuning strategy>`` (``simclr-rank+full``). Pretraining runs once per (data set,
-method, seed) and its encoder serves every label setting. Each job is a separate process running
-``core.cli``, its output kept in ``log.txt`` in its run directory, so a crashing cell is recorded
-with its error and the sweep goes on. A job whose run directory holds ``DONE`` is skipped; an
-unfinished one resumes from its checkpoint. ``runs/sweeps/<name>/manifest.json`` lists every
+values) and seeds. A model is a baseline (``gbdt``, ``resnet``, ...), ``<pretraining
+method>+<finetuning strategy>`` (``simclr-rank+full``), a hybrid baseline on a pretrained encoder
+(``gbdt-ssl+simclr-rank``) or an ensemble of other models of the sweep
+(``ensemble:simclr-rank+full,gbdt``), which runs after its members. Pretraining runs once per (data
+set, method, seed) and its encoder serves every label setting. Each job is a separate process
+running ``core.cli``, its output kept in ``log.txt`` in its run directory, so a crashing cell is
+recorded with its error and the sweep goes on. A job whose run directory holds ``DONE`` is skipped;
+an unfinished one resumes from its checkpoint. ``runs/sweeps/<name>/manifest.json`` lists every
 cell, its status and run directory; ``./run.sh report <name>`` turns it into tables and plots.
 
 Every run is logged to wandb with group = the sweep and tags for model, label setting and seed
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from core.config import LOGGERS
 from core.rundir import PROJECT_ROOT, is_done, write_json
-from experiments.cells import Job, SweepCell, model_group, plan_cells
+from experiments.cells import Job, SweepCell, check_ensembles, model_group, plan_cells
 
 MANIFEST = "manifest.json"
 
@@ -38,6 +40,7 @@ class StageOverrides:
     pretrain: list[str] = field(default_factory=list)
     finetune: list[str] = field(default_factory=list)
     baseline: list[str] = field(default_factory=list)
+    ensemble: list[str] = field(default_factory=list)  # e.g. [normalize=rank]
     per_model: dict[str, list[str]] = field(default_factory=dict)  # e.g. {resnet: [epochs=60]}
 
 
@@ -70,6 +73,7 @@ class SweepConfig:
             raise ValueError(f"logger must be one of {', '.join(LOGGERS)}")
         for model in [*self.models, *self.overrides.per_model]:
             model_group(model)  # raises on an unknown model
+        check_ensembles(list(self.models))
 
 
 def sweep_dir(cfg: SweepConfig) -> Path:
@@ -98,7 +102,7 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
     if cfg.dry_run:
         for job in jobs:
             state = "done" if is_done(job.run_dir) else "to run"
-            print(f"[{state:>6}] {job.stage} {job.name} {' '.join(job.overrides)}")
+            print(f"[{state:>6}] {' '.join(filter(None, [job.stage, job.name, *job.overrides]))}")
         print(f"{len(cells)} cells, {len(jobs)} jobs; run folder {folder}")
         return [c.to_dict() for c in cells]
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +132,7 @@ class _Runner:
         self.bar = tqdm(total=len(self.jobs), desc=f"sweep {self.cfg.name}", unit="job")
         self._write_manifest()
         try:
-            for phase in (["pretrain"], ["finetune", "baseline"]):
+            for phase in (["pretrain"], ["finetune", "baseline"], ["ensemble"]):
                 todo = [j for j in self.jobs if j.stage in phase]
                 with ThreadPoolExecutor(self.cfg.workers) as pool:
                     for _ in pool.map(self._run_job, todo):
@@ -153,7 +157,8 @@ class _Runner:
 
     def _execute(self, job: Job) -> tuple[str, str | None, float]:
         job.run_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-P", "-m", "core.cli", job.stage, job.name, *job.overrides]
+        name = [job.name] if job.name else []  # ./run.sh ensemble takes no method name
+        command = [sys.executable, "-P", "-m", "core.cli", job.stage, *name, *job.overrides]
         python_path = [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]
         threads = max(1, (os.cpu_count() or 1) // self.cfg.workers)
         env = {

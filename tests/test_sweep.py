@@ -69,6 +69,9 @@ def test_pretrained_models_share_one_pretraining_per_seed(tmp_path: Path, capsys
         ("modles=[gbdt]", "unknown config key 'modles'"),
         ("datasets=[mslr-web30k]", "mslr-web30k"),
         ("datasets=[nope]", "unknown data set 'nope'"),
+        ('models=[gbdt,"ensemble:gbdt,resnet"]', "member 'resnet' is not a .* model of this"),
+        ('models=[gbdt,"ensemble:gbdt,gbdt"]', "a member appears twice"),
+        ('models=[gbdt,"ensemble:gbdt"]', r"ensemble:<model>,<model>\[,...\]"),
     ],
 )
 def test_bad_sweeps_stop_before_any_cell(tmp_path: Path, override: str, message: str) -> None:
@@ -85,6 +88,29 @@ def test_failing_cell_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
     assert all("gbdt.bogus" in c["error"] for c in failed)
     done = [c for c in cells if c["status"] == "done"]
     assert all((Path(c["run_dir"]) / "report.json").is_file() for c in done)
+
+
+def test_ensembles_run_after_their_members_on_the_same_cells(tmp_path: Path) -> None:
+    ensemble = "ensemble:gbdt-pca,gbdt"
+    cells = run([*sweep_args(tmp_path), f'models=["{ensemble}",gbdt,gbdt-pca]'])
+    assert len(cells) == 6 and all(c["status"] == "done" for c in cells)
+    for cell in (c for c in cells if c["model"] == ensemble):
+        assert cell["group"] == "gbdt"  # every member a GBDT: a GBDT seed-style ensemble
+        report = json.loads((Path(cell["run_dir"]) / "report.json").read_text())
+        assert report["method"] == ensemble
+        setting = f"{cell['setting']}/seed={cell['seed']}"
+        members = [str(tmp_path / "sweep" / "synthetic" / "baseline" / m / setting)
+                   for m in ("gbdt-pca", "gbdt")]  # fmt: skip
+        assert report["runs"] == members
+        assert report["label_setting"] == cell["setting"]
+
+
+def test_ensemble_of_a_failed_member_is_skipped(tmp_path: Path) -> None:
+    models = 'models=[gbdt,gbdt-pca,"ensemble:gbdt,gbdt-pca"]'
+    cells = run([*sweep_args(tmp_path), models, "overrides.per_model.gbdt-pca=[gbdt.bogus=1]"])
+    ensembles = [c for c in cells if c["model"].startswith("ensemble:")]
+    assert [c["status"] for c in ensembles] == ["skipped", "skipped"]
+    assert all("gbdt-pca" in c["error"] for c in ensembles)
 
 
 def test_interrupted_sweep_resumes_without_redoing_cells(tmp_path: Path) -> None:
