@@ -93,6 +93,9 @@ class FinetuneConfig(CommonConfig):
     loss: LossConfig = field(default_factory=LossConfig)
     # Adam at the paper's finetuning learning rate (A.2.3).
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=5e-5))
+    # A learning-rate grid, e.g. [5e-5,2e-4,1e-3]: one model per rate, the vali-best kept (as the
+    # deep baselines choose theirs). Empty: optimizer.lr alone, the paper's protocol.
+    lrs: list[float] = field(default_factory=list)
     item_budget: int = 1000  # real items per training batch (paper: about 1000)
     eval_item_budget: int = 20000  # items per batch when scoring vali and test
     max_list_len: int | None = None  # truncate longer QGs in training (a random subset)
@@ -113,6 +116,8 @@ class FinetuneConfig(CommonConfig):
         if min(self.head_epochs, self.full_epochs) < 0:
             raise ValueError("head_epochs and full_epochs must be >= 0")
         check_training_keys(self)
+        if any(lr <= 0 for lr in self.lrs) or len(set(self.lrs)) != len(self.lrs):
+            raise ValueError("lrs must list distinct positive learning rates (or be empty)")
         if not 0 <= self.combine_dropout < 1:
             raise ValueError("combine_dropout must be in [0, 1)")
         if self.strategy == "combine":
@@ -159,9 +164,13 @@ class FinetuneConfig(CommonConfig):
     def phases(self) -> list[Phase]:
         return schedule(self.head_epochs, self.full_epochs, self.epochs)
 
-    def train_options(self) -> TrainOptions:
+    def learning_rates(self) -> list[float]:
+        """The rates to train at: the grid ``lrs``, or ``optimizer.lr`` alone."""
+        return list(self.lrs) or [self.optimizer.lr]
+
+    def train_options(self, lr: float | None = None) -> TrainOptions:
         return TrainOptions(
-            lr=self.optimizer.lr,
+            lr=self.optimizer.lr if lr is None else lr,
             weight_decay=self.optimizer.weight_decay,
             item_budget=self.item_budget,
             eval_item_budget=self.eval_item_budget,

@@ -7,14 +7,22 @@ scores vali and test once with the validation-best model through `core.evaluatio
 directory gets ``report.json``, ``scores.npz``, ``model.pt`` (the whole model, for ``combine``),
 ``checkpoint.pt`` and ``DONE``. A finished run is skipped; a run directory that holds a run of
 other settings is refused rather than overwritten or resumed.
+
+``lrs=[...]`` trains one model per learning rate, each in ``grid/lr=<rate>/`` with its own
+checkpoint (a finished rate is not redone after an interruption), from the same seed; the rate
+whose model has the best vali NDCG@5 is kept, and test is scored once, by that model.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from torch import nn
 
 from core.checkpointing import load_checkpoint
 from core.device import setup_runtime
@@ -27,9 +35,11 @@ from finetune.combine import build_combined
 from finetune.config import FinetuneConfig
 from finetune.heads import build_head
 from finetune.loop import CHECKPOINT, fit, predict, require_labeled_vali, seed_everything
-from finetune.model import Ranker, count_parameters, ranker_spec, save_model
+from finetune.model import MODEL_FILE, Ranker, count_parameters, load_model, ranker_spec, save_model
 from pretrain.encoders import EncoderConfig, build_encoder
 
+GRID_DIR = "grid"  # with lrs=[...]: grid/lr=<rate>/ per rate
+POINT_RESULT = "result.json"
 # Keys that change nothing a run computes: a run may resume or be skipped whatever they say.
 _INERT_KEYS = ("logger", "run_dir", "device", "amp", "eval_item_budget")
 
@@ -41,10 +51,11 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         _check_identity(out_dir, _report_identity(out_dir), identity)
         print(f"{out_dir}: finished before (DONE present); skipped", file=sys.stderr)
         return None
-    checkpoint = out_dir / CHECKPOINT
-    meta = _checkpoint_meta(checkpoint)
-    if meta:
+    folders = {lr: _point_folder(cfg, out_dir, lr) for lr in cfg.learning_rates()}
+    metas = [_checkpoint_meta(folder / CHECKPOINT) for folder in folders.values()]
+    for meta in filter(None, metas):
         _check_identity(out_dir, meta.get("identity"), identity)
+    wandb_id = next((m["wandb_id"] for m in metas if m.get("wandb_id")), None)
     seed_everything(cfg.seed)
     runtime = setup_runtime(amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device)
     tracker = None
@@ -52,11 +63,6 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         prepared = prepare_data(cfg)
         require_relevant_labels(prepared)
         require_labeled_vali(prepared)
-        if cfg.strategy == "combine":
-            model, spec, source = build_combined(cfg, prepared)
-        else:
-            model, spec, source = build_ranker(cfg, prepared)
-        source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed}
         tracker = start_tracker(
             cfg.logger,
             run_dir=out_dir,
@@ -64,33 +70,23 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             config=asdict(cfg),
             group=f"finetune/{cfg.strategy}",
             job_type="finetune",
-            run_id=meta.get("wandb_id"),
+            run_id=wandb_id,
         )
-        result = fit(
-            model,
-            prepared,
-            phases=cfg.phases(),
-            loss_fn=cfg.loss.build(),
-            options=cfg.train_options(),
-            metrics_cfg=cfg.metrics,
-            runtime=runtime,
-            seed=cfg.seed,
-            checkpoint=checkpoint,
-            log=lambda row: tracker.log(row, step=row["epoch"]),
-            meta={"identity": identity, "wandb_id": tracker.run_id},
-            desc=f"finetune {cfg.strategy}",
-        )
+        points = [
+            _fit_point(cfg, prepared, lr, folder, runtime, tracker, identity, index=i)
+            for i, (lr, folder) in enumerate(folders.items())
+        ]
+        chosen = max(points, key=lambda p: _nan_low(p.result["best_vali_ndcg@5"]))  # first of ties
+        model, source = chosen.model, chosen.source
+        model.to(runtime.device)
         budget = cfg.eval_item_budget
         vali = predict(model, prepared.vali, runtime=runtime, item_budget=budget)
         test = predict(model, prepared.test, runtime=runtime, item_budget=budget)
         metrics = evaluation_report(prepared, vali, test, cfg.metrics)
         save_scores(out_dir, prepared, vali, test)
-        data = {
-            "name": cfg.data.name,
-            "transform": cfg.data.transform,
-            "n_features": prepared.n_features,
-        }
-        save_model(out_dir, model, spec=spec, data=data, source=source)
+        if chosen.folder != out_dir:
+            shutil.copyfile(chosen.folder / MODEL_FILE, out_dir / MODEL_FILE)
+        result = chosen.result
         report = {
             "stage": "finetune",
             "strategy": cfg.strategy,
@@ -99,12 +95,14 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             **({"runs": source["runs"]} if "runs" in source else {}),
             "seed": cfg.seed,
             "metrics": metrics,
-            "best_epoch": result.best_epoch,
-            "best_vali_ndcg@5": result.best_vali,
-            "epochs_trained": result.epochs,
+            "learning_rate": chosen.lr,
+            **({"lr_grid": [_grid_row(p) for p in points]} if len(points) > 1 else {}),
+            "best_epoch": result["best_epoch"],
+            "best_vali_ndcg@5": result["best_vali_ndcg@5"],
+            "epochs_trained": result["epochs_trained"],
             "phases": [asdict(p) for p in cfg.phases()],
-            "seconds_per_epoch": result.seconds_per_epoch,
-            "train_seconds_per_epoch": result.train_seconds_per_epoch,
+            "seconds_per_epoch": result["seconds_per_epoch"],
+            "train_seconds_per_epoch": result["train_seconds_per_epoch"],
             "parameters": count_parameters(model),
             "label_setting": cfg.scarcity.tag,
             "labels": prepared.labels.summary(),
@@ -112,7 +110,7 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             "device": runtime.describe(),
             "git": git_revision(),
             "identity": identity,
-            "history": result.history,
+            "history": result["history"],
         }
         write_json(out_dir / "report.json", report)
         tracker.summary({"metrics": {"test": metrics["test"], "vali": metrics["vali"]}})
@@ -122,6 +120,88 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         if tracker is not None:
             tracker.finish()
         runtime.close()
+
+
+@dataclass
+class _Point:
+    """One learning rate's training: its folder, result and validation-best model."""
+
+    lr: float
+    folder: Path
+    result: dict
+    model: nn.Module
+    source: dict
+
+
+def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float) -> Path:
+    """The run directory itself for one rate; ``grid/lr=<rate>/`` per rate for a grid."""
+    return out_dir if len(cfg.learning_rates()) == 1 else out_dir / GRID_DIR / f"lr={lr:g}"
+
+
+def _fit_point(
+    cfg: FinetuneConfig,
+    prepared: PreparedData,
+    lr: float,
+    folder: Path,
+    runtime,
+    tracker,
+    identity: str,
+    *,
+    index: int,
+) -> _Point:
+    """Train at ``lr`` in ``folder`` (a grid point finished before is read back, not redone)."""
+    seed_everything(cfg.seed)  # every rate starts from the same model and data order
+    if cfg.strategy == "combine":
+        model, spec, source = build_combined(cfg, prepared)
+    else:
+        model, spec, source = build_ranker(cfg, prepared)
+    source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed}
+    if is_done(folder):  # a grid point (a finished run itself never gets here)
+        result = json.loads((folder / POINT_RESULT).read_text())
+        model, _ = load_model(folder)
+        return _Point(lr, folder, result, model, source)
+    folder.mkdir(parents=True, exist_ok=True)
+    epochs = sum(p.epochs for p in cfg.phases()) + 1
+    label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
+    fitted = fit(
+        model,
+        prepared,
+        phases=cfg.phases(),
+        loss_fn=cfg.loss.build(),
+        options=cfg.train_options(lr),
+        metrics_cfg=cfg.metrics,
+        runtime=runtime,
+        seed=cfg.seed,
+        checkpoint=folder / CHECKPOINT,
+        log=lambda row: tracker.log(row | label, step=index * epochs + row["epoch"]),
+        meta={"identity": identity, "wandb_id": tracker.run_id},
+        desc=f"finetune {cfg.strategy}" + (f" lr={lr:g}" if label else ""),
+    )
+    data = {"name": cfg.data.name, "transform": cfg.data.transform}
+    data["n_features"] = prepared.n_features
+    save_model(folder, model, spec=spec, data=data, source=source)
+    result = {
+        "lr": lr,
+        "best_vali_ndcg@5": fitted.best_vali,
+        "best_epoch": fitted.best_epoch,
+        "epochs_trained": fitted.epochs,
+        "seconds_per_epoch": fitted.seconds_per_epoch,
+        "train_seconds_per_epoch": fitted.train_seconds_per_epoch,
+        "history": fitted.history,
+    }
+    if label:  # a grid point: done on its own, so an interrupted grid resumes after it
+        write_json(folder / POINT_RESULT, result | {"identity": identity})
+        mark_done(folder)
+    return _Point(lr, folder, result, model, source)
+
+
+def _grid_row(point: _Point) -> dict:
+    keys = ("lr", "best_vali_ndcg@5", "best_epoch", "epochs_trained")
+    return {k: point.result[k] for k in keys}
+
+
+def _nan_low(score: float) -> float:
+    return -math.inf if math.isnan(score) else score
 
 
 def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, dict, dict]:

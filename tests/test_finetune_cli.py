@@ -128,3 +128,33 @@ def test_bad_input(pretrained, tmp_path) -> None:
         finetune(
             "combine", tmp_path / "x7", f"runs=[{tmp_path / 'x6'},{tmp_path / 'x6'}]", "seed=1"
         )
+
+
+def test_learning_rate_grid_keeps_the_vali_best_rate_and_resumes(pretrained, tmp_path) -> None:
+    run_dir = tmp_path / "grid"
+    args = (f"pretrained={pretrained['resnet']}", "lrs=[1e-5,1e-2]", "epochs=4")
+    finetune("full", run_dir, *args)
+    got = report(run_dir)
+    rows = {row["lr"]: row["best_vali_ndcg@5"] for row in got["lr_grid"]}
+    assert sorted(rows) == [1e-5, 1e-2]
+    assert got["learning_rate"] == max(rows, key=rows.get)
+    assert got["best_vali_ndcg@5"] == rows[got["learning_rate"]]
+    chosen = run_dir / "grid" / f"lr={got['learning_rate']:g}"
+    assert (run_dir / "model.pt").read_bytes() == (chosen / "model.pt").read_bytes()
+    # The run's vali NDCG@5 is that of the chosen model (scored again after the grid).
+    assert got["metrics"]["vali"]["ndcg@5"] == pytest.approx(got["best_vali_ndcg@5"], abs=1e-9)
+
+    # Interrupted after the grid, before the run finished: no rate is trained again.
+    results = {p: p.read_text() for p in run_dir.glob("grid/*/result.json")}
+    (run_dir / "DONE").unlink()
+    (run_dir / "report.json").unlink()
+    checkpoints = {p: p.stat().st_mtime_ns for p in run_dir.glob("grid/*/checkpoint.pt")}
+    finetune("full", run_dir, *args)
+    assert report(run_dir)["learning_rate"] == got["learning_rate"]
+    assert {p: p.read_text() for p in results} == results
+    assert {p: p.stat().st_mtime_ns for p in checkpoints} == checkpoints
+
+
+def test_bad_learning_rate_grid_is_named(pretrained, tmp_path) -> None:
+    with pytest.raises(UserError, match="lrs"):
+        finetune("full", tmp_path / "x", f"pretrained={pretrained['resnet']}", "lrs=[1e-3,-1]")
