@@ -308,5 +308,11 @@ def test_sweep_plans_gbdt_ssl_on_its_pretraining_job(tmp_path, capsys) -> None:
         run([*args, "models=[gbdt-ssl]"])
     with pytest.raises(UserError, match="unknown pretraining method 'nope'"):
         run([*args, "models=[gbdt-ssl+nope]"])
-    with pytest.raises(UserError, match="sweeps do not plan ensembles"):
-        run([*args, "models=[gbdt,'ensemble:gbdt,gbdt-pca']"])
+    cells = run([*args, "models=[gbdt,gbdt-ssl+simclr-rank,'ensemble:gbdt-ssl+simclr-rank,gbdt']"])
+    assert [c["group"] for c in cells] == ["gbdt", "hybrid", "hybrid"]
+    out = capsys.readouterr().out.splitlines()
+    ensemble = next(line for line in out if line.startswith("[to run] ensemble "))
+    assert out.index(ensemble) == len(out) - 2  # planned last, after its members' jobs
+    members = [tmp_path / "sweep/synthetic/baseline" / m / "frac=0.5/seed=0" for m in
+               ("gbdt-ssl+simclr-rank", "gbdt")]  # fmt: skip
+    assert f"runs=[{members[0]},{members[1]}]" in ensemble
