@@ -151,7 +151,7 @@ def _data_identity(data: dict) -> dict:
 
 
 def _check_labels(run: str, config: dict, cfg: EnsembleConfig) -> None:
-    """Same label setting; same seed unless the setting labels every QG whatever the seed."""
+    """Same label setting; same label seed unless the setting labels every QG whatever the seed."""
     mine, theirs = asdict(cfg.scarcity), dict(config.get("scarcity") or {})
     differ = [k for k in mine if mine[k] != theirs.get(k)]
     if differ:
@@ -161,11 +161,14 @@ def _check_labels(run: str, config: dict, cfg: EnsembleConfig) -> None:
             f"{cfg.scarcity.tag}); pass the same scarcity keys or leave the run out"
         )
     seed_free = cfg.scarcity.fraction == 1.0 and cfg.scarcity.binary_tau is None
-    if not seed_free and config.get("seed") != cfg.seed:
+    theirs_seed = theirs.get("seed")
+    label_seed = config.get("seed") if theirs_seed is None else theirs_seed
+    if not seed_free and label_seed != cfg.scarcity.label_seed(cfg.seed):
         raise UserError(
-            f"runs: {run}: seed {config.get('seed')} draws other labeled QGs than this "
-            f"ensemble's seed {cfg.seed} in setting {cfg.scarcity.tag}; mixing them would use "
-            "more labels than the budget (seed ensembles need scarcity.fraction=1)"
+            f"runs: {run}: seed {label_seed} draws other labeled QGs than this ensemble's seed "
+            f"{cfg.scarcity.label_seed(cfg.seed)} in setting {cfg.scarcity.tag}; mixing them "
+            "would use more labels than the budget (for a seed ensemble, fix the labels: run "
+            "every member and the ensemble with the same scarcity.seed=<n>)"
         )
 
 

@@ -12,6 +12,9 @@ fraction, which is 1.0 by default in this setting).
 
 Validation labels: ``full`` (every vali QG labeled, as in the paper) or ``same`` (a seeded draw
 at the train fraction, what a user with scarce labels really has).
+
+The seed is the run's (``seed=``) unless ``scarcity.seed`` fixes it: runs of other seeds (other
+initialisations and data orders) then see the same labeled QGs, as a seed ensemble must.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ class ScarcityConfig:
     val: str = "full"
     binary_tau: float | None = None
     binary_temperature: float = 4.0
+    # The seed of the labeled QGs (and the Gumbel noise); None: the run's seed. Fixing it lets
+    # runs that differ in their seed see the same labels: a seed ensemble under label scarcity.
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.fraction <= 1.0:
@@ -43,6 +49,12 @@ class ScarcityConfig:
             raise ValueError(f"scarcity.val must be one of {allowed}, got {self.val}")
         if self.binary_temperature <= 0:
             raise ValueError("scarcity.binary_temperature must be positive")
+        if self.seed is not None and self.seed < 0:
+            raise ValueError(f"scarcity.seed must be >= 0 (or null), got {self.seed}")
+
+    def label_seed(self, run_seed: int) -> int:
+        """The seed that draws the labels of a run seeded ``run_seed``."""
+        return run_seed if self.seed is None else self.seed
 
     @property
     def tag(self) -> str:
@@ -50,7 +62,8 @@ class ScarcityConfig:
         tag = f"frac={self.fraction:g}"
         if self.binary_tau is not None:
             tag = f"tau={self.binary_tau:g}" + ("" if self.fraction == 1.0 else f",{tag}")
-        return tag + ("" if self.val == "full" else ",val=same")
+        tag += "" if self.val == "full" else ",val=same"
+        return tag + ("" if self.seed is None else f",labels={self.seed}")
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,7 @@ def binarize_labels(
 def apply_scarcity(
     train: RankingSplit, vali: RankingSplit, config: ScarcityConfig, *, seed: int
 ) -> LabelSetting:
-    fraction = config.fraction
+    fraction, seed = config.fraction, config.label_seed(seed)
     train_mask = draw_labeled_groups(train.n_groups, fraction, seed=seed, stream=_TRAIN_STREAM)
     if config.val == "same":
         vali_mask = draw_labeled_groups(vali.n_groups, fraction, seed=seed, stream=_VALI_STREAM)

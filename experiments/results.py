@@ -216,6 +216,7 @@ def _setting_tag(scarcity: dict) -> str:
             fraction=float(scarcity.get("fraction", 1.0)),
             val=str(scarcity.get("val", "full")),
             binary_tau=scarcity.get("binary_tau"),
+            seed=scarcity.get("seed"),
         ).tag
     except (TypeError, ValueError):
         return "unknown"

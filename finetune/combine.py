@@ -57,9 +57,11 @@ def _check_member(
             f"{run}: finetuned on data {data.get('name')} with transform {data.get('transform')}; "
             f"this run uses {cfg.data.name} with {cfg.data.transform}"
         )
-    setting = (source.get("label_setting"), source.get("seed"))
-    if setting != (cfg.scarcity.tag, cfg.seed):
+    label_seed = source.get("label_seed", source.get("seed"))
+    setting = (source.get("label_setting"), label_seed)
+    if setting != (cfg.scarcity.tag, cfg.scarcity.label_seed(cfg.seed)):
         raise UserError(
-            f"{run}: finetuned with label setting {setting[0]} and seed {setting[1]}; this run has "
-            f"{cfg.scarcity.tag} and seed {cfg.seed} (its labeled QGs must be the same)"
+            f"{run}: finetuned with label setting {setting[0]} and label seed {setting[1]}; this "
+            f"run has {cfg.scarcity.tag} and label seed {cfg.scarcity.label_seed(cfg.seed)} (its "
+            "labeled QGs must be the same)"
         )

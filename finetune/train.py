@@ -155,7 +155,8 @@ def _fit_point(
         model, spec, source = build_combined(cfg, prepared)
     else:
         model, spec, source = build_ranker(cfg, prepared)
-    source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed}
+    label_seed = cfg.scarcity.label_seed(cfg.seed)
+    source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed, "label_seed": label_seed}
     if is_done(folder):  # a grid point (a finished run itself never gets here)
         result = json.loads((folder / POINT_RESULT).read_text())
         model, _ = load_model(folder)

@@ -86,6 +86,20 @@ def test_validation_full_or_same_fraction() -> None:
     assert ScarcityConfig(fraction=0.1, val="same").tag == "frac=0.1,val=same"
 
 
+def test_a_fixed_label_seed_gives_every_run_seed_the_same_labels() -> None:
+    train, vali = make_split([3] * 200), make_split([3] * 50, seed=2)
+    fixed = ScarcityConfig(fraction=0.1, val="same", binary_tau=1.5, seed=7)
+    runs = [apply_scarcity(train, vali, fixed, seed=s) for s in (0, 1)]
+    assert np.array_equal(runs[0].train_labeled, runs[1].train_labeled)
+    assert np.array_equal(runs[0].vali_labeled, runs[1].vali_labeled)
+    assert np.array_equal(runs[0].train.labels, runs[1].train.labels)  # same Gumbel noise
+    own = apply_scarcity(
+        train, vali, ScarcityConfig(fraction=0.1, val="same", binary_tau=1.5), seed=7
+    )
+    assert np.array_equal(own.train_labeled, runs[0].train_labeled)
+    assert fixed.tag == "tau=1.5,frac=0.1,val=same,labels=7"
+
+
 def test_binary_labels_follow_the_gumbel_model() -> None:
     labels = np.repeat(np.arange(5.0), 40_000)
     clicks = binarize_labels(labels, tau=2.5, temperature=4.0, seed=0, stream=1)

@@ -213,8 +213,19 @@ def test_seed_ensembles_need_seed_free_labels(tmp_path) -> None:
         extra = [*DATA, "scarcity.fraction=0.5", f"seed={seed}"]
         members.append(_fake_member(tmp_path / f"s{seed}", prepared, extra, y_vali, y_test))
     ens = ["ensemble", *DATA, "scarcity.fraction=0.5", "weights=uniform"]
-    with pytest.raises(UserError, match="seed 1 draws other labeled QGs"):
+    with pytest.raises(UserError, match="seed 1 draws other labeled QGs.*scarcity.seed"):
         run([*ens, f"runs=[{','.join(map(str, members))}]", f"run_dir={tmp_path / 'e'}"])
+    # DASALC-ens under label scarcity: the members fix their labels with scarcity.seed.
+    fixed = []
+    for seed in (0, 1, 2):
+        extra = [*DATA, "scarcity.fraction=0.5", "scarcity.seed=0", f"seed={seed}"]
+        fixed.append(_fake_member(tmp_path / f"f{seed}", prepared, extra, y_vali, y_test))
+    runs_arg = f"runs=[{','.join(map(str, fixed))}]"
+    with pytest.raises(UserError, match="another label setting .*scarcity.seed=0"):
+        run([*ens, runs_arg, f"run_dir={tmp_path / 'e'}"])  # the ensemble must say it too
+    report = run([*ens, "scarcity.seed=0", runs_arg, f"run_dir={tmp_path / 'e'}"])
+    assert report["label_setting"] == "frac=0.5,labels=0"
+    assert list(report["weights"].values()) == pytest.approx([1 / 3] * 3)
 
 
 # --- end to end -------------------------------------------------------------------------------
