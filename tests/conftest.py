@@ -16,6 +16,16 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models and tensors run fastest on one thread, above all on cores shared with other
+    jobs; each test starts on one thread whatever the one before it set."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch) -> None:
     """Caches and default run folders of tests never land in the project tree."""
     root = tmp_path_factory.getbasetemp()

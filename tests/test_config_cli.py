@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
+from tiny import tiny_data
 
 from core.cli import run
 from core.config import CommonConfig, load_config
@@ -19,12 +20,7 @@ from data.pipeline import prepare_data
 
 ROOT = Path(__file__).resolve().parents[1]
 OHSUMED = ROOT.parent / "shared" / "data" / "ohsumed-letor3"
-TINY = [
-    "data.synthetic.n_train_groups=30",
-    "data.synthetic.n_vali_groups=10",
-    "data.synthetic.n_test_groups=10",
-    "data.synthetic.n_features=8",
-]
+TINY = tiny_data(n_features=8)
 
 
 def test_defaults_and_overrides() -> None:

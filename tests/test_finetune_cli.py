@@ -6,26 +6,13 @@ import json
 
 import pytest
 import torch
+from tiny import small_encoder, tiny_data
 
 from core.cli import run
 from core.errors import UserError
 
-DATA = [
-    "data.synthetic.n_train_groups=30",
-    "data.synthetic.n_vali_groups=10",
-    "data.synthetic.n_test_groups=10",
-    "data.synthetic.n_features=12",
-    "logger=none",
-]
-ENCODER = ["encoder.width=16", "encoder.hidden=32", "encoder.n_blocks=2", "encoder.n_heads=2"]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+DATA = [*tiny_data(), "logger=none"]
+ENCODER = small_encoder()
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from tiny import tiny_data
 
 from core.config import load_config
 from core.device import setup_runtime
@@ -18,23 +19,7 @@ from finetune.loop import fit, predict
 from finetune.model import CombinedRanker, Ranker
 from pretrain.encoders import EncoderConfig, build_encoder
 
-TINY = [
-    "data.synthetic.n_train_groups=30",
-    "data.synthetic.n_vali_groups=10",
-    "data.synthetic.n_test_groups=10",
-    "data.synthetic.n_features=12",
-    "pretrained=none",
-    "logger=none",
-]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, above all on shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+TINY = [*tiny_data(), "pretrained=none", "logger=none"]
 
 
 @pytest.fixture(scope="module")

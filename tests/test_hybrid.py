@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from tiny import small_encoder, tiny_data
 
 from baselines.embedding_features import EMBEDDINGS_FILE, embed_split, load_encoder
 from baselines.ensemble_config import EnsembleConfig
@@ -35,23 +36,9 @@ from data.ranking_split import RankingSplit
 from experiments.cells import model_group
 from pretrain.encoders import EncoderConfig, build_encoder
 
-DATA = [
-    "data.synthetic.n_train_groups=30",
-    "data.synthetic.n_vali_groups=10",
-    "data.synthetic.n_test_groups=10",
-    "data.synthetic.n_features=12",
-    "logger=none",
-]
-ENCODER = ["encoder.width=16", "encoder.hidden=32", "encoder.n_blocks=2", "encoder.n_heads=2"]
+DATA = [*tiny_data(), "logger=none"]
+ENCODER = small_encoder()
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=30", "gbdt.early_stopping_rounds=10"]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

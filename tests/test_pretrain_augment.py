@@ -20,16 +20,6 @@ from pretrain.augmentations import (
 )
 from pretrain.objectives.subtab import feature_subsets
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors run fastest on one thread, above all on a machine shared with other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 AUGMENTATIONS = {
     "zero": partial(zero_features, p=0.3),
     "noise": partial(gaussian_noise, scale=1.0),

@@ -10,22 +10,11 @@ import socket
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from tiny import tiny_pretraining
 from torch.nn import functional as F
 
 WORLD = 2
-TINY = [
-    "data.synthetic.n_train_groups=30",
-    "data.synthetic.n_vali_groups=10",
-    "data.synthetic.n_test_groups=10",
-    "data.synthetic.n_features=12",
-    "encoder.width=8",
-    "encoder.hidden=16",
-    "encoder.n_blocks=1",
-    "logger=none",
-    "monitor.n_items=64",
-    "epochs=3",
-    "item_budget=100",
-]
+TINY = [*tiny_pretraining(), "epochs=3", "item_budget=100"]
 
 
 def _free_port() -> int:

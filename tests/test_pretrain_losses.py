@@ -17,16 +17,6 @@ from pretrain.objectives.simclr import simclr_loss
 from pretrain.objectives.simclr_rank import simclr_rank_loss
 from pretrain.objectives.simsiam import simsiam_loss
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors run fastest on one thread, above all on a machine shared with other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 TAU = 0.3
 
 

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from tiny import tiny_pretraining
 
 from core.cli import run
 from core.errors import UserError
@@ -19,27 +20,7 @@ from pretrain.data import check_pretraining_set
 from pretrain.monitor import effective_rank
 from pretrain.train import CHECKPOINT, CRASH_ENV, SimulatedCrash
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors run fastest on one thread, above all on a machine shared with other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-TINY = [
-    "data.synthetic.n_train_groups=30",
-    "data.synthetic.n_vali_groups=10",
-    "data.synthetic.n_test_groups=10",
-    "data.synthetic.n_features=12",
-    "encoder.width=8",
-    "encoder.hidden=16",
-    "encoder.n_blocks=1",
-    "logger=none",
-    "monitor.n_items=64",
-]
+TINY = tiny_pretraining()
 
 
 def _pretrain(method: str, run_dir, *extra: str) -> dict:

@@ -11,16 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny import tiny_data
 
 from core.cli import run
 from core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = (
-    "[data.synthetic.n_train_groups=30,data.synthetic.n_vali_groups=10,"
-    "data.synthetic.n_test_groups=10,data.synthetic.n_features=16,gbdt.num_threads=1,"
-    "gbdt.max_rounds=15,gbdt.early_stopping_rounds=5]"
-)
+GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=15", "gbdt.early_stopping_rounds=5"]
+TINY = "[" + ",".join([*tiny_data(n_features=16), *GBDT]) + "]"
 
 
 def sweep_args(tmp_path: Path, *extra: str) -> list[str]:

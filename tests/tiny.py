@@ -1,0 +1,37 @@
+"""Overrides shared by the end-to-end tests: tiny synthetic data and small encoders.
+
+These tests run whole commands (pretrain, finetune, baselines, sweeps), so data and models are
+kept as small as a run allows to make the suite fast on a small CI machine. The settings live
+here once instead of as a copy in each test file; a test adds its own keys to these lists.
+Tests import this module as ``from tiny import ...``, like ``headless_chromium``.
+"""
+
+from __future__ import annotations
+
+
+def tiny_data(n_features: int = 12) -> list[str]:
+    """A synthetic data set of 30 train, 10 vali and 10 test query groups."""
+    return [
+        "data.synthetic.n_train_groups=30",
+        "data.synthetic.n_vali_groups=10",
+        "data.synthetic.n_test_groups=10",
+        f"data.synthetic.n_features={n_features}",
+    ]
+
+
+def small_encoder() -> list[str]:
+    """A two-block encoder, 16 wide, that the attention encoder can use too (two heads)."""
+    return ["encoder.width=16", "encoder.hidden=32", "encoder.n_blocks=2", "encoder.n_heads=2"]
+
+
+def tiny_pretraining() -> list[str]:
+    """Tiny data, a one-block encoder 8 wide, no logger and a 64-item monitor: pretraining runs
+    of a few seconds."""
+    return [
+        *tiny_data(),
+        "encoder.width=8",
+        "encoder.hidden=16",
+        "encoder.n_blocks=1",
+        "logger=none",
+        "monitor.n_items=64",
+    ]
