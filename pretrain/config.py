@@ -96,6 +96,9 @@ class PretrainConfig(CommonConfig):
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     item_budget: int = 1024  # most real items per batch (whole QGs)
     max_list_len: int | None = None  # truncate longer QGs (a random subset of their items)
+    # Batch QGs of similar size together: far less padding at large item budgets (a GPU's
+    # 200,000 items), so collating stops being the bottleneck; see data/batching.py.
+    length_buckets: bool = False
     include_vali: bool = True  # pretrain on vali features too (the paper's default); no labels
     temperature: float = 0.1  # contrastive objectives
     vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation

@@ -65,6 +65,7 @@ def make_batcher(
     seed: int,
     rank: int,
     world_size: int,
+    length_buckets: bool = False,
 ) -> QueryGroupBatcher:
     """Shuffled batches of whole QGs of ``split``, this rank's share."""
     return QueryGroupBatcher(
@@ -75,6 +76,7 @@ def make_batcher(
         max_list_len=max_list_len,
         rank=rank,
         world_size=world_size,
+        length_buckets=length_buckets,
     )
 
 

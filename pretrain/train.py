@@ -170,6 +170,7 @@ def _batcher(split: RankingSplit, cfg: PretrainConfig, runtime: Runtime, *, epoc
         seed=cfg.seed,
         rank=runtime.rank,
         world_size=runtime.world_size,
+        length_buckets=cfg.length_buckets,
     )
     batcher.set_epoch(epoch)
     return batcher

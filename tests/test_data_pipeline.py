@@ -166,6 +166,45 @@ def test_shuffle_is_seeded_per_epoch() -> None:
     assert sorted(first) == list(range(30))
 
 
+def test_length_buckets_cut_padding_and_keep_every_group_once() -> None:
+    sizes = np.random.default_rng(0).lognormal(2.0, 1.0, 400).astype(int).clip(1, 200)
+    split = make_split(sizes.tolist())
+
+    def epoch(batcher: QueryGroupBatcher, number: int) -> tuple[list[list[int]], float]:
+        batcher.set_epoch(number)
+        batches = list(batcher)
+        real = sum(int(b.mask.sum()) for b in batches)
+        return [b.groups.tolist() for b in batches], sum(b.mask.numel() for b in batches) / real
+
+    plain = QueryGroupBatcher(split, item_budget=64, shuffle=True, seed=3)
+    bucketed = QueryGroupBatcher(split, item_budget=64, shuffle=True, seed=3, length_buckets=True)
+    _, plain_padding = epoch(plain, 0)
+    first, padding = epoch(bucketed, 0)
+    assert padding < 1.3 < plain_padding
+    assert sorted(g for b in first for g in b) == list(range(400))
+    for groups in first:
+        assert len(groups) == 1 or split.group_sizes[groups].sum() <= 64
+    assert epoch(bucketed, 0)[0] == first  # seeded
+    assert epoch(bucketed, 1)[0] != first  # another mix and order every epoch
+    # Without it the plan is the one the batcher always made (no change to existing runs).
+    assert epoch(plain, 0)[0] == _packed_in_shuffled_order(split, seed=3, budget=64)
+
+
+def _packed_in_shuffled_order(split, *, seed: int, budget: int) -> list[list[int]]:
+    """The plain plan, by hand: QGs in the epoch's shuffled order, packed up to the budget."""
+    order = np.random.default_rng([seed, 0]).permutation(split.n_groups)
+    batches, current, filled = [], [], 0
+    for g in order.tolist():
+        size = int(split.group_sizes[g])
+        if current and filled + size > budget:
+            batches.append(current)
+            current, filled = [], 0
+        current.append(g)
+        filled += size
+    batches.append(current)
+    return batches
+
+
 def test_truncation_and_ddp_shards() -> None:
     split = make_split([20, 3, 15, 4, 6, 8, 2])
     batcher = QueryGroupBatcher(split, item_budget=10, max_list_len=5, shuffle=True, seed=0)

@@ -55,9 +55,13 @@ def _state(run_dir) -> dict:
     return torch.load(run_dir / "encoder.pt", weights_only=True)["state_dict"]
 
 
-@pytest.mark.parametrize("method", ["simclr-rank", "simsiam"])
-def test_resume_after_a_crash_gives_the_same_weights(method, tmp_path, monkeypatch):
-    args = ("epochs=3", "item_budget=150", "encoder.dropout=0.2")
+@pytest.mark.parametrize(
+    ("method", "batching"),
+    [("simclr-rank", "length_buckets=false"), ("simsiam", "length_buckets=false"),
+     ("simclr-rank", "length_buckets=true")],
+)  # fmt: skip
+def test_resume_after_a_crash_gives_the_same_weights(method, batching, tmp_path, monkeypatch):
+    args = ("epochs=3", "item_budget=150", "encoder.dropout=0.2", batching)
     straight_report = _pretrain(method, tmp_path / "straight", *args)
     steps = straight_report["history"][0]["steps"]
     monkeypatch.setenv(CRASH_ENV, str(steps + 2))  # in the middle of epoch 2
