@@ -192,7 +192,7 @@ def fit(
     if not progress.history:  # the initial model is a candidate too (epoch 0)
         _set_phase(model, phases[0] if phases else Phase("head", 0, False))
         score = evaluate()
-        progress.best_score, best_state = _nan_low(score), _copy_state(model)
+        progress.best_score, best_state = nan_low(score), _copy_state(model)
         progress.history.append({"epoch": 0, "phase": "init", "vali_ndcg@5": score})
     total = sum(p.epochs for p in phases)
     bar = tqdm(total=total, initial=progress.epoch, desc=desc, unit="epoch", disable=None)
@@ -216,7 +216,7 @@ def fit(
             row = {"epoch": progress.epoch, "phase": phase.name, "train_loss": loss}
             row["vali_ndcg@5"] = score
             progress.history.append(row)
-            if _nan_low(score) > progress.best_score:
+            if nan_low(score) > progress.best_score:
                 progress.best_score, progress.best_epoch = score, progress.epoch
                 progress.since_best, best_state = 0, _copy_state(model)
             else:
@@ -259,7 +259,8 @@ def _set_phase(model: nn.Module, phase: Phase) -> None:
         model.set_phase(train_encoder=phase.train_encoder)
 
 
-def _nan_low(score: float) -> float:
+def nan_low(score: float) -> float:
+    """A vali score to compare: NaN (nothing could be scored) ranks below every real score."""
     return -math.inf if math.isnan(score) else score
 
 

@@ -16,7 +16,6 @@ whose model has the best vali NDCG@5 is kept, and test is scored once, by that m
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import sys
 from dataclasses import asdict, dataclass
@@ -34,7 +33,14 @@ from data.pipeline import PreparedData, prepare_data, require_relevant_labels
 from finetune.combine import build_combined
 from finetune.config import FinetuneConfig
 from finetune.heads import build_head
-from finetune.loop import CHECKPOINT, fit, predict, require_labeled_vali, seed_everything
+from finetune.loop import (
+    CHECKPOINT,
+    fit,
+    nan_low,
+    predict,
+    require_labeled_vali,
+    seed_everything,
+)
 from finetune.model import MODEL_FILE, Ranker, count_parameters, load_model, ranker_spec, save_model
 from pretrain.encoders import EncoderConfig, build_encoder
 
@@ -76,7 +82,7 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             _fit_point(cfg, prepared, lr, folder, runtime, tracker, identity, index=i)
             for i, (lr, folder) in enumerate(folders.items())
         ]
-        chosen = max(points, key=lambda p: _nan_low(p.result["best_vali_ndcg@5"]))  # first of ties
+        chosen = max(points, key=lambda p: nan_low(p.result["best_vali_ndcg@5"]))  # first of ties
         model, source = chosen.model, chosen.source
         model.to(runtime.device)
         budget = cfg.eval_item_budget
@@ -150,6 +156,10 @@ def _fit_point(
     index: int,
 ) -> _Point:
     """Train at ``lr`` in ``folder`` (a grid point finished before is read back, not redone)."""
+    if is_done(folder):  # a grid point (a finished run itself never gets here)
+        result = json.loads((folder / POINT_RESULT).read_text())
+        model, payload = load_model(folder)
+        return _Point(lr, folder, result, model, payload["source"])
     seed_everything(cfg.seed)  # every rate starts from the same model and data order
     if cfg.strategy == "combine":
         model, spec, source = build_combined(cfg, prepared)
@@ -157,10 +167,6 @@ def _fit_point(
         model, spec, source = build_ranker(cfg, prepared)
     label_seed = cfg.scarcity.label_seed(cfg.seed)
     source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed, "label_seed": label_seed}
-    if is_done(folder):  # a grid point (a finished run itself never gets here)
-        result = json.loads((folder / POINT_RESULT).read_text())
-        model, _ = load_model(folder)
-        return _Point(lr, folder, result, model, source)
     folder.mkdir(parents=True, exist_ok=True)
     epochs = sum(p.epochs for p in cfg.phases()) + 1
     label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
@@ -199,10 +205,6 @@ def _fit_point(
 def _grid_row(point: _Point) -> dict:
     keys = ("lr", "best_vali_ndcg@5", "best_epoch", "epochs_trained")
     return {k: point.result[k] for k in keys}
-
-
-def _nan_low(score: float) -> float:
-    return -math.inf if math.isnan(score) else score
 
 
 def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, dict, dict]:
