@@ -34,6 +34,7 @@ from baselines.score_fusion import NORMALIZERS, mix, simplex_grid
 from core.errors import UserError
 from core.evaluation import SELECTION_METRIC, evaluation_report, save_scores, vali_metrics
 from core.rundir import git_revision, is_done, mark_done, write_json
+from core.tracking import start_tracker
 from data.pipeline import PreparedData, prepare_data
 from experiments.cells import ENSEMBLE_PREFIX, ensemble_group
 from finetune.loop import require_labeled_vali
@@ -73,6 +74,14 @@ def main(cfg: EnsembleConfig, out_dir: Path) -> dict | None:
     selection = replace(cfg.metrics, ks=[int(SELECTION_METRIC.partition("@")[2])])
     tried = [vali_metrics(prepared, mix(vali, w), selection)[SELECTION_METRIC] for w in grid]
     weights = grid[select_best(tried)]
+    tracker = start_tracker(
+        cfg.logger,
+        run_dir=out_dir,
+        name=f"{cfg.data.name}/ensemble/{cfg.scarcity.tag}/seed={cfg.seed}",
+        config=asdict(cfg),
+        group=f"{cfg.data.name}/ensemble/{cfg.scarcity.tag}",
+        job_type="ensemble",
+    )
     vali_scores, test_scores = mix(vali, weights), mix(test, weights)
     save_scores(out_dir, prepared, vali_scores, test_scores)
     model = ENSEMBLE_PREFIX + ",".join(m.model for m in members)
@@ -97,6 +106,12 @@ def main(cfg: EnsembleConfig, out_dir: Path) -> dict | None:
         "git": git_revision(),
         "identity": identity,
     }
+    try:
+        pairs = enumerate(zip(members, weights, strict=True))
+        named = {f"{i}:{m.model}": float(w) for i, (m, w) in pairs}  # seed ensembles repeat names
+        tracker.summary({"metrics": report["metrics"], "weights": named, "method": model})
+    finally:
+        tracker.finish()
     write_json(out_dir / "report.json", report)
     mark_done(out_dir)
     return report
