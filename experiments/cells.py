@@ -7,12 +7,16 @@ pretrained encoder (``gbdt-ssl+simclr-rank``).
 
 An ensemble (``./run.sh ensemble``) is the model ``ensemble:<model>,<model>,...``: its job mixes
 the saved scores of its members' cells of the same data set, label setting and seed, so it runs
-after them, and every member must be a model of the sweep itself.
+after them, and every member must be a model of the sweep itself. ``seed-ensemble:<model>`` is
+the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of ``<model>`` with
+seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
+uses the encoder of seed s), averaged with uniform weights.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from core.config import CommonConfig, available
@@ -23,6 +27,9 @@ GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2")
 HYBRID_BASELINES = ("gbdt-ssl",)  # run on a pretraining run: <baseline>+<pretraining method>
 ENSEMBLE_PREFIX = "ensemble:"
+# DASALC-ens (Qin et al. 2021): the plain average of runs of one model that differ in their seed.
+SEED_ENSEMBLE_PREFIX = "seed-ensemble:"
+SEED_STRIDE = 1000  # member j of the seed ensemble of sweep seed s trains with seed s + 1000 j
 # An ensemble trains nothing: of the sweep's common overrides it takes the keys every stage has
 # (data, label setting, seed, metrics), not a trainer's (gbdt.*, encoder.*, ...).
 COMMON_KEYS = frozenset(f.name for f in fields(CommonConfig))
@@ -62,6 +69,11 @@ class SweepCell:
 
 def model_group(model: str) -> str:
     """The report group of a model name; raises `UserError` for an unknown one."""
+    if model.startswith(SEED_ENSEMBLE_PREFIX):
+        member = model[len(SEED_ENSEMBLE_PREFIX) :]
+        if member.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+            raise UserError(f"model '{model}': a seed ensemble is seed-ensemble:<one model>")
+        return model_group(member)
     if model.startswith(ENSEMBLE_PREFIX):
         members = model[len(ENSEMBLE_PREFIX) :].split(",")
         if len(members) < 2 or "" in members:
@@ -120,7 +132,7 @@ def check_ensembles(models: list[str]) -> None:
         if len(set(members)) != len(members):
             raise UserError(f"sweep model '{model}': a member appears twice")
         for member in members:
-            if member.startswith(ENSEMBLE_PREFIX) or member not in models:
+            if member.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)) or member not in models:
                 raise UserError(
                     f"sweep model '{model}': member '{member}' is not a (non-ensemble) model "
                     f"of this sweep; add it to models: {', '.join(models)}"
@@ -129,7 +141,7 @@ def check_ensembles(models: list[str]) -> None:
 
 def _sweep_job(model: str) -> tuple[str | None, str, str]:
     """``(pretraining method or None, stage, name)`` of a sweep model's own job."""
-    if model.startswith(ENSEMBLE_PREFIX):
+    if model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
         return None, "ensemble", ""
     if model in HYBRID_BASELINES:
         raise UserError(
@@ -164,75 +176,136 @@ def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
 
 def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
     """Every job (pretraining first, each once; ensembles last) and every cell of the sweep."""
-    jobs: dict[str, Job] = {}
+    planner = _Planner(cfg, folder)
     cells: list[SweepCell] = []
-    settings = label_settings(cfg)
-    common = [*cfg.overrides.common, f"logger={cfg.logger}"]
     for dataset in cfg.datasets:
-        base = folder / dataset
         for seed in cfg.seeds:
-            for scarcity, setting_overrides in settings:
+            for scarcity, setting_overrides in label_settings(cfg):
                 for model in cfg.models:
-                    group = model_group(model)
-                    shared = [f"data={dataset}", *common, f"seed={seed}", *setting_overrides]
-                    tags = [model, scarcity.tag, f"seed={seed}", dataset]
-                    depends: list[str] = []
-                    method, stage, name = _sweep_job(model)
-                    extra = list(getattr(cfg.overrides, stage))
-                    if method is not None:
-                        pretrain = _pretrain_job(cfg, base, dataset, method, seed, common)
-                        jobs.setdefault(pretrain.key, pretrain)
-                        depends = [pretrain.key]
-                        extra = [f"pretrained={pretrain.run_dir}", *extra]
-                    if stage == "ensemble":
-                        shared = [o for o in shared if _key_of(o) in COMMON_KEYS]
-                        members = ensemble_members(model)
-                        depends = [_cell_key(dataset, m, scarcity.tag, seed) for m in members]
-                        runs = [_cell_dir(base, m, scarcity.tag, seed) for m in members]
-                        extra = [f"runs=[{','.join(map(str, runs))}]", *extra]
-                    extra += cfg.overrides.per_model.get(model, [])
-                    run_dir = _cell_dir(base, model, scarcity.tag, seed)
-                    key = _cell_key(dataset, model, scarcity.tag, seed)
-                    jobs[key] = Job(
-                        key,
-                        stage,
-                        name,
-                        [*shared, *extra, f"run_dir={run_dir}"],
-                        run_dir,
-                        depends,
-                        tags,
-                    )
+                    job = planner.cell_job(dataset, model, seed, scarcity, setting_overrides)
                     cells.append(
                         SweepCell(
-                            id=key,
+                            id=job.key,
                             dataset=dataset,
                             model=model,
-                            group=group,
-                            stage=stage,
+                            group=model_group(model),
+                            stage=job.stage,
                             setting=scarcity.tag,
                             fraction=scarcity.fraction,
                             binary_tau=scarcity.binary_tau,
                             seed=seed,
-                            run_dir=str(run_dir),
-                            job_key=key,
+                            run_dir=str(job.run_dir),
+                            job_key=job.key,
                         )
                     )
     stage_order = {"pretrain": 0, "ensemble": 2}  # finetune and baseline jobs: 1
-    ordered = sorted(jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
+    ordered = sorted(planner.jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
     return ordered, cells
+
+
+class _Planner:
+    """Builds the jobs of a sweep's cells; a job asked for twice (a shared member) is one job."""
+
+    def __init__(self, cfg, folder: Path) -> None:
+        self.cfg, self.folder = cfg, folder
+        self.common = [*cfg.overrides.common, f"logger={cfg.logger}"]
+        self.jobs: dict[str, Job] = {}
+
+    def cell_job(
+        self, dataset: str, model: str, seed: int, scarcity: ScarcityConfig, setting: list[str]
+    ) -> Job:
+        """The job whose run is the cell (dataset, model, label setting, seed)."""
+        tag = scarcity.tag
+        if model.startswith(SEED_ENSEMBLE_PREFIX):
+            member = model[len(SEED_ENSEMBLE_PREFIX) :]
+            # The members differ in their seed only: the labeled QGs stay the cell's.
+            fixed = [*setting, f"scarcity.seed={seed}"]
+            members = [
+                self._training_job(
+                    dataset,
+                    member,
+                    seed + SEED_STRIDE * j,
+                    replace(scarcity, seed=seed).tag,
+                    fixed,
+                    pretrain_seed=seed,
+                )
+                for j in range(self.cfg.seed_ensemble_size)
+            ]
+            return self._ensemble_job(
+                dataset, model, seed, tag, fixed, members, ["weights=uniform"]
+            )
+        if model.startswith(ENSEMBLE_PREFIX):
+            members = [
+                self._training_job(dataset, m, seed, tag, setting) for m in ensemble_members(model)
+            ]
+            return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
+        return self._training_job(dataset, model, seed, tag, setting)
+
+    def _training_job(
+        self,
+        dataset: str,
+        model: str,
+        seed: int,
+        tag: str,
+        setting: list[str],
+        *,
+        pretrain_seed: int | None = None,
+    ) -> Job:
+        method, stage, name = _sweep_job(model)
+        extra = list(getattr(self.cfg.overrides, stage))
+        depends: list[str] = []
+        if method is not None:
+            seed_of_encoder = seed if pretrain_seed is None else pretrain_seed
+            base = self.folder / dataset
+            pretrain = _pretrain_job(self.cfg, base, dataset, method, seed_of_encoder, self.common)
+            self.jobs.setdefault(pretrain.key, pretrain)
+            depends = [pretrain.key]
+            extra = [f"pretrained={pretrain.run_dir}", *extra]
+        extra += self.cfg.overrides.per_model.get(model, [])
+        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        return self._add(dataset, model, stage, name, seed, tag, [*shared, *extra], depends)
+
+    def _ensemble_job(
+        self,
+        dataset: str,
+        model: str,
+        seed: int,
+        tag: str,
+        setting: list[str],
+        members: list[Job],
+        options: list[str],
+    ) -> Job:
+        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        shared = [o for o in shared if _key_of(o) in COMMON_KEYS]
+        # Quoted: a label setting's folder name may hold a comma (tau=4.5,frac=0.1; ,labels=0).
+        runs = f"runs=[{','.join(json.dumps(str(m.run_dir)) for m in members)}]"
+        extra = [runs, *options, *self.cfg.overrides.ensemble]
+        extra += self.cfg.overrides.per_model.get(model, [])
+        depends = [m.key for m in members]
+        return self._add(dataset, model, "ensemble", "", seed, tag, [*shared, *extra], depends)
+
+    def _add(
+        self,
+        dataset: str,
+        model: str,
+        stage: str,
+        name: str,
+        seed: int,
+        tag: str,
+        overrides: list[str],
+        depends: list[str],
+    ) -> Job:
+        run_dir = self.folder / dataset / stage / model / tag / f"seed={seed}"
+        key = f"{dataset}/{model}/{tag}/seed={seed}"
+        tags = [model, tag, f"seed={seed}", dataset]
+        job = Job(key, stage, name, [*overrides, f"run_dir={run_dir}"], run_dir, depends, tags)
+        self.jobs[key] = job
+        return job
 
 
 def _key_of(override: str) -> str:
     """The top-level key of ``key.sub=value``."""
     return override.split("=", 1)[0].split(".", 1)[0]
-
-
-def _cell_key(dataset: str, model: str, tag: str, seed: int) -> str:
-    return f"{dataset}/{model}/{tag}/seed={seed}"
-
-
-def _cell_dir(base: Path, model: str, tag: str, seed: int) -> Path:
-    return base / _sweep_job(model)[1] / model / tag / f"seed={seed}"
 
 
 def _pretrain_job(cfg, base: Path, dataset: str, method: str, seed: int, common: list[str]) -> Job:

@@ -55,6 +55,7 @@ class SweepConfig:
     val: str = "full"  # validation labels: full | same
     overrides: StageOverrides = field(default_factory=StageOverrides)
     workers: int = 1
+    seed_ensemble_size: int = 3  # runs per seed-ensemble:<model> cell (DASALC-ens: 3-5)
     dry_run: bool = False
     run_dir: str | None = None  # default runs/sweeps/<name>
     report: bool = True  # end with ./run.sh report <name>: the table and the dashboard
@@ -63,6 +64,8 @@ class SweepConfig:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
+        if self.seed_ensemble_size < 2:
+            raise ValueError("seed_ensemble_size must be >= 2")
         if not self.datasets or not self.models or not self.seeds:
             raise ValueError("a sweep needs at least one data set, model and seed")
         if not self.fractions and not self.binary_taus:

@@ -313,4 +313,4 @@ def test_sweep_plans_gbdt_ssl_on_its_pretraining_job(tmp_path, capsys) -> None:
     assert out.index(ensemble) == len(out) - 2  # planned last, after its members' jobs
     members = [tmp_path / "sweep/synthetic/baseline" / m / "frac=0.5/seed=0" for m in
                ("gbdt-ssl+simclr-rank", "gbdt")]  # fmt: skip
-    assert f"runs=[{members[0]},{members[1]}]" in ensemble
+    assert f'runs=["{members[0]}","{members[1]}"]' in ensemble

@@ -103,6 +103,26 @@ def test_ensembles_run_after_their_members_on_the_same_cells(tmp_path: Path) -> 
         assert report["label_setting"] == cell["setting"]
 
 
+def test_seed_ensembles_average_other_seeds_on_the_cells_labels(tmp_path: Path) -> None:
+    args = ['models=["seed-ensemble:gbdt"]', "fractions=[0.2]", "seeds=[3]", "seed_ensemble_size=2"]
+    cells = run([*sweep_args(tmp_path), *args])
+    assert [(c["status"], c["group"], c["setting"]) for c in cells] == [
+        ("done", "gbdt", "frac=0.2")
+    ]
+    report = json.loads((Path(cells[0]["run_dir"]) / "report.json").read_text())
+    assert report["label_setting"] == "frac=0.2,labels=3" and report["weighting"] == "uniform"
+    members = [Path(run) for run in report["runs"]]  # their folder, frac=0.2,labels=3, has a comma
+    assert [m.name for m in members] == ["seed=3", "seed=1003"]
+    for member in members:  # the labeled QGs of seed 3, whatever the member's seed
+        assert "seed: 3" in (member / "config.yaml").read_text().split("scarcity:")[1]
+        assert (
+            json.loads((member / "report.json").read_text())["label_setting"] == "frac=0.2,labels=3"
+        )
+    assert report["weights"] == {str(m): 0.5 for m in members}
+    with pytest.raises(UserError, match="seed-ensemble:<one model>"):
+        run([*sweep_args(tmp_path), 'models=["seed-ensemble:ensemble:gbdt,gbdt-pca"]'])
+
+
 def test_ensemble_of_a_failed_member_is_skipped(tmp_path: Path) -> None:
     models = 'models=[gbdt,gbdt-pca,"ensemble:gbdt,gbdt-pca"]'
     cells = run([*sweep_args(tmp_path), models, "overrides.per_model.gbdt-pca=[gbdt.bogus=1]"])
