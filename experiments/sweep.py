@@ -4,12 +4,13 @@
 values) and seeds. A model is a baseline (``gbdt``, ``resnet``, ...), ``<pretraining
 method>+<finetuning strategy>`` (``simclr-rank+full``), a hybrid baseline on a pretrained encoder
 (``gbdt-ssl+simclr-rank``) or an ensemble of other models of the sweep
-(``ensemble:simclr-rank+full,gbdt``), which runs after its members. Pretraining runs once per (data
-set, method, seed) and its encoder serves every label setting. Each job is a separate process
-running ``core.cli``, its output kept in ``log.txt`` in its run directory, so a crashing cell is
-recorded with its error and the sweep goes on. A job whose run directory holds ``DONE`` is skipped;
-an unfinished one resumes from its checkpoint. ``runs/sweeps/<name>/manifest.json`` lists every
-cell, its status and run directory; ``./run.sh report <name>`` turns it into tables and plots.
+(``ensemble:simclr-rank+full,gbdt``), which runs after its members, or a seed ensemble
+(``seed-ensemble:simclr-rank+full``). Pretraining runs once per (data set, method, seed) and its
+encoder serves every label setting. Each job is a separate process running ``core.cli``, its output
+kept in ``log.txt`` in its run directory, so a crashing cell is recorded with its error and the
+sweep goes on. A job whose run directory holds ``DONE`` is skipped; an unfinished one resumes from
+its checkpoint. ``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run
+directory; ``./run.sh report <name>`` turns it into tables and plots.
 
 Every run is logged to wandb with group = the sweep and tags for model, label setting and seed
 (``WANDB_RUN_GROUP`` / ``WANDB_TAGS``), when ``logger=wandb``.
