@@ -178,9 +178,10 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
     """Every job (pretraining first, each once; ensembles last) and every cell of the sweep."""
     planner = _Planner(cfg, folder)
     cells: list[SweepCell] = []
+    settings = label_settings(cfg)
     for dataset in cfg.datasets:
         for seed in cfg.seeds:
-            for scarcity, setting_overrides in label_settings(cfg):
+            for scarcity, setting_overrides in settings:
                 for model in cfg.models:
                     job = planner.cell_job(dataset, model, seed, scarcity, setting_overrides)
                     cells.append(
