@@ -36,17 +36,19 @@ setup() {
 }
 
 setup
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# Runs and the parsed-data cache live in the checkout (an installed package uses ./runs and
+# ./.cache/letor of the working directory instead); the variables win when set.
+export LTR_RUNS_DIR="${LTR_RUNS_DIR:-$ROOT/runs}"
+export LTR_CACHE_DIR="${LTR_CACHE_DIR:-$ROOT/.cache/letor}"
 # OpenMP threads that spin while waiting make runs sharing the cores many times slower.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
-# -P: never import a user's own data/ or core/ folder from the current directory.
 case "${1:-}" in
   test)
     shift
     cd "$ROOT"
-    exec "$VENV/bin/python" -P -m pytest "$@"
+    exec "$VENV/bin/python" -m pytest "$@"
     ;;
   *)
-    exec "$VENV/bin/python" -P -m core.cli "$@"
+    exec "$VENV/bin/scarce-ltr" "$@"
     ;;
 esac

@@ -8,11 +8,13 @@ LightGBM ones); a new family adds a field here and a dataclass in its own module
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from baselines.deep_config import DeepBaselineOptions
-from baselines.gbdt_config import GBDTOptions
-from baselines.gbdt_ssl_config import EmbeddingOptions
-from core.config import CommonConfig
+from scarce_ltr.baselines.deep.config import DeepBaselineOptions
+from scarce_ltr.baselines.gbdt.config import GBDTOptions
+from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
+from scarce_ltr.core.runs import RunIdentity, run_model
+from scarce_ltr.data.stage_config import CommonConfig
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,17 @@ class BaselineConfig(CommonConfig):
         if self.pretrained is not None and self.method != "gbdt-ssl":
             raise ValueError(f"pretrained is a key of gbdt-ssl, not of {self.method}")
 
-    def run_method(self, name: str) -> str:
-        """The method part of the default run directory: gbdt-ssl names its encoder's run
-        (``gbdt-ssl+simclr-rank``), so that two encoders never share one folder."""
-        if self.method != "gbdt-ssl" or not self.pretrained:
-            return name
-        from baselines.embedding_features import source_model
-
-        return f"{name}+{source_model(self.pretrained)}"
+    def identity(self) -> RunIdentity:
+        """gbdt-ssl is named after its encoder's run (``gbdt-ssl+simclr-rank``), so that two
+        encoders never share one folder."""
+        model = self.method
+        if self.method == "gbdt-ssl" and self.pretrained:
+            encoder_model = run_model(self.pretrained) or Path(self.pretrained).name
+            model = f"{self.method}+{encoder_model}"
+        return RunIdentity(
+            dataset=self.data.name,
+            stage="baseline",
+            model=model,
+            setting=self.scarcity.tag,
+            seed=self.seed,
+        )

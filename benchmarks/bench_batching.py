@@ -22,7 +22,7 @@ import time
 import torch
 from bench_pretrain import mslr_like
 
-from data.batching import QueryGroupBatcher
+from scarce_ltr.data.batching import QueryGroupBatcher
 
 BUDGETS = (1_024, 16_384, 200_000)
 

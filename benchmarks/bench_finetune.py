@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("WANDB_MODE", "disabled")
 
 DATASETS = {
@@ -73,8 +72,8 @@ def jobs(args: argparse.Namespace, data: str) -> list[tuple[str, list[str], Path
 def run_jobs(args: argparse.Namespace) -> None:
     import torch
 
-    from core.cli import run
-    from core.errors import UserError
+    from scarce_ltr.cli import run
+    from scarce_ltr.core.errors import UserError
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -137,7 +136,7 @@ def timing(args: argparse.Namespace) -> None:
     """Seconds per ``full`` finetuning epoch with every train QG labeled (fresh encoder)."""
     import torch
 
-    from core.cli import run
+    from scarce_ltr.cli import run
 
     torch.set_num_threads(args.threads)
     for data in args.data:

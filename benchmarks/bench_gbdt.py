@@ -14,21 +14,19 @@ import argparse
 import os
 import platform
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from baselines.config import BaselineConfig  # noqa: E402
-from baselines.gbdt_grid import capped, grid_points  # noqa: E402
-from baselines.lightgbm_ranker import RankingData, TrainingOptions, fit  # noqa: E402
-from baselines.semi_supervised import PCAFeatures  # noqa: E402
-from core.config import load_config  # noqa: E402
-from data.pipeline import prepare_data  # noqa: E402
+from scarce_ltr.baselines.config import BaselineConfig  # noqa: E402
+from scarce_ltr.baselines.gbdt.grid import capped, grid_points  # noqa: E402
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import RankingData, TrainingOptions, fit  # noqa: E402
+from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures  # noqa: E402
+from scarce_ltr.core.config import load_config  # noqa: E402
+from scarce_ltr.data.pipeline import prepare_data  # noqa: E402
 
 DATA = {
     # MSLR-WEB shaped: 136 features, about 120 items per QG, 120k train items.

@@ -42,8 +42,8 @@ def cli(args: list[str], run_dir: Path) -> dict | None:
     """The run's report.json, running ``./run.sh <args>`` first unless it finished before."""
     if not (run_dir / "DONE").is_file():
         run_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
-        command = [sys.executable, "-P", "-m", "core.cli", *args, f"run_dir={run_dir}"]
+        env = {**os.environ, "WANDB_MODE": "disabled"}
+        command = [sys.executable, "-m", "scarce_ltr", *args, f"run_dir={run_dir}"]
         start = time.perf_counter()
         with open(run_dir / "log.txt", "ab") as log:
             code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode

@@ -12,18 +12,15 @@ from __future__ import annotations
 import argparse
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from data.cache import load_split  # noqa: E402
-from data.letor import read_letor, write_letor  # noqa: E402
-from data.ranking_split import RankingSplit  # noqa: E402
+from scarce_ltr.data.cache import load_split  # noqa: E402
+from scarce_ltr.data.letor import read_letor, write_letor  # noqa: E402
+from scarce_ltr.data.ranking_split import RankingSplit  # noqa: E402
 
 
 def make_file(path: Path, n_items: int, n_features: int) -> None:

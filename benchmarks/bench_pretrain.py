@@ -2,8 +2,8 @@
 
 Usage (from the project root)::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_pretrain.py                 # CPU, ~3 min
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_pretrain.py --device cuda   # 2.3M items
+    .venv/bin/python benchmarks/bench_pretrain.py                 # CPU, ~3 min
+    .venv/bin/python benchmarks/bench_pretrain.py --device cuda   # 2.3M items
 
 Data shaped like MSLR-WEB30K: 136 Gaussian features, QG sizes log-normal around 120 items
 (clipped to [5, 1251]); the ResNet encoder of the paper with width 136. Every method trains one
@@ -38,7 +38,7 @@ VIEWS = {"vime": 1, "subtab": 4}  # encoder passes per item; 2 for every other m
 
 def mslr_like(n_items: int, *, seed: int = 0):
     """A `RankingSplit` of about ``n_items`` items, 136 features, QGs of ~120 items."""
-    from data.ranking_split import RankingSplit
+    from scarce_ltr.data.ranking_split import RankingSplit
 
     rng = np.random.default_rng(seed)
     sizes = []
@@ -80,12 +80,12 @@ def encoder_flops_per_item(encoder: torch.nn.Module) -> float:
 
 
 def worker(args: argparse.Namespace) -> dict:
-    from core.config import CONFIG_ROOT, load_config
-    from core.device import setup_runtime
-    from pretrain.config import PretrainConfig
-    from pretrain.data import make_batcher
-    from pretrain.objectives import build_objective
-    from pretrain.train import _CrashAfter, _train_epoch
+    from scarce_ltr.core.config import CONFIG_ROOT, load_config
+    from scarce_ltr.core.device import setup_runtime
+    from scarce_ltr.pretrain.config import PretrainConfig
+    from scarce_ltr.pretrain.objectives import build_objective
+    from scarce_ltr.pretrain.pretraining_set import make_batcher
+    from scarce_ltr.pretrain.train import _CrashAfter, _train_epoch
 
     torch.manual_seed(0)
     split = mslr_like(args.items)
@@ -212,11 +212,11 @@ def main() -> None:
             continue
         if args.pair and budget != _SAME_BUDGET:
             continue
-        command = [sys.executable, "-P", __file__, "--worker", method, "--device", args.device]
+        command = [sys.executable, __file__, "--worker", method, "--device", args.device]
         command += ["--budget", str(budget), "--items", str(items), *overrides]
         if args.threads:
             command += ["--threads", str(args.threads)]
-        env = {"PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
+        env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
             print(f"{method}: failed\n{done.stderr[-2000:]}", file=sys.stderr)

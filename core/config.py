@@ -1,6 +1,7 @@
 """Configs: OmegaConf YAML plus ``key=value`` overrides, validated into frozen dataclasses.
 
-A stage's config is its dataclass schema, merged in this order:
+A stage's config is its dataclass schema (the keys every stage shares are
+`scarce_ltr.data.stage_config.CommonConfig`), merged in this order:
 ``schema defaults <- configs/data/<data>.yaml (under "data") <- configs/<stage>/<name>.yaml
 <- key=value overrides``. ``data=<name>`` picks the data set file; every other override is a
 dotted key. An unknown key, a value of the wrong type or out of range stops with a `UserError`
@@ -20,11 +21,12 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from core.errors import UserError
-from data.datasets import DataConfig
-from data.scarcity import ScarcityConfig
+from scarce_ltr.core.errors import UserError
 
-CONFIG_ROOT = Path(__file__).resolve().parents[1] / "configs"
+# The package's root folder (the checkout's root, or site-packages/scarce_ltr): configs/ ships
+# inside it as package data.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+CONFIG_ROOT = PACKAGE_ROOT / "configs"
 POLICIES = ("skip", "one", "zero")
 LOGGERS = ("wandb", "none")
 
@@ -53,25 +55,6 @@ class OptimizerConfig:
             raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
         if self.weight_decay < 0:
             raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
-
-
-@dataclass(frozen=True)
-class CommonConfig:
-    """Keys every stage shares."""
-
-    data: DataConfig = field(default_factory=DataConfig)
-    scarcity: ScarcityConfig = field(default_factory=ScarcityConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    seed: int = 0
-    run_dir: str | None = None  # default: runs/<data>/<stage>/<method>/<label setting>/seed=<s>
-    epochs: int | None = None  # caps a training stage's epochs
-    logger: str = "wandb"  # wandb (offline unless logged in) | none
-
-    def __post_init__(self) -> None:
-        if self.logger not in LOGGERS:
-            raise ValueError(f"logger must be one of {', '.join(LOGGERS)}")
-        if self.epochs is not None and self.epochs < 0:
-            raise ValueError("epochs must be >= 0")
 
 
 ConfigT = TypeVar("ConfigT")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import RankingSplit
 
 _BUCKET_BATCHES = 64  # length_buckets: QGs are sorted by size within chunks of this many batches
 

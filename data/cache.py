@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.letor import query_file_for, read_letor
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.letor import query_file_for, read_letor
+from scarce_ltr.data.ranking_split import RankingSplit
 
 # Bump when the parser's output changes so old caches are rebuilt.
 PARSER_VERSION = 1
@@ -29,7 +29,7 @@ _ARRAYS = ("features", "labels", "offsets", "qids")
 
 def default_cache_root() -> Path:
     env = os.environ.get("LTR_CACHE_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / ".cache" / "letor"
+    return Path(env) if env else Path.cwd() / ".cache" / "letor"  # run.sh: the checkout's
 
 
 def _stamp(source: Path) -> dict:

@@ -12,14 +12,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import UserError
-from data.cache import load_split
-from data.ranking_split import RankingSplit
-from data.synthetic import SyntheticSpec, generate
-from data.transforms import TRANSFORMS
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.cache import load_split
+from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.synthetic import SyntheticSpec, generate
+from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
-OUTLIER_METHODS = ("histogram", "knn", "qids", "none")
 
 
 @dataclass(frozen=True)

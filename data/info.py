@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.pipeline import PreparedData, prepare_data
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.pipeline import PreparedData, prepare_data
+from scarce_ltr.data.ranking_split import RankingSplit
 
 
 def split_stats(split: RankingSplit) -> dict:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.errors import DataFormatError
-from data.ranking_split import RankingSplit
+from scarce_ltr.core.errors import DataFormatError
+from scarce_ltr.data.ranking_split import RankingSplit
 
 CHUNK_BYTES = 16 << 20
 _COMMENT = re.compile(rb"#[^\n]*")

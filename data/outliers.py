@@ -27,7 +27,7 @@ from collections.abc import Iterable
 import faiss
 import numpy as np
 
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import RankingSplit
 
 METHODS = ("histogram", "knn", "qids", "none")
 _CHUNK_ELEMENTS = 1 << 22  # features binned or searched per step: bounds memory to ~100 MB

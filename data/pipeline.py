@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.errors import UserError
-from data.datasets import load_dataset
-from data.outliers import detect_outlier_groups
-from data.ranking_split import RankingSplit
-from data.scarcity import LabelSetting, apply_scarcity
-from data.transforms import FeatureTransform, fit_transform
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.datasets import load_dataset
+from scarce_ltr.data.outliers import detect_outlier_groups
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.scarcity import LabelSetting, apply_scarcity
+from scarce_ltr.data.transforms import FeatureTransform, fit_transform
 
 
 @dataclass(frozen=True)
@@ -81,4 +81,15 @@ def require_relevant_labels(prepared: PreparedData) -> None:
             f"scarcity setting {prepared.labels.config.tag} leaves "
             f"{labeled.n_groups} labeled train QGs and none has a relevant item; "
             "raise scarcity.fraction, lower scarcity.binary_tau or change seed"
+        )
+
+
+def require_labeled_vali(prepared: PreparedData) -> None:
+    """Stop when no labeled vali QG has a relevant item: nothing to choose a model on."""
+    labeled = prepared.labels.labeled_vali()
+    if not labeled.groups_with_relevant().any():
+        raise UserError(
+            f"scarcity setting {prepared.labels.config.tag} leaves {labeled.n_groups} labeled "
+            "vali QGs and none has a relevant item: nothing to choose a model, epoch or "
+            "checkpoint on; use scarcity.val=full, raise scarcity.fraction or change seed"
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import RankingSplit
 
 VAL_SETTINGS = ("full", "same")
 # Separate random streams so that changing one setting never moves another's draw.

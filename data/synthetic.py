@@ -44,7 +44,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import RankingSplit
 
 SPLITS = ("train", "vali", "test")
 _CENTRE_STD = 0.5

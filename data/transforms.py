@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import RankingSplit
 
 TRANSFORMS = ("none", "standardize", "log1p", "log1p-standardize", "qg-standardize")
 _ROWS_PER_STEP = 1 << 18  # work through memory-mapped features in pieces

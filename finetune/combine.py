@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import UserError
-from data.pipeline import PreparedData
-from finetune.config import FinetuneConfig
-from finetune.model import CombinedRanker, Ranker, load_model
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.pipeline import PreparedData
+from scarce_ltr.finetune.config import FinetuneConfig
+from scarce_ltr.finetune.model import CombinedRanker, Ranker, load_model
 
 
 def build_combined(

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from core.config import CommonConfig, OptimizerConfig
-from finetune.heads import HEADS
-from finetune.losses import LOSS_OPTIONS, LOSSES
-from pretrain.encoders import EncoderConfig
+from scarce_ltr.core.config import OptimizerConfig
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import RunIdentity, read_config, read_report
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.finetune.heads import HEADS
+from scarce_ltr.finetune.losses import LOSS_OPTIONS, LOSSES
+from scarce_ltr.pretrain.config import PretrainConfig
+from scarce_ltr.pretrain.encoders import EncoderConfig
 
 STRATEGIES = ("lp", "mp", "full", "combine")
 DEVICES = ("auto", "cpu", "cuda")
@@ -141,21 +143,30 @@ class FinetuneConfig(CommonConfig):
             if self.full_epochs:
                 raise ValueError(f"{self.strategy} keeps the encoder frozen: full_epochs must be 0")
 
-    def run_method(self, strategy: str) -> str:
-        """The method part of the default run directory: ``<pretraining method>+<strategy>``.
+    def identity(self) -> RunIdentity:
+        """``<pretraining method>+<strategy>`` (``scratch+<strategy>`` for a fresh encoder): two
+        encoders finetuned alike never share a folder. ``combine`` keeps its runs in
+        ``finetune/combine/`` and is named after its members' encoders."""
+        return RunIdentity(
+            dataset=self.data.name,
+            stage="finetune",
+            model=f"{self._encoder_name()}+{self.strategy}",
+            setting=self.scarcity.tag,
+            seed=self.seed,
+            folder_name="combine" if self.strategy == "combine" else None,
+        )
 
-        Finetuning the same strategy from two encoders must not share one folder.
-        """
+    def _encoder_name(self) -> str:
         if self.strategy == "combine":
-            return strategy
+            methods = [_pretraining_method_of(run) for run in self.runs]
+            return "+".join(m or "none" for m in methods)
         if self.from_scratch:
-            return f"scratch+{strategy}"
+            return "scratch"
         assert self.pretrained is not None
-        saved = Path(self.pretrained) / "config.yaml"
-        method = Path(self.pretrained).name
-        if saved.is_file():
-            method = str(OmegaConf.load(saved).get("method", method))
-        return f"{method}+{strategy}"
+        try:
+            return read_config(self.pretrained, PretrainConfig).method
+        except UserError:  # named again, with the reason, when the encoder is loaded
+            return Path(self.pretrained).name
 
     @property
     def from_scratch(self) -> bool:
@@ -189,3 +200,9 @@ def check_training_keys(cfg, *, prefix: str = "") -> None:
         raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
     if cfg.device not in DEVICES:
         raise ValueError(f"{prefix}device must be one of {', '.join(DEVICES)}, got {cfg.device}")
+
+
+def _pretraining_method_of(run: str) -> str | None:
+    """The pretraining method of a finetuning run's encoder (None: a fresh encoder)."""
+    report = read_report(run) or {}
+    return report.get("pretraining_method")

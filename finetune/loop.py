@@ -2,7 +2,7 @@
 
 ``fit`` trains a model on the labeled train QGs phase by phase (`finetune.config.Phase`): a
 new Adam optimizer over the parameters the phase trains, one epoch of shuffled QG batches, then
-NDCG@5 on the labeled vali QGs (`core.evaluation.vali_metrics`). The initial model counts as
+NDCG@5 on the labeled vali QGs (`data.evaluation.vali_metrics`). The initial model counts as
 epoch 0. A phase ends after its epochs or after ``patience`` epochs without a better vali NDCG@5;
 the best model so far is then restored, so the next phase starts from it and the model ``fit``
 returns is the validation-best one. A checkpoint written after every epoch lets an interrupted
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import math
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -27,20 +26,15 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from core.checkpointing import (
-    capture_rng_state,
-    load_checkpoint,
-    require_keys,
-    restore_rng_state,
-    save_checkpoint,
-)
-from core.device import Runtime
-from core.errors import UserError
-from core.evaluation import SELECTION_METRIC, vali_metrics
-from data.batching import QueryGroupBatcher
-from data.pipeline import PreparedData
-from data.ranking_split import RankingSplit, rows_of_groups
-from finetune.config import Phase, TrainOptions
+from scarce_ltr.core.checkpointing import load_checkpoint, require_keys, save_checkpoint
+from scarce_ltr.core.device import Runtime
+from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state
+from scarce_ltr.core.selection import nan_low
+from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.evaluation import SELECTION_METRIC, vali_metrics
+from scarce_ltr.data.pipeline import PreparedData
+from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+from scarce_ltr.finetune.config import Phase, TrainOptions
 
 CHECKPOINT = "checkpoint.pt"
 _STATE_KEYS = ("model", "optimizer", "best_model", "progress", "rng")
@@ -131,16 +125,6 @@ def training_groups(prepared: PreparedData) -> np.ndarray:
     """Labeled train QGs with a relevant item (the others give no gradient to any loss)."""
     labels = prepared.labels
     return np.flatnonzero(labels.train_labeled & labels.train.groups_with_relevant())
-
-
-def require_labeled_vali(prepared: PreparedData) -> None:
-    """Model selection needs a labeled vali QG with a relevant item."""
-    if not prepared.labels.labeled_vali().groups_with_relevant().any():
-        raise UserError(
-            f"scarcity setting {prepared.labels.config.tag} leaves no labeled vali QG with a "
-            "relevant item, so no epoch can be chosen; use scarcity.val=full or raise "
-            "scarcity.fraction"
-        )
 
 
 def fit(
@@ -247,21 +231,9 @@ def fit(
     )
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python, numpy and torch once, at the start of a run (or of a grid point)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def _set_phase(model: nn.Module, phase: Phase) -> None:
     if hasattr(model, "set_phase"):
         model.set_phase(train_encoder=phase.train_encoder)
-
-
-def nan_low(score: float) -> float:
-    """A vali score to compare: NaN (nothing could be scored) ranks below every real score."""
-    return -math.inf if math.isnan(score) else score
 
 
 def _copy_state(model: nn.Module) -> dict:

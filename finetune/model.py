@@ -13,20 +13,25 @@ trained on, ``source`` where it came from. It is loaded with ``weights_only=True
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from core.checkpointing import load_checkpoint, load_module_state, require_keys, save_checkpoint
-from core.errors import UserError
-from finetune.heads import build_head
-from pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.core.checkpointing import (
+    load_checkpoint,
+    load_module_state,
+    require_keys,
+    save_checkpoint,
+)
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.finetune.heads import build_head
+from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 MODEL_FILE = "model.pt"
-# Non-pretrained baselines that are not encoder + head: the module whose build(spec) makes them.
-BASELINE_KINDS = {"deepfm": "baselines.deepfm", "dcnv2": "baselines.dcnv2"}
+# Builders of model kinds defined above this layer (the deep baselines pass theirs in).
+ModelKinds = Mapping[str, Callable[[dict], nn.Module]]
 FORMAT = "scarce-ltr/model/1"
 
 
@@ -110,8 +115,9 @@ def ranker_spec(
     }
 
 
-def build_model(spec: dict) -> nn.Module:
-    """The (untrained) module a spec describes; kinds other than these live in `baselines`."""
+def build_model(spec: dict, *, kinds: ModelKinds | None = None) -> nn.Module:
+    """The (untrained) module a spec describes: a ranker, a combination, or one of ``kinds``
+    (`scarce_ltr.baselines.deep.models` adds DeepFM and DCNv2)."""
     kind = spec.get("kind")
     if kind == "ranker":
         encoder = build_encoder(EncoderConfig(**spec["encoder"]), n_features=spec["n_features"])
@@ -123,11 +129,10 @@ def build_model(spec: dict) -> nn.Module:
             ),
         )
     if kind == "combined":
-        members = [build_model(member) for member in spec["members"]]
+        members = [build_model(member, kinds=kinds) for member in spec["members"]]
         return CombinedRanker(members=members, dropout=spec["dropout"])  # type: ignore[arg-type]
-    if kind in BASELINE_KINDS:
-        module = importlib.import_module(BASELINE_KINDS[kind])
-        return module.build(spec)
+    if kinds and kind in kinds:
+        return kinds[kind](spec)
     raise ValueError(f"unknown model kind {kind!r}")
 
 
@@ -138,7 +143,7 @@ def save_model(run_dir: Path, model: nn.Module, *, spec: dict, data: dict, sourc
     save_checkpoint(Path(run_dir) / MODEL_FILE, payload)
 
 
-def load_model(run_dir: str | Path) -> tuple[nn.Module, dict]:
+def load_model(run_dir: str | Path, *, kinds: ModelKinds | None = None) -> tuple[nn.Module, dict]:
     """The model a finished run saved (CPU, eval mode) and the rest of its ``model.pt``."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -151,7 +156,7 @@ def load_model(run_dir: str | Path) -> tuple[nn.Module, dict]:
     if payload["format"] != FORMAT:
         raise UserError(f"{path}: format {payload['format']!r}, expected {FORMAT!r}")
     try:
-        model = build_model(payload["spec"])
+        model = build_model(payload["spec"], kinds=kinds)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{path}: bad model description ({exc})") from None
     load_module_state(model, payload["state_dict"], path=path, what="the stored model")

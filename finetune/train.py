@@ -3,7 +3,7 @@
 Builds the model (a pretrained or fresh encoder with a scoring head, or a combination of
 finetuned runs), trains it on the labeled train QGs of the scarcity setting with
 `finetune.loop.fit` (model selection on vali NDCG@5, early stopping, per-epoch checkpoint), then
-scores vali and test once with the validation-best model through `core.evaluation`. The run
+scores vali and test once with the validation-best model through `data.evaluation`. The run
 directory gets ``report.json``, ``scores.npz``, ``model.pt`` (the whole model, for ``combine``),
 ``checkpoint.pt`` and ``DONE``. A finished run is skipped; a run directory that holds a run of
 other settings is refused rather than overwritten or resumed.
@@ -23,29 +23,33 @@ from pathlib import Path
 
 from torch import nn
 
-from core.checkpointing import load_checkpoint
-from core.device import setup_runtime
-from core.errors import UserError
-from core.evaluation import evaluation_report, save_scores
-from core.rundir import git_revision, is_done, mark_done, write_json
-from core.tracking import start_tracker
-from data.pipeline import PreparedData, prepare_data, require_relevant_labels
-from finetune.combine import build_combined
-from finetune.config import FinetuneConfig
-from finetune.heads import build_head
-from finetune.loop import (
-    CHECKPOINT,
-    fit,
-    nan_low,
-    predict,
+from scarce_ltr.core.checkpointing import load_checkpoint
+from scarce_ltr.core.device import setup_runtime
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import GridPoint, Run, is_done, read_report
+from scarce_ltr.core.seeding import seed_everything
+from scarce_ltr.core.selection import nan_low
+from scarce_ltr.data.evaluation import evaluation_report, save_scores
+from scarce_ltr.data.pipeline import (
+    PreparedData,
+    prepare_data,
     require_labeled_vali,
-    seed_everything,
+    require_relevant_labels,
 )
-from finetune.model import MODEL_FILE, Ranker, count_parameters, load_model, ranker_spec, save_model
-from pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.finetune.combine import build_combined
+from scarce_ltr.finetune.config import FinetuneConfig
+from scarce_ltr.finetune.heads import build_head
+from scarce_ltr.finetune.loop import CHECKPOINT, fit, predict
+from scarce_ltr.finetune.model import (
+    MODEL_FILE,
+    Ranker,
+    count_parameters,
+    load_model,
+    ranker_spec,
+    save_model,
+)
+from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
-GRID_DIR = "grid"  # with lrs=[...]: grid/lr=<rate>/ per rate
-POINT_RESULT = "result.json"
 # Keys that change nothing a run computes: a run may resume or be skipped whatever they say.
 _INERT_KEYS = ("logger", "run_dir", "device", "amp", "eval_item_budget")
 
@@ -53,8 +57,9 @@ _INERT_KEYS = ("logger", "run_dir", "device", "amp", "eval_item_budget")
 def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
     """Finetune as ``cfg`` says in ``out_dir``; the report, or None when it was done before."""
     identity = run_identity(cfg)
-    if is_done(out_dir):
-        _check_identity(out_dir, _report_identity(out_dir), identity)
+    run = Run.of(cfg, cfg.identity(), out_dir)
+    if run.done:
+        _check_identity(out_dir, (read_report(out_dir) or {}).get("identity"), identity)
         print(f"{out_dir}: finished before (DONE present); skipped", file=sys.stderr)
         return None
     folders = {lr: _point_folder(cfg, out_dir, lr) for lr in cfg.learning_rates()}
@@ -64,20 +69,11 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
     wandb_id = next((m["wandb_id"] for m in metas if m.get("wandb_id")), None)
     seed_everything(cfg.seed)
     runtime = setup_runtime(amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device)
-    tracker = None
     try:
         prepared = prepare_data(cfg)
         require_relevant_labels(prepared)
         require_labeled_vali(prepared)
-        tracker = start_tracker(
-            cfg.logger,
-            run_dir=out_dir,
-            name=f"{cfg.data.name}/finetune/{cfg.strategy}/{cfg.scarcity.tag}/seed={cfg.seed}",
-            config=asdict(cfg),
-            group=f"finetune/{cfg.strategy}",
-            job_type="finetune",
-            run_id=wandb_id,
-        )
+        tracker = run.open_tracker(asdict(cfg), run_id=wandb_id)
         points = [
             _fit_point(cfg, prepared, lr, folder, runtime, tracker, identity, index=i)
             for i, (lr, folder) in enumerate(folders.items())
@@ -94,12 +90,10 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             shutil.copyfile(chosen.folder / MODEL_FILE, out_dir / MODEL_FILE)
         result = chosen.result
         report = {
-            "stage": "finetune",
             "strategy": cfg.strategy,
             "pretrained": source["pretrained"],
             "pretraining_method": source["method"],
             **({"runs": source["runs"]} if "runs" in source else {}),
-            "seed": cfg.seed,
             "metrics": metrics,
             "learning_rate": chosen.lr,
             **({"lr_grid": [_grid_row(p) for p in points]} if len(points) > 1 else {}),
@@ -110,21 +104,16 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             "seconds_per_epoch": result["seconds_per_epoch"],
             "train_seconds_per_epoch": result["train_seconds_per_epoch"],
             "parameters": count_parameters(model),
-            "label_setting": cfg.scarcity.tag,
             "labels": prepared.labels.summary(),
             "loss": asdict(cfg.loss),
             "device": runtime.describe(),
-            "git": git_revision(),
             "identity": identity,
             "history": result["history"],
         }
-        write_json(out_dir / "report.json", report)
-        tracker.summary({"metrics": {"test": metrics["test"], "vali": metrics["vali"]}})
-        mark_done(out_dir)
-        return report
+        summary = {"metrics": {"test": metrics["test"], "vali": metrics["vali"]}}
+        return run.finish(report, summary=summary)
     finally:
-        if tracker is not None:
-            tracker.finish()
+        run.close()
         runtime.close()
 
 
@@ -141,7 +130,9 @@ class _Point:
 
 def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float) -> Path:
     """The run directory itself for one rate; ``grid/lr=<rate>/`` per rate for a grid."""
-    return out_dir if len(cfg.learning_rates()) == 1 else out_dir / GRID_DIR / f"lr={lr:g}"
+    if len(cfg.learning_rates()) == 1:
+        return out_dir
+    return GridPoint.within(out_dir, f"lr={lr:g}").folder
 
 
 def _fit_point(
@@ -156,8 +147,9 @@ def _fit_point(
     index: int,
 ) -> _Point:
     """Train at ``lr`` in ``folder`` (a grid point finished before is read back, not redone)."""
+    point = GridPoint(folder)
     if is_done(folder):  # a grid point (a finished run itself never gets here)
-        result = json.loads((folder / POINT_RESULT).read_text())
+        result = point.result()
         model, payload = load_model(folder)
         return _Point(lr, folder, result, model, payload["source"])
     seed_everything(cfg.seed)  # every rate starts from the same model and data order
@@ -197,8 +189,7 @@ def _fit_point(
         "history": fitted.history,
     }
     if label:  # a grid point: done on its own, so an interrupted grid resumes after it
-        write_json(folder / POINT_RESULT, result | {"identity": identity})
-        mark_done(folder)
+        point.finish(result | {"identity": identity})
     return _Point(lr, folder, result, model, source)
 
 
@@ -230,7 +221,7 @@ def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, d
 
 def load_pretrained(cfg: FinetuneConfig, prepared: PreparedData):
     """The pretrained encoder of ``cfg.pretrained``, checked against the data."""
-    from pretrain.checkpoint import load_pretrained_encoder
+    from scarce_ltr.pretrain.checkpoint import load_pretrained_encoder
 
     path = Path(cfg.pretrained)
     encoder, info = load_pretrained_encoder(path)
@@ -275,13 +266,6 @@ def _check_identity(out_dir: Path, found: str | None, expected: str) -> None:
             f"{out_dir} holds a finetuning run with other settings ({', '.join(keys)} differ); "
             "pass run_dir=<new folder>, or delete that folder to start over"
         )
-
-
-def _report_identity(out_dir: Path) -> str | None:
-    try:
-        return json.loads((out_dir / "report.json").read_text()).get("identity")
-    except (OSError, ValueError):
-        return None
 
 
 def _checkpoint_meta(path: Path) -> dict:

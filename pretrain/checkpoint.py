@@ -16,9 +16,14 @@ from pathlib import Path
 
 from torch import nn
 
-from core.checkpointing import load_checkpoint, load_module_state, require_keys, save_checkpoint
-from core.errors import UserError
-from pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.core.checkpointing import (
+    load_checkpoint,
+    load_module_state,
+    require_keys,
+    save_checkpoint,
+)
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 ENCODER_FILE = "encoder.pt"
 _KEYS = ("method", "n_features", "encoder_config", "state_dict", "data")

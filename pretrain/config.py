@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.config import CommonConfig, OptimizerConfig
-from pretrain.encoders import EncoderConfig
+from scarce_ltr.core.config import OptimizerConfig
+from scarce_ltr.core.runs import RunIdentity
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.pretrain.encoders import EncoderConfig
+from scarce_ltr.pretrain.objectives import OBJECTIVES  # the one list of methods
 
-METHODS = ("simclr-rank", "simclr-sample", "simclr", "simsiam", "scarf", "dacl", "vime", "subtab")
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_EPOCHS = 40
 
@@ -107,8 +109,8 @@ class PretrainConfig(CommonConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method}")
+        if self.method not in OBJECTIVES:
+            raise ValueError(f"method must be one of {', '.join(OBJECTIVES)}, got {self.method}")
         if self.item_budget < 2:
             raise ValueError(f"item_budget must be >= 2, got {self.item_budget}")
         if self.max_list_len is not None and self.max_list_len < 1:
@@ -119,6 +121,15 @@ class PretrainConfig(CommonConfig):
             raise ValueError(f"vime_alpha must be >= 0, got {self.vime_alpha}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device}")
+
+    def identity(self) -> RunIdentity:
+        return RunIdentity(
+            dataset=self.data.name,
+            stage="pretrain",
+            model=self.method,
+            setting=self.scarcity.tag,
+            seed=self.seed,
+        )
 
     @property
     def n_epochs(self) -> int:

@@ -126,7 +126,7 @@ def build_encoder(cfg: EncoderConfig, *, n_features: int) -> nn.Module:
             n_features=n_features, width=cfg.width, n_blocks=cfg.n_blocks, dropout=cfg.dropout
         )
     # The context-aware encoder lives in its own module (it is also a finetuning model).
-    from pretrain.attention_encoder import AttentionEncoder
+    from scarce_ltr.pretrain.attention_encoder import AttentionEncoder
 
     return AttentionEncoder(
         n_features=n_features,

@@ -24,13 +24,13 @@ import faiss
 import numpy as np
 import torch
 
-from core.checkpointing import generator
-from core.metrics import mean_ndcg
-from data.batching import QueryGroupBatcher
-from data.pipeline import PreparedData
-from data.ranking_split import RankingSplit
-from pretrain.augmentations import view_augmentation
-from pretrain.objectives.base import Objective
+from scarce_ltr.core.metrics import mean_ndcg
+from scarce_ltr.core.seeding import generator
+from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.pipeline import PreparedData
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.pretrain.augmentations import view_augmentation
+from scarce_ltr.pretrain.objectives.base import Objective
 
 PROBE_K = 5
 _EMBED_BUDGET = 8192

@@ -10,7 +10,6 @@ random draw depends on ``(seed, epoch, step, rank)`` only. Runs under ``torchrun
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -20,32 +19,33 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from core.checkpointing import (
-    capture_rng_state,
-    derive_seed,
-    generator,
+from scarce_ltr.core.checkpointing import (
     load_checkpoint,
     load_module_state,
     require_keys,
-    restore_rng_state,
     save_checkpoint,
 )
-from core.collectives import sync_batchnorm
-from core.device import Runtime, setup_runtime
-from core.errors import UserError
-from core.rundir import git_revision, is_done, mark_done, resolve_run_dir, write_json
-from core.tracking import ProgressBar, Tracker, start_tracker
-from data.pipeline import prepare_data
-from data.ranking_split import RankingSplit
-from pretrain.checkpoint import save_encoder
-from pretrain.config import PretrainConfig
-from pretrain.data import check_pretraining_set, fake_group_split, make_batcher, pretraining_split
-from pretrain.monitor import Monitor
-from pretrain.objectives import OBJECTIVES, build_objective
-from pretrain.objectives.base import Objective
+from scarce_ltr.core.collectives import sync_batchnorm
+from scarce_ltr.core.device import Runtime, setup_runtime
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import Run, is_done, read_report
+from scarce_ltr.core.seeding import capture_rng_state, derive_seed, generator, restore_rng_state
+from scarce_ltr.core.tracking import ProgressBar
+from scarce_ltr.data.pipeline import prepare_data
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.pretrain.checkpoint import save_encoder
+from scarce_ltr.pretrain.config import PretrainConfig
+from scarce_ltr.pretrain.monitor import Monitor
+from scarce_ltr.pretrain.objectives import OBJECTIVES, build_objective
+from scarce_ltr.pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.pretraining_set import (
+    check_pretraining_set,
+    fake_group_split,
+    make_batcher,
+    pretraining_split,
+)
 
 CHECKPOINT = "checkpoint.pt"
-REPORT = "report.json"
 CRASH_ENV = "LTR_CRASH_AFTER_STEPS"  # tests: raise SimulatedCrash after this many steps
 _CHECKPOINT_KEYS = ("method", "n_features", "encoder_config", "epoch", "model", "optimizer")
 
@@ -75,25 +75,27 @@ class _Progress:
 
 def main(cfg: PretrainConfig, out_dir: Path | None = None) -> dict:
     """Pretrain (or resume, or skip when DONE); the run's report."""
-    if out_dir is None:
-        out_dir = resolve_run_dir(cfg, stage="pretrain", method=cfg.method)
-    out_dir = Path(out_dir)
-    if is_done(out_dir):
-        print(f"pretrain: {out_dir} is finished (DONE); skipping", file=sys.stderr)
-        return json.loads((out_dir / REPORT).read_text()) if (out_dir / REPORT).is_file() else {}
-    return run(cfg, out_dir).report
+    folder = Run.of(cfg, cfg.identity(), out_dir).folder
+    if is_done(folder):
+        print(f"pretrain: {folder} is finished (DONE); skipping", file=sys.stderr)
+        return read_report(folder) or {}
+    return run(cfg, folder).report
 
 
 def run(cfg: PretrainConfig, out_dir: Path) -> PretrainResult:
     """Train and return the objective too (tests and benchmarks look at its weights)."""
     runtime = setup_runtime(amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device)
+    the_run = Run.of(cfg, cfg.identity(), Path(out_dir))
+    the_run.folder.mkdir(parents=True, exist_ok=True)
     try:
-        return _fit(cfg, Path(out_dir), runtime)
+        return _fit(cfg, the_run, runtime)
     finally:
+        the_run.close()
         runtime.close()
 
 
-def _fit(cfg: PretrainConfig, out_dir: Path, runtime: Runtime) -> PretrainResult:
+def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
+    out_dir = the_run.folder
     torch.manual_seed(cfg.seed)
     prepared = prepare_data(cfg)
     split = pretraining_split(prepared, include_vali=cfg.include_vali)
@@ -113,7 +115,7 @@ def _fit(cfg: PretrainConfig, out_dir: Path, runtime: Runtime) -> PretrainResult
     monitor = None
     if runtime.is_main and cfg.monitor.enabled:
         monitor = Monitor(prepared, split, cfg.monitor, seed=cfg.seed)
-    tracker = _tracker(cfg, out_dir, runtime, progress.wandb_id)
+    tracker = the_run.open_tracker(asdict(cfg), run_id=progress.wandb_id, enabled=runtime.is_main)
     progress.wandb_id = tracker.run_id
     if progress.epoch == 0 and monitor is not None:
         progress.initial = _measure(monitor, objective, cfg, runtime)
@@ -130,13 +132,12 @@ def _fit(cfg: PretrainConfig, out_dir: Path, runtime: Runtime) -> PretrainResult
         if runtime.is_main:
             _log_epoch(cfg, stats, progress, objective.width)
             _save_training_state(out_dir / CHECKPOINT, objective, optimizer, cfg, split, progress)
-            partial = _report(cfg, split, objective, runtime, progress, done=False)
-            write_json(out_dir / REPORT, partial)
+            the_run.write_report(_report(cfg, split, objective, runtime, progress, done=False))
             tracker.log(stats, step=epoch + 1)
         runtime.barrier()
     report = _report(cfg, split, objective, runtime, progress, done=True)
     if runtime.is_main:
-        _finish(out_dir, cfg, split, objective, progress, report, tracker)
+        report = _finish(the_run, cfg, split, objective, progress, report)
     runtime.barrier()
     return PretrainResult(objective, report)
 
@@ -262,20 +263,6 @@ def _log_epoch(cfg: PretrainConfig, stats: dict, progress: _Progress, width: int
         progress.warnings.append(message)
 
 
-def _tracker(cfg: PretrainConfig, out_dir: Path, runtime: Runtime, run_id: str | None) -> Tracker:
-    return start_tracker(
-        cfg.logger,
-        run_dir=out_dir,
-        name=f"pretrain/{cfg.method}/{cfg.scarcity.tag}/seed={cfg.seed}",
-        config=asdict(cfg),
-        group=f"{cfg.data.name}/pretrain/{cfg.method}",
-        tags=["pretrain", cfg.method, cfg.data.name, cfg.scarcity.tag],
-        job_type="pretrain",
-        run_id=run_id,
-        enabled=runtime.is_main,
-    )
-
-
 def _resume(path: Path, objective, optimizer, cfg: PretrainConfig, n_features: int) -> _Progress:
     if not path.is_file():
         return _Progress()
@@ -338,7 +325,6 @@ def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, don
     n_total = sum(p.numel() for p in objective.parameters())
     items = sum(h["items"] for h in progress.history)
     return {
-        "stage": "pretrain",
         "method": cfg.method,
         "finished": done,
         "data": {
@@ -346,7 +332,6 @@ def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, don
             "transform": cfg.data.transform,
             "n_features": split.n_features,
         },
-        "label_setting": cfg.scarcity.tag,
         "val_labels": cfg.scarcity.val,
         "pretraining_set": {
             "groups": split.n_groups,
@@ -364,13 +349,12 @@ def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, don
         "warnings": progress.warnings,
         "device": runtime.describe(),
         "world_size": runtime.world_size,
-        "seed": cfg.seed,
         "wandb_id": progress.wandb_id,
-        "git_revision": git_revision(),
     }
 
 
-def _finish(out_dir, cfg, split, objective, progress, report, tracker: Tracker) -> None:
+def _finish(the_run: Run, cfg, split, objective, progress, report) -> dict:
+    out_dir = the_run.folder
     save_encoder(
         out_dir,
         objective.encoder,
@@ -380,9 +364,8 @@ def _finish(out_dir, cfg, split, objective, progress, report, tracker: Tracker) 
         data={"name": cfg.data.name, "transform": cfg.data.transform},
         epochs=progress.epoch,
     )
-    write_json(out_dir / REPORT, report)
     last = progress.history[-1].get("monitor", {}) if progress.history else {}
-    tracker.summary({"loss": report["loss_curve"][-1] if report["loss_curve"] else None, **last})
-    tracker.finish()
-    mark_done(out_dir)
+    loss = report["loss_curve"][-1] if report["loss_curve"] else None
+    report = the_run.finish(report, summary={"loss": loss, **last})
     print(f"pretrain: wrote {out_dir / 'encoder.pt'}", file=sys.stderr)
+    return report

@@ -12,11 +12,12 @@ import pytest
 from omegaconf import OmegaConf
 from tiny import tiny_data
 
-from core.cli import run
-from core.config import CommonConfig, load_config
-from core.errors import UserError
-from data.datasets import load_dataset
-from data.pipeline import prepare_data
+from scarce_ltr.cli import run
+from scarce_ltr.core.config import load_config
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.datasets import load_dataset
+from scarce_ltr.data.pipeline import prepare_data
+from scarce_ltr.data.stage_config import CommonConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 OHSUMED = ROOT.parent / "shared" / "data" / "ohsumed-letor3"
@@ -110,9 +111,9 @@ def test_unknown_command() -> None:
 def run_sh(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "LTR_CACHE_DIR": str(cwd / "cache")}
     return subprocess.run(
-        [sys.executable, "-P", "-m", "core.cli", *args],
+        [sys.executable, "-m", "scarce_ltr", *args],
         cwd=cwd,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -140,7 +141,12 @@ def test_help_lists_commands(tmp_path: Path) -> None:
 
 
 def test_a_run_folder_keeps_its_settings(tmp_path: Path) -> None:
-    from core.cli import _save_config
+    from scarce_ltr.core.runs import Run, RunIdentity
+
+    identity = RunIdentity(dataset="synthetic", stage="pretrain", model="m", setting="s", seed=0)
+
+    def _save_config(folder: Path, resolved) -> None:
+        Run(identity, folder).start(resolved)
 
     _, first = load_config(CommonConfig, ["seed=1", "logger=none"])
     _save_config(tmp_path, first)

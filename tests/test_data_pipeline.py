@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from data.batching import QueryGroupBatcher
-from data.ranking_split import RankingSplit, concatenate
-from data.scarcity import ScarcityConfig, apply_scarcity, binarize_labels, draw_labeled_groups
-from data.transforms import fit_transform, signed_log1p
+from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.ranking_split import RankingSplit, concatenate
+from scarce_ltr.data.scarcity import (
+    ScarcityConfig,
+    apply_scarcity,
+    binarize_labels,
+    draw_labeled_groups,
+)
+from scarce_ltr.data.transforms import fit_transform, signed_log1p
 
 
 def make_split(sizes: list[int], n_features: int = 3, seed: int = 0) -> RankingSplit:

@@ -8,8 +8,8 @@ import pytest
 import torch
 from tiny import small_encoder, tiny_data
 
-from core.cli import run
-from core.errors import UserError
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
 
 DATA = [*tiny_data(), "logger=none"]
 ENCODER = small_encoder()

@@ -9,15 +9,15 @@ import pytest
 import torch
 from tiny import tiny_data
 
-from core.config import load_config
-from core.device import setup_runtime
-from data.pipeline import prepare_data
-from finetune import loop
-from finetune.config import FinetuneConfig, Phase, schedule
-from finetune.heads import build_head
-from finetune.loop import fit, predict
-from finetune.model import CombinedRanker, Ranker
-from pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.core.config import load_config
+from scarce_ltr.core.device import setup_runtime
+from scarce_ltr.data.pipeline import prepare_data
+from scarce_ltr.finetune import loop
+from scarce_ltr.finetune.config import FinetuneConfig, Phase, schedule
+from scarce_ltr.finetune.heads import build_head
+from scarce_ltr.finetune.loop import fit, predict
+from scarce_ltr.finetune.model import CombinedRanker, Ranker
+from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 TINY = [*tiny_data(), "pretrained=none", "logger=none"]
 

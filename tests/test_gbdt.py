@@ -10,10 +10,10 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from baselines import gbdt_grid
-from baselines.gbdt_config import GBDTOptions
-from baselines.gbdt_grid import CENTRE, capped, grid_points, run_grid, select_best
-from baselines.lightgbm_ranker import (
+from scarce_ltr.baselines.gbdt import grid as gbdt_grid
+from scarce_ltr.baselines.gbdt.config import GBDTOptions
+from scarce_ltr.baselines.gbdt.grid import CENTRE, capped, grid_points, run_grid
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     LeafSettings,
     RankingData,
     TrainingOptions,
@@ -22,11 +22,12 @@ from baselines.lightgbm_ranker import (
     lightgbm_params,
     min_data_cap,
 )
-from baselines.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
-from core.cli import run
-from core.errors import UserError
-from core.metrics import mean_ndcg
-from data.ranking_split import RankingSplit
+from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.metrics import mean_ndcg
+from scarce_ltr.core.selection import select_best
+from scarce_ltr.data.ranking_split import RankingSplit
 
 METHODS = ("gbdt", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo")
 TINY = [
@@ -320,7 +321,9 @@ def test_bad_options_stop_with_a_user_error(tmp_path: Path) -> None:
         baseline(tmp_path, "gbdt", "gbdt.grid=huge")
     with pytest.raises(UserError, match="no boosting round"):
         baseline(tmp_path, "gbdt", "epochs=0")
-    with pytest.raises(UserError, match="unknown baseline method"):
+    with pytest.raises(UserError, match="contradicts the command-line name 'gbdt'"):
         baseline(tmp_path, "gbdt", "method=xgboost")
+    with pytest.raises(UserError, match="unknown baseline 'xgboost'"):
+        baseline(tmp_path, "xgboost")
     with pytest.raises(UserError, match="components"):
         baseline(tmp_path, "gbdt-pca", "gbdt.pca_components=[50]")

@@ -18,23 +18,27 @@ import torch
 from omegaconf import OmegaConf
 from tiny import small_encoder, tiny_data
 
-from baselines.embedding_features import EMBEDDINGS_FILE, embed_split, load_encoder
-from baselines.ensemble_config import EnsembleConfig
-from baselines.score_fusion import (
+from scarce_ltr.baselines.hybrid.embedding_features import (
+    EMBEDDINGS_FILE,
+    embed_split,
+    load_encoder,
+)
+from scarce_ltr.cli import run
+from scarce_ltr.core.config import load_config
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.metrics import evaluate_ranking
+from scarce_ltr.core.runs import model_group
+from scarce_ltr.data.evaluation import save_scores
+from scarce_ltr.data.pipeline import prepare_data
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.ensembles.config import EnsembleConfig
+from scarce_ltr.ensembles.score_fusion import (
     mix,
     rank_within_groups,
     simplex_grid,
     zscore_within_groups,
 )
-from core.cli import run
-from core.config import load_config
-from core.errors import UserError
-from core.evaluation import save_scores
-from core.metrics import evaluate_ranking
-from data.pipeline import prepare_data
-from data.ranking_split import RankingSplit
-from experiments.cells import model_group
-from pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 DATA = [*tiny_data(), "logger=none"]
 ENCODER = small_encoder()
@@ -276,8 +280,8 @@ def test_ensemble_end_to_end_and_report(runs, tmp_path) -> None:
     assert len(uniform["tried"]) == 1
     assert list(uniform["weights"].values()) == pytest.approx([1 / 3] * 3)
     # The report finds every run; gbdt-ssl and the DL + GBDT ensemble form the hybrid group.
-    from experiments.report import ReportConfig
-    from experiments.report import main as report_main
+    from scarce_ltr.sweeps.report import ReportConfig
+    from scarce_ltr.sweeps.report import main as report_main
 
     with contextlib.redirect_stdout(io.StringIO()) as out:
         built = report_main(ReportConfig(runs_root=str(runs["root"]), out=str(tmp_path / "rep")))

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import DataFormatError
-from data import letor
-from data.cache import cache_dir_for, load_split
-from data.letor import read_letor, write_letor
-from data.ranking_split import RankingSplit
+from scarce_ltr.core.errors import DataFormatError
+from scarce_ltr.data import letor
+from scarce_ltr.data.cache import cache_dir_for, load_split
+from scarce_ltr.data.letor import read_letor, write_letor
+from scarce_ltr.data.ranking_split import RankingSplit
 
 OHSUMED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ohsumed-letor3" / "Fold1"
 

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from core.metrics_torch import mean_ndcg_torch
-from finetune.losses import LOSSES
+from scarce_ltr.core.metrics_torch import mean_ndcg_torch
+from scarce_ltr.finetune.losses import LOSSES
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from sklearn.metrics import ndcg_score
 
-from core.metrics import evaluate_ranking, mean_ndcg, ndcg_per_group
-from core.metrics_torch import ideal_dcg_torch, mean_ndcg_torch, ndcg_torch
+from scarce_ltr.core.metrics import evaluate_ranking, mean_ndcg, ndcg_per_group
+from scarce_ltr.core.metrics_torch import ideal_dcg_torch, mean_ndcg_torch, ndcg_torch
 
 POLICIES = ("skip", "one", "zero")
 FILL = {"skip": math.nan, "one": 1.0, "zero": 0.0}

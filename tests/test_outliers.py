@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data.outliers import (
+from scarce_ltr.data.outliers import (
     METHODS,
     _histogram,
     choose_gap,
@@ -18,7 +18,7 @@ from data.outliers import (
     outlier_groups_from_bounds,
     outlier_groups_from_qids,
 )
-from data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import RankingSplit
 
 OHSUMED = Path(__file__).parents[1].parent / "shared/data/ohsumed-letor3/Fold1"
 BELOW = np.nextafter  # readability: BELOW(x, -inf) is the float just below x
@@ -226,7 +226,7 @@ def test_detect_outlier_groups_dispatches_and_reports():
     reason=f"OHSUMED Fold1 vali/test files not found under {OHSUMED}",
 )
 def test_choose_gap_on_ohsumed_fold1(capsys):
-    from data.letor import read_letor
+    from scarce_ltr.data.letor import read_letor
 
     vali, test = read_letor(OHSUMED / "vali.txt.gz"), read_letor(OHSUMED / "test.txt.gz")
     assert vali.n_features == test.n_features == 45

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from pretrain.augmentations import (
+from scarce_ltr.pretrain.augmentations import (
     compose,
     corrupt,
     gaussian_noise,
@@ -18,7 +18,7 @@ from pretrain.augmentations import (
     view_augmentation,
     zero_features,
 )
-from pretrain.objectives.subtab import feature_subsets
+from scarce_ltr.pretrain.objectives.subtab import feature_subsets
 
 AUGMENTATIONS = {
     "zero": partial(zero_features, p=0.3),

@@ -32,7 +32,7 @@ def _reference_per_anchor(z0: torch.Tensor, z1: torch.Tensor, tau: float) -> tor
 
 
 def _check_gather(rank: int) -> None:
-    from pretrain.objectives.simclr import simclr_loss
+    from scarce_ltr.pretrain.objectives.simclr import simclr_loss
 
     gen = torch.Generator().manual_seed(0)
     z0_all, z1_all = torch.randn(10, 4, generator=gen), torch.randn(10, 4, generator=gen)
@@ -50,7 +50,7 @@ def _check_gather(rank: int) -> None:
 
 
 def _check_batchnorm(rank: int) -> None:
-    from core.collectives import sync_batchnorm
+    from scarce_ltr.core.collectives import sync_batchnorm
 
     gen = torch.Generator().manual_seed(1)
     x_all = 3 * torch.randn(9, 5, generator=gen) + 1
@@ -75,9 +75,9 @@ def _worker(rank: int, port: int, out: str) -> None:
     try:
         _check_gather(rank)
         _check_batchnorm(rank)
-        from core.config import CONFIG_ROOT, load_config
-        from pretrain.config import PretrainConfig
-        from pretrain.train import run
+        from scarce_ltr.core.config import CONFIG_ROOT, load_config
+        from scarce_ltr.pretrain.config import PretrainConfig
+        from scarce_ltr.pretrain.train import run
 
         for method in ("simsiam", "simclr"):
             stage_file = CONFIG_ROOT / "pretrain" / f"{method}.yaml"

@@ -9,13 +9,15 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from core.config import available, load_config
-from pretrain.config import METHODS, PretrainConfig
-from pretrain.objectives import OBJECTIVES, build_objective
-from pretrain.objectives.scarf import scarf_loss
-from pretrain.objectives.simclr import simclr_loss
-from pretrain.objectives.simclr_rank import simclr_rank_loss
-from pretrain.objectives.simsiam import simsiam_loss
+from scarce_ltr.core.config import available, load_config
+from scarce_ltr.pretrain.config import PretrainConfig
+from scarce_ltr.pretrain.objectives import OBJECTIVES, build_objective
+from scarce_ltr.pretrain.objectives.scarf import scarf_loss
+from scarce_ltr.pretrain.objectives.simclr import simclr_loss
+from scarce_ltr.pretrain.objectives.simclr_rank import simclr_rank_loss
+from scarce_ltr.pretrain.objectives.simsiam import simsiam_loss
+
+METHODS = tuple(OBJECTIVES)
 
 TAU = 0.3
 
@@ -120,7 +122,7 @@ def test_scarf_and_simsiam_losses_by_hand():
 def test_methods_registry_and_configs_agree():
     assert set(METHODS) == set(OBJECTIVES) == set(available("pretrain"))
     for method in METHODS:
-        from core.config import CONFIG_ROOT
+        from scarce_ltr.core.config import CONFIG_ROOT
 
         cfg, _ = load_config(
             PretrainConfig, [], stage_file=CONFIG_ROOT / "pretrain" / f"{method}.yaml"

@@ -10,16 +10,17 @@ import pytest
 import torch
 from tiny import tiny_pretraining
 
-from core.cli import run
-from core.errors import UserError
-from data.batching import QueryGroupBatcher
-from data.ranking_split import RankingSplit
-from pretrain.checkpoint import load_pretrained_encoder
-from pretrain.config import METHODS
-from pretrain.data import check_pretraining_set
-from pretrain.monitor import effective_rank
-from pretrain.train import CHECKPOINT, CRASH_ENV, SimulatedCrash
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.pretrain.checkpoint import load_pretrained_encoder
+from scarce_ltr.pretrain.monitor import effective_rank
+from scarce_ltr.pretrain.objectives import OBJECTIVES
+from scarce_ltr.pretrain.pretraining_set import check_pretraining_set
+from scarce_ltr.pretrain.train import CHECKPOINT, CRASH_ENV, SimulatedCrash
 
+METHODS = tuple(OBJECTIVES)
 TINY = tiny_pretraining()
 
 
@@ -37,7 +38,7 @@ def test_every_method_end_to_end(method, tmp_path):
     assert len(on_disk["loss_curve"]) == 1 and np.isfinite(on_disk["loss_curve"][0])
     monitor = on_disk["history"][-1]["monitor"]
     assert {"alignment", "uniformity", "effective_rank", "knn_ndcg@5"} <= set(monitor)
-    assert report["parameters"]["encoder"] > 0 and on_disk["git_revision"] is not None
+    assert report["parameters"]["encoder"] > 0 and on_disk["git"] is not None
     encoder, info = load_pretrained_encoder(tmp_path)
     assert info["method"] == method and info["n_features"] == 12
     features, mask = torch.randn(2, 3, 12), torch.ones(2, 3, dtype=torch.bool)

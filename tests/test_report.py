@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from core.cli import run
-from core.errors import UserError
-from experiments.report import ReportConfig, main
-from experiments.stats import crossover
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.sweeps.report import ReportConfig, main
+from scarce_ltr.sweeps.stats import crossover
 
 SEEDS = (0, 1, 2)
 FRACTIONS = (0.02, 0.5)
@@ -253,9 +253,10 @@ def test_cli_positional_sweep_and_scan(tmp_path: Path, capsys) -> None:
 
 
 def test_tsne_of_a_pretrained_encoder(tmp_path: Path, capsys) -> None:
-    from core.config import CommonConfig, load_config, to_yaml
-    from pretrain.checkpoint import save_encoder
-    from pretrain.encoders import EncoderConfig, build_encoder
+    from scarce_ltr.core.config import load_config, to_yaml
+    from scarce_ltr.data.stage_config import CommonConfig
+    from scarce_ltr.pretrain.checkpoint import save_encoder
+    from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
     root = tmp_path / "runs"
     make_sweep(root)

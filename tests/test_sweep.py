@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tiny import tiny_data
 
-from core.cli import run
-from core.errors import UserError
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=15", "gbdt.early_stopping_rounds=5"]
@@ -132,8 +132,8 @@ def test_ensemble_of_a_failed_member_is_skipped(tmp_path: Path) -> None:
 
 
 def test_interrupted_sweep_resumes_without_redoing_cells(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-P", "-m", "core.cli", *sweep_args(tmp_path)]
+    env = dict(os.environ)
+    command = [sys.executable, "-m", "scarce_ltr", *sweep_args(tmp_path)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     manifest_path = tmp_path / "sweep" / "manifest.json"
     deadline = time.time() + 120

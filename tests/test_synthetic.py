@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
 
-from core.metrics import mean_ndcg
-from data.ranking_split import RankingSplit
-from data.synthetic import SyntheticSpec, feature_kinds, generate, generate_with_oracle
+from scarce_ltr.core.metrics import mean_ndcg
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.synthetic import SyntheticSpec, feature_kinds, generate, generate_with_oracle
 
 SPEC = SyntheticSpec()
 

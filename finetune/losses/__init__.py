@@ -7,10 +7,10 @@ loss that ``finetune.config.LossConfig`` passes on.
 
 from __future__ import annotations
 
-from finetune.losses.approx_ndcg import approx_ndcg_loss
-from finetune.losses.lambdarank import lambdarank_loss
-from finetune.losses.ranknet import ranknet_loss
-from finetune.losses.softmax import softmax_loss
+from scarce_ltr.finetune.losses.approx_ndcg import approx_ndcg_loss
+from scarce_ltr.finetune.losses.lambdarank import lambdarank_loss
+from scarce_ltr.finetune.losses.ranknet import ranknet_loss
+from scarce_ltr.finetune.losses.softmax import softmax_loss
 
 LOSSES = {
     "lambdarank": lambdarank_loss,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from core.metrics_torch import gains_torch, ideal_dcg_torch
-from finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+from scarce_ltr.core.metrics_torch import gains_torch, ideal_dcg_torch
+from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
 
 
 def approx_ndcg_loss(

@@ -16,8 +16,18 @@ from __future__ import annotations
 
 import torch
 
-from core.metrics_torch import discounts_torch, gains_torch, ideal_dcg_torch, rank_order_torch
-from finetune.losses.common import check_inputs, mean_over_groups, ordered_pairs, pairwise_logistic
+from scarce_ltr.core.metrics_torch import (
+    discounts_torch,
+    gains_torch,
+    ideal_dcg_torch,
+    rank_order_torch,
+)
+from scarce_ltr.finetune.losses.common import (
+    check_inputs,
+    mean_over_groups,
+    ordered_pairs,
+    pairwise_logistic,
+)
 
 
 def lambdarank_loss(

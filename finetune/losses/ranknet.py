@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from finetune.losses.common import check_inputs, mean_over_groups, ordered_pairs, pairwise_logistic
+from scarce_ltr.finetune.losses.common import (
+    check_inputs,
+    mean_over_groups,
+    ordered_pairs,
+    pairwise_logistic,
+)
 
 
 def ranknet_loss(

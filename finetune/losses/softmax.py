@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
 
 
 def softmax_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tensor) -> torch.Tensor:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pretrain.encoders import build_encoder
-from pretrain.objectives.base import Objective
-from pretrain.objectives.scarf import SCARF
-from pretrain.objectives.simclr import DACL, SimCLR
-from pretrain.objectives.simclr_rank import SimCLRRank, SimCLRSample
-from pretrain.objectives.simsiam import SimSiam
-from pretrain.objectives.subtab import SubTab
-from pretrain.objectives.vime import VIME
+from scarce_ltr.pretrain.encoders import build_encoder
+from scarce_ltr.pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.objectives.scarf import SCARF
+from scarce_ltr.pretrain.objectives.simclr import DACL, SimCLR
+from scarce_ltr.pretrain.objectives.simclr_rank import SimCLRRank, SimCLRSample
+from scarce_ltr.pretrain.objectives.simsiam import SimSiam
+from scarce_ltr.pretrain.objectives.subtab import SubTab
+from scarce_ltr.pretrain.objectives.vime import VIME
 
 
 def build_objective(cfg, *, n_features: int) -> Objective:

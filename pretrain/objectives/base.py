@@ -17,7 +17,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from pretrain.encoders import ItemwiseEncoder
+from scarce_ltr.pretrain.encoders import ItemwiseEncoder
 
 # Masked logits: far below any cosine / temperature, finite so that softmax gradients stay finite.
 NEG = -1e9

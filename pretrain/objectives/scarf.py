@@ -16,10 +16,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.collectives import gather_with_grad
-from pretrain.augmentations import corrupt
-from pretrain.heads import Projector
-from pretrain.objectives.base import Objective, head_width
+from scarce_ltr.core.collectives import gather_with_grad
+from scarce_ltr.pretrain.augmentations import corrupt
+from scarce_ltr.pretrain.heads import Projector
+from scarce_ltr.pretrain.objectives.base import Objective, head_width
 
 
 def scarf_loss(

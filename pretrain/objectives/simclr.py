@@ -19,10 +19,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.collectives import gather_with_grad
-from pretrain.augmentations import compose, gaussian_noise, mixup_noise, view_augmentation
-from pretrain.heads import Projector
-from pretrain.objectives.base import NEG, Objective, head_width
+from scarce_ltr.core.collectives import gather_with_grad
+from scarce_ltr.pretrain.augmentations import (
+    compose,
+    gaussian_noise,
+    mixup_noise,
+    view_augmentation,
+)
+from scarce_ltr.pretrain.heads import Projector
+from scarce_ltr.pretrain.objectives.base import NEG, Objective, head_width
 
 
 def simclr_loss(

@@ -23,8 +23,8 @@ import math
 import torch
 from torch.nn import functional as F
 
-from pretrain.objectives.base import NEG, scatter_items
-from pretrain.objectives.simclr import SimCLR
+from scarce_ltr.pretrain.objectives.base import NEG, scatter_items
+from scarce_ltr.pretrain.objectives.simclr import SimCLR
 
 _GROWTH = 2**0.5  # ratio of the widths of neighbouring length buckets
 

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from pretrain.augmentations import view_augmentation
-from pretrain.heads import Predictor, SimSiamProjector
-from pretrain.objectives.base import Objective, head_width
+from scarce_ltr.pretrain.augmentations import view_augmentation
+from scarce_ltr.pretrain.heads import Predictor, SimSiamProjector
+from scarce_ltr.pretrain.objectives.base import Objective, head_width
 
 
 def simsiam_loss(

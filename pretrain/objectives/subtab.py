@@ -19,9 +19,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from pretrain.augmentations import corrupt, keep_features
-from pretrain.heads import linear_decoder
-from pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.augmentations import corrupt, keep_features
+from scarce_ltr.pretrain.heads import linear_decoder
+from scarce_ltr.pretrain.objectives.base import Objective
 
 
 def feature_subsets(n_features: int, *, subsets: int, overlap: float, seed: int) -> torch.Tensor:

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from pretrain.augmentations import marginal_corruption
-from pretrain.heads import linear_decoder
-from pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.augmentations import marginal_corruption
+from scarce_ltr.pretrain.heads import linear_decoder
+from scarce_ltr.pretrain.objectives.base import Objective
 
 
 def vime_loss(

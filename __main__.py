@@ -1,0 +1,5 @@
+"""``python -m scarce_ltr <command> ...``: the same as the ``scarce-ltr`` console script."""
+
+from scarce_ltr.cli import main
+
+main()

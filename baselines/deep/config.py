@@ -1,0 +1,74 @@
+"""Options of the non-pretrained deep baselines: the ``deep:`` section of a baseline config.
+
+``./run.sh baseline resnet|deepfm|dcnv2 deep.<key>=<value>`` (paper 4.1.1, A.2.3): the tabular
+ResNet with the 3-layer MLP head from random init, 300 epochs, lr in {1e-2, 1e-3, 1e-4};
+DeepFM with lr in {5e-2, 5e-3, 5e-4}; DCNv2 with lr in {5e-2, 5e-3, 5e-4} and cross layers in
+{2, 3, 4}. Near-categorical features (at most ``max_categories`` distinct train values) are
+embedded in ``embedding_dim`` dimensions by DeepFM and DCNv2. Every grid point is trained with
+early stopping on vali NDCG@5, and the point with the best vali NDCG@5 is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scarce_ltr.finetune.config import LossConfig, TrainOptions, check_training_keys
+from scarce_ltr.finetune.heads import HEADS
+from scarce_ltr.pretrain.encoders import EncoderConfig
+
+
+@dataclass(frozen=True)
+class DeepBaselineOptions:
+    lrs: list[float] = field(default_factory=lambda: [1e-2, 1e-3, 1e-4])  # Adam, the grid
+    max_epochs: int = 300  # `epochs` caps it further when set
+    weight_decay: float = 0.0
+    # resnet: the encoder of the pretrained rankers, with the same head, from random init
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    head: str = "mlp"
+    head_hidden: int = 128
+    head_dropout: float = 0.0
+    # deepfm, dcnv2
+    cross_layers: list[int] = field(default_factory=lambda: [2, 3, 4])  # dcnv2: the grid
+    embedding_dim: int = 8
+    max_categories: int = 3
+    hidden: int = 128  # width of the deep part
+    n_layers: int = 2  # layers of the deep part
+    dropout: float = 0.1
+    # training, as in finetuning
+    loss: LossConfig = field(default_factory=LossConfig)
+    item_budget: int = 1000
+    eval_item_budget: int = 20000
+    max_list_len: int | None = None
+    patience: int | None = 30
+    amp: bool = True
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if not self.lrs or min(self.lrs) <= 0:
+            raise ValueError("deep.lrs must be a non-empty list of positive learning rates")
+        if not self.cross_layers or min(self.cross_layers) < 1:
+            raise ValueError("deep.cross_layers must be a non-empty list of integers >= 1")
+        if self.max_epochs < 0 or self.weight_decay < 0:
+            raise ValueError("deep.max_epochs and deep.weight_decay must be >= 0")
+        if self.head not in HEADS:
+            raise ValueError(f"deep.head must be one of {', '.join(HEADS)}")
+        if min(self.head_hidden, self.embedding_dim, self.hidden, self.n_layers) < 1:
+            raise ValueError("deep.head_hidden, embedding_dim, hidden and n_layers must be >= 1")
+        if self.max_categories < 1:
+            raise ValueError("deep.max_categories must be >= 1")
+        if not (0 <= self.dropout < 1 and 0 <= self.head_dropout < 1):
+            raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
+        check_training_keys(self, prefix="deep.")
+
+    def epochs(self, cap: int | None) -> int:
+        return self.max_epochs if cap is None else min(self.max_epochs, cap)
+
+    def train_options(self, lr: float) -> TrainOptions:
+        return TrainOptions(
+            lr=lr,
+            weight_decay=self.weight_decay,
+            item_budget=self.item_budget,
+            eval_item_budget=self.eval_item_budget,
+            max_list_len=self.max_list_len,
+            patience=self.patience,
+        )

@@ -1,0 +1,26 @@
+"""Every model a run can leave in ``model.pt``: finetuning's rankers and the deep baselines'.
+
+`scarce_ltr.finetune.model` builds rankers (encoder + head) and their combinations; the deep
+baselines that are not encoder + head register their builders in `MODEL_KINDS` here, and code at
+this layer or above loads any run's model through `load_model`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torch import nn
+
+from scarce_ltr.baselines.deep import dcnv2, deepfm
+from scarce_ltr.finetune import model as finetune_model
+
+
+def build_model(spec: dict) -> nn.Module:
+    return finetune_model.build_model(spec, kinds=MODEL_KINDS)
+
+
+def load_model(run_dir: str | Path) -> tuple[nn.Module, dict]:
+    return finetune_model.load_model(run_dir, kinds=MODEL_KINDS)
+
+
+MODEL_KINDS = {"deepfm": deepfm.build, "dcnv2": dcnv2.build}

@@ -1,0 +1,204 @@
+"""One LightGBM LambdaMART fit: datasets, parameters, early stopping on vali NDCG@5, prediction.
+
+Labels must be integer relevance levels 0..30 (LightGBM's lambdarank gain table holds
+``2^y - 1`` for y = 0..30, the project's gain): negative, non-integer or larger labels are
+refused with a `UserError`, never silently mapped, since any mapping would change the gains the
+metric is computed with.
+
+Early stopping watches LightGBM's own NDCG@5 on the labeled vali QGs. LightGBM counts a QG
+without a relevant item as 1 (policy ``one``); over a fixed set of QGs that is an increasing
+affine map of the ``skip`` and ``zero`` means, so the best round is the same under every policy.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import lightgbm as lgb
+import numpy as np
+
+from scarce_ltr.baselines.gbdt.config import MAX_LIGHTGBM_LABEL
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.ranking_split import RankingSplit
+
+SELECTION_K = 5  # NDCG@5, data.evaluation.SELECTION_METRIC
+DEFAULT_MIN_DATA_IN_BIN = 3  # LightGBM's default
+
+
+@dataclass(frozen=True)
+class LeafSettings:
+    """Hyperparameters of one grid point, as LightGBM gets them."""
+
+    num_leaves: int
+    min_data_in_leaf: int
+    feature_fraction: float
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """What every fit of one run shares."""
+
+    learning_rate: float
+    rounds: int  # at most
+    early_stopping_rounds: int
+    num_threads: int
+    seed: int
+
+    @classmethod
+    def from_config(cls, cfg) -> TrainingOptions:
+        """From a baseline config: its ``gbdt`` options, ``epochs`` cap and seed."""
+        return cls(
+            learning_rate=cfg.gbdt.learning_rate,
+            rounds=cfg.gbdt.rounds(cfg.epochs),
+            early_stopping_rounds=cfg.gbdt.early_stopping_rounds,
+            num_threads=cfg.gbdt.num_threads,
+            seed=cfg.seed,
+        )
+
+
+@dataclass
+class Fit:
+    booster: lgb.Booster
+    best_rounds: int  # 1-based; predictions use the first best_rounds trees
+    seconds: float
+
+    def predict(self, features: np.ndarray, *, num_threads: int) -> np.ndarray:
+        """``[n_items]`` float64 scores for ``[n_items, n_features]`` features."""
+        if len(features) == 0:
+            return np.zeros(0)
+        return self.booster.predict(
+            features, num_iteration=self.best_rounds, num_threads=num_threads
+        )
+
+
+def check_labels(split: RankingSplit, what: str) -> None:
+    """Stop unless every label of ``split`` is an integer in 0..30 (LightGBM lambdarank)."""
+    labels = np.asarray(split.labels, dtype=np.float64)
+    if labels.size == 0:
+        return
+    bad = ~np.isfinite(labels) | (labels < 0) | (labels != np.round(labels))
+    if bad.any():
+        raise UserError(
+            f"{what}: label {labels[bad][0]:g} is not a relevance level; LightGBM's lambdarank "
+            f"needs integer labels 0..{MAX_LIGHTGBM_LABEL} (binarize real-valued feedback with "
+            "scarcity.binary_tau or relabel the file)"
+        )
+    if labels.max() > MAX_LIGHTGBM_LABEL:
+        raise UserError(
+            f"{what}: label {labels.max():g} is above {MAX_LIGHTGBM_LABEL}; LightGBM's lambdarank "
+            f"gain 2^y - 1 is defined for labels 0..{MAX_LIGHTGBM_LABEL} only (relabel the file)"
+        )
+
+
+def min_data_cap(n_items: int) -> int:
+    """The largest min_data_in_leaf a grid point gets on ``n_items`` training items.
+
+    ``max(1, n_items // 4)``: a tree can still grow at least 4 leaves. Without it the paper's
+    grid (min_data_in_leaf up to 200) cannot split a single time on, e.g., 2 labeled QGs of
+    120 items, and every such point would be a constant model.
+    """
+    return max(1, n_items // 4)
+
+
+class RankingData:
+    """LightGBM datasets of one feature set, binned once and reused by every grid point.
+
+    ``feature_pre_filter=False`` lets min_data_in_leaf change between fits on one dataset;
+    ``min_data_in_bin`` is lowered to the min_data_in_leaf cap on tiny data so that no bin
+    needs more items than a leaf may hold.
+    """
+
+    def __init__(self, *, train: RankingSplit, vali: RankingSplit, num_threads: int) -> None:
+        """``train`` and ``vali`` hold only QGs whose labels the learner may see."""
+        if train.n_groups == 0 or vali.n_groups == 0:
+            raise ValueError("train and vali need at least one QG each")
+        self.n_train_items = train.n_items
+        self.cap = min_data_cap(train.n_items)
+        self.dataset_params = {
+            "feature_pre_filter": False,
+            "min_data_in_bin": min(DEFAULT_MIN_DATA_IN_BIN, self.cap),
+            "num_threads": num_threads,
+            "verbosity": -1,
+        }
+        self.train = lgb.Dataset(
+            np.asarray(train.features),
+            np.asarray(train.labels, dtype=np.float64),
+            group=train.group_sizes,
+            params=dict(self.dataset_params),
+            free_raw_data=True,
+        )
+        self.vali = lgb.Dataset(
+            np.asarray(vali.features),
+            np.asarray(vali.labels, dtype=np.float64),
+            group=vali.group_sizes,
+            reference=self.train,
+            free_raw_data=True,
+        )
+        with _quiet():  # bin now rather than inside the first fit: fit timings compare
+            self.train.construct()
+            self.vali.construct()
+
+
+def lightgbm_params(leaves: LeafSettings, options: TrainingOptions, data: RankingData) -> dict:
+    """LightGBM's parameters for one fit; every other parameter keeps LightGBM's default."""
+    return {
+        "objective": "lambdarank",
+        "metric": "ndcg",
+        "eval_at": [SELECTION_K],
+        "learning_rate": options.learning_rate,
+        "num_leaves": leaves.num_leaves,
+        "min_data_in_leaf": leaves.min_data_in_leaf,
+        "feature_fraction": leaves.feature_fraction,
+        # Row-wise histograms always: LightGBM otherwise picks row- or column-wise by timing,
+        # which makes results depend on the machine's load.
+        "deterministic": True,
+        "force_row_wise": True,
+        "num_threads": options.num_threads,
+        "seed": options.seed,
+        "verbosity": -1,
+        **data.dataset_params,
+    }
+
+
+def fit(
+    leaves: LeafSettings,
+    options: TrainingOptions,
+    data: RankingData,
+    *,
+    history: dict | None = None,
+) -> Fit:
+    """Boost up to ``options.rounds`` trees, keep the round with the best vali NDCG@5.
+
+    ``history``, when given, receives LightGBM's per-round ``{"vali": {"ndcg@5": [...]}}``.
+    """
+    params = lightgbm_params(leaves, options, data)
+    callbacks = [
+        lgb.early_stopping(options.early_stopping_rounds, first_metric_only=True, verbose=False)
+    ]
+    if history is not None:
+        callbacks.append(lgb.record_evaluation(history))
+    start = time.perf_counter()
+    with _quiet():
+        booster = lgb.train(
+            params,
+            data.train,
+            num_boost_round=options.rounds,
+            valid_sets=[data.vali],
+            valid_names=["vali"],
+            callbacks=callbacks,
+        )
+    best = booster.best_iteration or booster.current_iteration()
+    return Fit(booster=booster, best_rounds=int(best), seconds=time.perf_counter() - start)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """LightGBM warns whenever the vali set takes over the train set's parameters, as it
+    should on every fit here (verbosity=-1 does not reach this Python-side warning)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Overriding the parameters from Reference")
+        yield

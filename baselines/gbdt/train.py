@@ -1,0 +1,308 @@
+"""``./run.sh baseline gbdt|gbdt-pseudo|gbdt-pca|gbdt-pca-pseudo``: LightGBM LambdaMART baselines.
+
+- ``gbdt``: trained on the labeled train QGs of the scarcity setting only;
+- ``gbdt-pseudo``: that model pseudo-labels the unlabeled train QGs (31 levels, see
+  `baselines.gbdt.semi_supervised`), then a new grid is trained on labeled + pseudo-labeled QGs;
+- ``gbdt-pca``: the first k components of a PCA of all train features are appended to the
+  train, vali and test features, k in ``gbdt.pca_components`` ({5, 10, 15});
+- ``gbdt-pca-pseudo``: PCA features, then pseudo-labeling, for every k.
+
+Every choice (grid point, number of rounds, k, the pseudo-labeling teacher) is made on NDCG@5 of
+the labeled vali QGs (``scarcity.val``); test is scored once, by the chosen model, through
+`data.evaluation`. The run directory gets ``report.json``, ``scores.npz``, ``model.txt`` (the
+chosen booster), ``pca.npz`` (PCA variants) and ``DONE``.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+from tqdm import tqdm
+
+from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.baselines.gbdt.grid import (
+    GridOutcome,
+    PointResult,
+    grid_points,
+    n_fits,
+    run_grid,
+)
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+    SELECTION_K,
+    Fit,
+    RankingData,
+    TrainingOptions,
+    check_labels,
+    min_data_cap,
+)
+from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
+from scarce_ltr.core.runs import Run
+from scarce_ltr.core.selection import select_best
+from scarce_ltr.core.tracking import Tracker
+from scarce_ltr.data.evaluation import evaluation_report, save_scores, vali_metrics
+from scarce_ltr.data.pipeline import (
+    PreparedData,
+    prepare_data,
+    require_labeled_vali,
+    require_relevant_labels,
+)
+from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+
+
+@dataclass(frozen=True)
+class Variant:
+    pca: bool
+    pseudo: bool
+
+
+@dataclass
+class Candidate:
+    """The outcome of one feature set (one PCA size, or none)."""
+
+    k: int  # PCA components appended; 0 for none
+    outcome: GridOutcome  # the final model's grid (the student's when pseudo-labeling)
+    teacher: GridOutcome | None = None
+    pseudo: dict | None = None  # what the pseudo-labels look like
+
+
+class Features:
+    """The splits' features with the first ``k`` PCA components appended (k = 0: as they are)."""
+
+    def __init__(self, prepared: PreparedData, ks: list[int], *, seed: int) -> None:
+        self.prepared, self.pca, self.projections = prepared, None, {}
+        if ks:
+            n_items, n_features = prepared.train.features.shape
+            if max(ks) > min(n_items, n_features):
+                raise UserError(
+                    f"gbdt.pca_components asks for {max(ks)} components; the data has "
+                    f"{n_features} features and {n_items} train items"
+                )
+            self.pca = PCAFeatures(prepared.train.features, max_components=max(ks), seed=seed)
+            for name in ("train", "vali", "test"):
+                split = getattr(prepared, name)
+                self.projections[name] = self.pca.projection(split.features)
+
+    def split(self, name: str, k: int) -> RankingSplit:
+        split = getattr(self.prepared, name)
+        if k == 0:
+            return split
+        return self.pca.append(split, k, self.projections[name])
+
+
+def main(cfg: BaselineConfig, run: Run) -> dict:
+    """Train, select on vali, evaluate once on test, write the run directory."""
+    start = time.perf_counter()
+    if cfg.method not in VARIANTS:
+        raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
+    variant = VARIANTS[cfg.method]
+    rounds = cfg.gbdt.rounds(cfg.epochs)
+    if rounds < 1:
+        raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
+    prepared = prepare_data(cfg)
+    require_relevant_labels(prepared)
+    require_labeled_vali(prepared)
+    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
+    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
+    ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
+    features = Features(prepared, ks, seed=cfg.seed)
+    training = TrainingOptions.from_config(cfg)
+    tracker = run.open_tracker(asdict(cfg))
+    candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)
+    report = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
+    return finish_run(run, report, start=start)
+
+
+def finish_run(run: Run, report: dict, *, start: float) -> dict:
+    """Write a tree baseline's ``report.json`` (with its seconds) and the done-marker."""
+    report["seconds"] = round(time.perf_counter() - start, 3)
+    summary = {k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")}
+    return run.finish(report, summary=summary)
+
+
+def _fit_all(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: Features,
+    ks: list[int],
+    training: TrainingOptions,
+    variant: Variant,
+    tracker: Tracker,
+) -> list[Candidate]:
+    """One candidate per PCA size (``[0]``: none), each chosen on vali within its feature set."""
+    with tqdm(
+        total=_total_fits(cfg, prepared, variant, len(ks)),
+        desc=cfg.method,
+        unit="fit",
+        file=sys.stderr,
+        leave=False,
+        disable=not sys.stderr.isatty(),  # as core.tracking.ProgressBar: terminals only
+    ) as progress:
+
+        def on_point(result: PointResult) -> None:
+            tracker.log({"grid": result.as_dict()}, step=progress.n)
+            progress.update()
+
+        return [_fit_features(cfg, prepared, features, k, training, variant, on_point) for k in ks]
+
+
+def _evaluate_chosen(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: Features,
+    candidates: list[Candidate],
+    out_dir: Path,
+) -> dict:
+    """Choose among candidates on vali, score vali and test once, save; the report."""
+    chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
+    return _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
+
+
+def save_chosen(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features,
+    candidates: list[Candidate],
+    out_dir: Path,
+) -> tuple[Candidate, np.ndarray, np.ndarray]:
+    """The vali-best candidate and its vali and test scores; scores, model and PCA saved.
+
+    `features` is any feature set with ``split(name, k)`` and ``pca`` (raw + PCA columns, or
+    raw + embedding columns).
+    """
+    chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
+    model, threads = chosen.outcome.best_fit, cfg.gbdt.num_threads
+    vali_scores = model.predict(features.split("vali", chosen.k).features, num_threads=threads)
+    test_scores = model.predict(features.split("test", chosen.k).features, num_threads=threads)
+    save_scores(out_dir, prepared, vali_scores, test_scores)
+    atomic_write_text(
+        out_dir / "model.txt", model.booster.model_to_string(num_iteration=model.best_rounds)
+    )
+    if chosen.k:
+        pca = features.pca.pca
+        buffer = io.BytesIO()
+        np.savez(buffer, mean=pca.mean_, components=pca.components_[: chosen.k])
+        atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
+    return chosen, vali_scores, test_scores
+
+
+def _fit_features(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: Features,
+    k: int,
+    training: TrainingOptions,
+    variant: Variant,
+    on_point: Callable[[PointResult], None],
+) -> Candidate:
+    """The grid on one feature set; with pseudo-labeling, the teacher's grid, then the student's."""
+    train, vali = features.split("train", k), features.split("vali", k)
+    labels = prepared.labels
+    labeled_vali = vali.subset(np.flatnonzero(labels.vali_labeled))
+    selection = replace(cfg.metrics, ks=[SELECTION_K])
+
+    def score_vali(model: Fit) -> float:
+        scores = model.predict(vali.features, num_threads=training.num_threads)
+        return vali_metrics(prepared, scores, selection)[f"ndcg@{SELECTION_K}"]
+
+    points = grid_points(cfg.gbdt)
+    grid = dict(training=training, score_vali=score_vali, pca_components=k, on_point=on_point)
+    data = RankingData(
+        train=train.subset(np.flatnonzero(labels.train_labeled)),
+        vali=labeled_vali,
+        num_threads=training.num_threads,
+    )
+    outcome = run_grid(points, data=data, phase="labeled", **grid)
+    if not variant.pseudo:
+        return Candidate(k=k, outcome=outcome)
+    if labels.train_labeled.all():
+        print(f"{cfg.method}: every train QG is labeled; nothing to pseudo-label", file=sys.stderr)
+        return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
+    del data  # the teacher's LightGBM datasets
+    student_train, pseudo = _pseudo_labeled(cfg, train, labels.train_labeled, outcome.best_fit)
+    data = RankingData(train=student_train, vali=labeled_vali, num_threads=training.num_threads)
+    student = run_grid(points, data=data, phase="pseudo", **grid)
+    return Candidate(k=k, outcome=student, teacher=outcome, pseudo=pseudo)
+
+
+def _pseudo_labeled(
+    cfg: BaselineConfig, train: RankingSplit, labeled: np.ndarray, teacher: Fit
+) -> tuple[RankingSplit, dict]:
+    """Every train QG, the unlabeled ones with the teacher's levels; a summary of the levels."""
+    unlabeled = np.flatnonzero(~labeled)
+    rows = rows_of_groups(train.offsets, unlabeled)
+    scores = teacher.predict(train.features[rows], num_threads=cfg.gbdt.num_threads)
+    levels = pseudo_labels(scores, levels=cfg.gbdt.pseudo_levels, binning=cfg.gbdt.pseudo_binning)
+    counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
+    summary = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
+    return with_pseudo_labels(train, labeled, levels), summary
+
+
+def _total_fits(
+    cfg: BaselineConfig, prepared: PreparedData, variant: Variant, n_feature_sets: int
+) -> int:
+    labeled = prepared.labels.labeled_train().n_items
+    per_set = n_fits(cfg.gbdt, min_data_cap(labeled))
+    if variant.pseudo and not prepared.labels.train_labeled.all():
+        per_set += n_fits(cfg.gbdt, min_data_cap(prepared.train.n_items))
+    return per_set * n_feature_sets
+
+
+def _report(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    candidates: list[Candidate],
+    chosen: Candidate,
+    vali_scores: np.ndarray,
+    test_scores: np.ndarray,
+) -> dict:
+    best = chosen.outcome.best_result
+    model = chosen.outcome.best_fit
+    labels = prepared.labels
+    return {
+        "method": cfg.method,
+        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
+        "selected": best.as_dict(),
+        "teacher": chosen.teacher.best_result.as_dict() if chosen.teacher else None,
+        "pseudo_labels": chosen.pseudo,
+        "grid": [result.as_dict() for c in candidates for result in _all(c)],
+        "selection": f"vali ndcg@{SELECTION_K}, policy {cfg.metrics.policy}",
+        "n_train_items": prepared.train.n_items,
+        "n_train_labeled_items": labels.labeled_train().n_items,
+        "n_train_labeled_groups": int(labels.train_labeled.sum()),
+        "n_vali_labeled_groups": int(labels.vali_labeled.sum()),
+        "n_features": prepared.n_features + chosen.k,
+        "n_trees": best.best_rounds,
+        "n_leaves": int(sum(t["num_leaves"] for t in _trees(model))),
+        "seconds_fitting": round(sum(r.seconds for c in candidates for r in _all(c)), 3),
+        "lightgbm": lgb.__version__,
+        "num_threads": cfg.gbdt.num_threads,
+    }
+
+
+def _trees(model: Fit) -> list[dict]:
+    return model.booster.dump_model(num_iteration=model.best_rounds)["tree_info"]
+
+
+def _all(candidate: Candidate) -> Iterator[PointResult]:
+    """Every grid point of a candidate: the teacher's, then the final model's."""
+    if candidate.teacher is not None and candidate.teacher is not candidate.outcome:
+        yield from candidate.teacher.results
+    yield from candidate.outcome.results
+
+
+# Command-line name -> what the method adds to the plain GBDT.
+VARIANTS: dict[str, Variant] = {
+    "gbdt": Variant(pca=False, pseudo=False),
+    "gbdt-pseudo": Variant(pca=False, pseudo=True),
+    "gbdt-pca": Variant(pca=True, pseudo=False),
+    "gbdt-pca-pseudo": Variant(pca=True, pseudo=True),
+}

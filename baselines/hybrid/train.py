@@ -1,0 +1,179 @@
+"""``./run.sh baseline gbdt-ssl pretrained=<run dir>``: LightGBM on features + encoder embeddings.
+
+Trees and pretrained encoders see different things: trees split raw features well with many
+labels, an encoder pretrained on every QG has seen the unlabeled items' structure. Each item's
+embedding by the encoder of a pretraining or finetuning run (`embedding_features`) is
+appended to its (transformed) features, whole or as its first k principal components (the PCA
+fit on every train item's embedding), and the GBDT baselines' grid is trained on the labeled
+train QGs for each candidate (`baselines.gbdt.config.GBDTOptions`, `EmbeddingOptions`).
+
+The candidate (``none``, ``pca-<k>``, ``raw``), grid point and number of rounds are chosen on
+NDCG@5 of the labeled vali QGs only; test is scored once, by the chosen model, through
+`data.evaluation`. The run directory gets ``report.json``, ``scores.npz``, ``model.txt``,
+``pca.npz`` (a PCA candidate) and ``DONE``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+
+from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult, grid_points, run_grid
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+    SELECTION_K,
+    Fit,
+    RankingData,
+    TrainingOptions,
+    check_labels,
+)
+from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
+from scarce_ltr.baselines.gbdt.train import finish_run, save_chosen
+from scarce_ltr.baselines.hybrid.embedding_features import SPLITS, Embeddings, compute_embeddings
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import Run
+from scarce_ltr.core.tracking import Tracker
+from scarce_ltr.data.evaluation import evaluation_report, vali_metrics
+from scarce_ltr.data.pipeline import (
+    PreparedData,
+    prepare_data,
+    require_labeled_vali,
+    require_relevant_labels,
+)
+from scarce_ltr.data.ranking_split import RankingSplit
+
+
+@dataclass
+class Candidate:
+    name: str  # none | pca-<k> | raw
+    k: int | None  # PCA components (0: no embedding), None: the raw embedding
+    outcome: GridOutcome
+
+
+class EmbeddingFeatures:
+    """Each split's features with a candidate's embedding columns appended."""
+
+    def __init__(self, prepared: PreparedData, embeddings: Embeddings, ks: list[int], *, seed: int):
+        self.prepared, self.embeddings, self.pca, self.projections = prepared, embeddings, None, {}
+        if ks:
+            self.pca = PCAFeatures(embeddings.train, max_components=max(ks), seed=seed)
+            self.projections = {s: self.pca.projection(getattr(embeddings, s)) for s in SPLITS}
+
+    def split(self, name: str, k: int | None) -> RankingSplit:
+        split = getattr(self.prepared, name)
+        if k == 0:
+            return split
+        extra = getattr(self.embeddings, name) if k is None else self.projections[name][:, :k]
+        features = np.hstack([np.asarray(split.features, dtype=np.float32), extra])
+        return split.with_features(np.ascontiguousarray(features))
+
+    def width(self, k: int | None) -> int:
+        return self.embeddings.dim if k is None else k
+
+
+def main(cfg: BaselineConfig, run: Run) -> dict:
+    """Embed, train every candidate's grid, select on vali, evaluate once on test, write."""
+    start = time.perf_counter()
+    if not cfg.pretrained or cfg.pretrained.lower() in ("none", "null"):
+        raise UserError("gbdt-ssl needs pretrained=<pretraining or finetuning run dir>")
+    rounds = cfg.gbdt.rounds(cfg.epochs)
+    if rounds < 1:
+        raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
+    prepared = prepare_data(cfg)
+    require_relevant_labels(prepared)
+    require_labeled_vali(prepared)
+    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
+    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
+    embeddings = compute_embeddings(
+        cfg.pretrained,
+        prepared,
+        cfg.data,
+        item_budget=cfg.embedding.item_budget,
+        cache=cfg.embedding.cache,
+    )
+    # PCA sizes above the embedding's width (or the train items) are left out.
+    options = cfg.embedding.candidates(min(embeddings.dim, prepared.train.n_items))
+    features = EmbeddingFeatures(prepared, embeddings, [k for _, k in options if k], seed=cfg.seed)
+    training = TrainingOptions.from_config(cfg)
+    tracker = run.open_tracker(asdict(cfg))
+    candidates = [_fit(cfg, prepared, features, n, k, training, tracker) for n, k in options]
+    report = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
+    return finish_run(run, report, start=start)
+
+
+def _fit(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: EmbeddingFeatures,
+    name: str,
+    k: int | None,
+    training: TrainingOptions,
+    tracker: Tracker,
+) -> Candidate:
+    """The GBDT grid on one candidate's features, trained on the labeled train QGs."""
+    train, vali = features.split("train", k), features.split("vali", k)
+    labels = prepared.labels
+    selection = replace(cfg.metrics, ks=[SELECTION_K])
+
+    def score_vali(model: Fit) -> float:
+        scores = model.predict(vali.features, num_threads=training.num_threads)
+        return vali_metrics(prepared, scores, selection)[f"ndcg@{SELECTION_K}"]
+
+    def on_point(result: PointResult) -> None:
+        tracker.log({"grid": {"embedding": name, **result.as_dict()}})
+
+    data = RankingData(
+        train=train.subset(np.flatnonzero(labels.train_labeled)),
+        vali=vali.subset(np.flatnonzero(labels.vali_labeled)),
+        num_threads=training.num_threads,
+    )
+    outcome = run_grid(
+        grid_points(cfg.gbdt),
+        data=data,
+        training=training,
+        score_vali=score_vali,
+        phase="labeled",
+        pca_components=k or 0,
+        on_point=on_point,
+    )
+    best = outcome.best_result.vali_ndcg
+    print(f"gbdt-ssl {name}: vali ndcg@5 {best:.4f} ({len(outcome.results)} fits)", file=sys.stderr)
+    return Candidate(name=name, k=k, outcome=outcome)
+
+
+def _evaluate_chosen(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    features: EmbeddingFeatures,
+    candidates: list[Candidate],
+    out_dir: Path,
+) -> dict:
+    """Choose among the candidates on vali, score vali and test once, save; the report."""
+    chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
+    source = features.embeddings.source
+    best = chosen.outcome.best_result
+    return {
+        "method": f"gbdt-ssl+{source['model']}",  # the model name sweeps and reports use
+        "baseline": "gbdt-ssl",
+        "pretrained": source["run"],
+        "pretraining_method": source["model"],
+        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
+        "selected": {"embedding": chosen.name, **best.as_dict()},
+        "embedding": source | {"candidates": [c.name for c in candidates]},
+        "grid": [
+            {"embedding": c.name, **r.as_dict()} for c in candidates for r in c.outcome.results
+        ],
+        "selection": f"vali ndcg@{SELECTION_K}, policy {cfg.metrics.policy}",
+        "n_train_labeled_groups": int(prepared.labels.train_labeled.sum()),
+        "n_vali_labeled_groups": int(prepared.labels.vali_labeled.sum()),
+        "n_features": prepared.n_features + features.width(chosen.k),
+        "n_trees": best.best_rounds,
+        "seconds_fitting": round(sum(r.seconds for c in candidates for r in c.outcome.results), 3),
+        "lightgbm": lgb.__version__,
+        "num_threads": cfg.gbdt.num_threads,
+    }

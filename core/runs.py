@@ -1,0 +1,402 @@
+"""A run's identity and life, written once for every stage (TabR's ``start`` ... ``finish``).
+
+A run is one job of a stage (pretraining, finetuning, a baseline, an ensemble) in a folder of its
+own. `RunIdentity` names everything about it from its config: the model name sweeps and reports
+use (``simclr-rank+full``, ``gbdt``, ``gbdt-ssl+simclr-rank``, ``ensemble:a,b``), the report
+group, the default folder ``<runs root>/<data>/<stage>/<folder name>/<label setting>/seed=<s>``,
+and the tracker's name, group and tags. `Run` lives it out:
+
+- `Run.start` makes the folder and writes ``config.yaml``, refusing a folder that holds a run
+  with other settings;
+- `Run.open_tracker` starts the W&B run (or nothing) under the identity's names;
+- `Run.finish` writes ``report.json`` (the identity keys first, the same in every stage), closes
+  the tracker and writes ``DONE`` last, so a finished run is skipped and an unfinished one
+  resumes from its checkpoint;
+- `GridPoint` is one resumable point of a grid inside a run (``result.json`` + ``DONE``).
+
+`read_config` reads a run's ``config.yaml`` back as a typed object; `run_model` names the model of
+a finished run. The vocabulary of model names (`model_group`, the ensemble prefixes) lives here,
+below every stage that names a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from scarce_ltr.core.config import PACKAGE_ROOT, available, to_yaml
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import atomic_write_text, write_json
+from scarce_ltr.core.tracking import Tracker, start_tracker
+
+CONFIG = "config.yaml"
+REPORT = "report.json"
+DONE = "DONE"
+POINT_RESULT = "result.json"
+GRID_DIR = "grid"
+RUNS_ENV = "LTR_RUNS_DIR"
+STAGES = ("pretrain", "finetune", "baseline", "ensemble")
+# Keys that may change between the runs of one folder (they change no result).
+FREE_KEYS = ("logger",)
+
+# The report groups, and the model names that fall into each.
+GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
+NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2")
+HYBRID_BASELINES = ("gbdt-ssl",)  # run on a pretraining run: <baseline>+<pretraining method>
+ENSEMBLE_PREFIX = "ensemble:"
+# DASALC-ens (Qin et al. 2021): the plain average of runs of one model that differ in their seed.
+SEED_ENSEMBLE_PREFIX = "seed-ensemble:"
+
+ConfigT = TypeVar("ConfigT")
+
+
+def runs_root() -> Path:
+    """``$LTR_RUNS_DIR``, else ``./runs`` (``run.sh`` points it at the checkout's ``runs/``)."""
+    return Path(os.environ.get(RUNS_ENV) or Path.cwd() / "runs")
+
+
+def run_folder(
+    root: Path, *, dataset: str, stage: str, name: str, setting: str | None, seed: int
+) -> Path:
+    """``<root>/<dataset>/<stage>/<name>/[<setting>/]seed=<seed>``: the one layout of run folders.
+
+    A sweep's pretraining runs leave the label setting out (they see no label and serve every
+    setting of the sweep).
+    """
+    folder = root / dataset / stage / name
+    return (folder / setting if setting else folder) / f"seed={seed}"
+
+
+def git_revision() -> str | None:
+    """The checkout's commit; None for an installed package (it is not a git checkout)."""
+    if not (PACKAGE_ROOT / ".git").exists():
+        return None
+    try:
+        command = ["git", "rev-parse", "HEAD"]
+        out = subprocess.run(command, cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def project_version() -> str:
+    from scarce_ltr import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a run is: names its folder, tracker and report keys."""
+
+    dataset: str
+    stage: str  # pretrain | finetune | baseline | ensemble
+    model: str  # the name sweeps and reports use
+    setting: str  # the label setting's tag (frac=0.02, tau=4.5,frac=1, ...)
+    seed: int
+    folder_name: str | None = None  # the folder's <name> part when it is not the model's
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
+
+    @property
+    def group(self) -> str:
+        return model_group(self.model, strict=False)
+
+    def default_folder(self) -> Path:
+        return run_folder(
+            runs_root(),
+            dataset=self.dataset,
+            stage=self.stage,
+            name=self.folder_name or self.model,
+            setting=self.setting,
+            seed=self.seed,
+        )
+
+    @property
+    def tracker_name(self) -> str:
+        return f"{self.tracker_group}/seed={self.seed}"
+
+    @property
+    def tracker_group(self) -> str:
+        """The seeds of one (data set, stage, model, label setting) share a tracker group."""
+        return f"{self.dataset}/{self.stage}/{self.model}/{self.setting}"
+
+    @property
+    def tags(self) -> list[str]:
+        return [self.dataset, self.stage, self.model, self.setting]
+
+    def report_keys(self) -> dict[str, Any]:
+        """The keys every ``report.json`` starts with."""
+        return {
+            "stage": self.stage,
+            "model": self.model,
+            "group": self.group,
+            "dataset": self.dataset,
+            "label_setting": self.setting,
+            "seed": self.seed,
+            "version": project_version(),
+            "git": git_revision(),
+        }
+
+
+class Run:
+    """A run's folder and life: `start`, `open_tracker`, `finish` (see the module docstring)."""
+
+    def __init__(self, identity: RunIdentity, folder: Path, *, logger: str = "none") -> None:
+        self.identity = identity
+        self.folder = Path(folder)
+        self.logger = logger
+        self.tracker = Tracker(None)
+
+    @classmethod
+    def of(cls, cfg: Any, identity: RunIdentity, folder: Path | None = None) -> Run:
+        """The run of a stage config (``run_dir``, ``logger``): ``folder`` when given, else
+        ``cfg.run_dir``, else the identity's default folder."""
+        if folder is None:
+            folder = Path(cfg.run_dir) if cfg.run_dir else identity.default_folder()
+        return cls(identity, folder, logger=cfg.logger)
+
+    @property
+    def done(self) -> bool:
+        return is_done(self.folder)
+
+    def start(self, resolved: DictConfig) -> None:
+        """Make the folder and write ``config.yaml``; refuse a folder holding other settings."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / CONFIG
+        # Only a run that got going (it left more than its config and log) is protected.
+        started = any(p.name not in (CONFIG, "log.txt") for p in self.folder.iterdir())
+        if path.is_file() and started:
+            old = _plain(OmegaConf.load(path))
+            new = _plain(resolved)
+            if old != new:
+                changed = _changed_keys(old, new)
+                raise UserError(
+                    f"{self.folder} holds a run with other settings ({', '.join(changed[:8])} "
+                    "differ); give run_dir=<another folder>, or delete that folder to start over"
+                )
+        atomic_write_text(path, to_yaml(resolved))
+
+    def open_tracker(
+        self, config: dict[str, Any], *, run_id: str | None = None, enabled: bool = True
+    ) -> Tracker:
+        """Start the tracker under the identity's name, group and tags (``enabled=False`` on
+        every DDP rank but the first); `finish` closes it."""
+        identity = self.identity
+        self.tracker = start_tracker(
+            self.logger,
+            run_dir=self.folder,
+            name=identity.tracker_name,
+            config=config,
+            group=identity.tracker_group,
+            tags=identity.tags,
+            job_type=identity.stage,
+            run_id=run_id,
+            enabled=enabled,
+        )
+        return self.tracker
+
+    def report(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` after the identity keys (a body never renames them)."""
+        return self.identity.report_keys() | {
+            k: v for k, v in body.items() if k not in ("model", "group", "git", "version")
+        }
+
+    def write_report(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Write ``report.json`` without finishing (a partial report during training)."""
+        report = self.report(body)
+        write_json(self.folder / REPORT, report)
+        return report
+
+    def finish(self, body: dict[str, Any], *, summary: dict[str, Any] | None = None) -> dict:
+        """Write ``report.json``, close the tracker (with ``summary``), then write ``DONE``."""
+        report = self.report(body)
+        try:
+            if summary:
+                self.tracker.summary(summary)
+        finally:
+            self.tracker.finish()
+        write_json(self.folder / REPORT, report)
+        mark_done(self.folder)
+        return report
+
+    def close(self) -> None:
+        """Close the tracker of a run that did not finish (an error); nothing is marked done."""
+        self.tracker.finish()
+
+
+class GridPoint:
+    """One point of a grid trained inside a run, in ``<run>/grid/<name>/``: finished on its own
+    (``result.json`` + ``DONE``), so an interrupted grid resumes after it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    @classmethod
+    def within(cls, run_folder: Path, name: str) -> GridPoint:
+        return cls(Path(run_folder) / GRID_DIR / name)
+
+    def result(self) -> dict | None:
+        """The result of a finished point; None when it has not finished."""
+        if not is_done(self.folder):
+            return None
+        try:
+            return json.loads((self.folder / POINT_RESULT).read_text())
+        except (OSError, ValueError) as exc:
+            raise UserError(
+                f"{self.folder / POINT_RESULT}: unreadable ({exc}); delete {self.folder} to "
+                "train that point again"
+            ) from None
+
+    def finish(self, result: dict) -> None:
+        write_json(self.folder / POINT_RESULT, result)
+        mark_done(self.folder)
+
+
+def is_done(folder: Path) -> bool:
+    return (Path(folder) / DONE).is_file()
+
+
+def mark_done(folder: Path) -> None:
+    atomic_write_text(Path(folder) / DONE, "")
+
+
+def read_config(folder: str | Path, schema: type[ConfigT]) -> ConfigT:
+    """A run's ``config.yaml`` as a ``schema`` object (keys the schema lacks are left out, so a
+    stage's config reads as the `CommonConfig` every stage shares); `UserError` when unreadable."""
+    path = Path(folder) / CONFIG
+    try:
+        saved = OmegaConf.load(path)
+    except FileNotFoundError:
+        raise UserError(f"{folder}: no {CONFIG}; not a run folder") from None
+    except (OSError, OmegaConfBaseException) as exc:
+        raise UserError(f"{path}: not readable ({exc})") from None
+    if not isinstance(saved, DictConfig):
+        raise UserError(f"{path}: not a mapping")
+    base = OmegaConf.structured(schema)
+    known = [k for k in saved.keys() if k in base]
+    try:
+        merged = OmegaConf.merge(base, OmegaConf.masked_copy(saved, known))
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except (OmegaConfBaseException, ValueError, TypeError) as exc:
+        raise UserError(f"{path}: not a config this version reads ({exc})") from None
+
+
+def read_report(folder: str | Path) -> dict | None:
+    try:
+        report = json.loads((Path(folder) / REPORT).read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def run_model(folder: str | Path) -> str | None:
+    """The model name a run's report gives; None when it has no readable report."""
+    report = read_report(folder)
+    return report_model(report) if report else None
+
+
+def report_model(report: dict) -> str | None:
+    """The model a report names (``model``; older reports: derived from their other keys)."""
+    if report.get("model"):
+        return str(report["model"])
+    if report.get("stage") == "finetune":
+        strategy, method = report.get("strategy", "full"), report.get("pretraining_method")
+        if strategy == "combine":
+            return f"{method or 'combined'}+combine"
+        return f"{method}+{strategy}" if report.get("pretrained") else f"scratch+{strategy}"
+    return str(report["method"]) if report.get("method") else None
+
+
+def model_group(model: str, *, strict: bool = True) -> str:
+    """The report group of a model name. An unknown name raises `UserError` when ``strict`` (a
+    sweep's models), else falls into the group its name suggests (a run's own model name, such
+    as ``scratch+full`` or ``simclr-rank+simsiam+combine``)."""
+    if model.startswith(SEED_ENSEMBLE_PREFIX):
+        member = model[len(SEED_ENSEMBLE_PREFIX) :]
+        if member.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+            raise UserError(f"model '{model}': a seed ensemble is seed-ensemble:<one model>")
+        return model_group(member, strict=strict)
+    if model.startswith(ENSEMBLE_PREFIX):
+        members = ensemble_members(model)
+        if len(members) < 2 or "" in members:
+            raise UserError(f"model '{model}': an ensemble is ensemble:<model>,<model>[,...]")
+        return ensemble_group([model_group(m, strict=strict) for m in members])
+    try:
+        return _single_group(model)
+    except UserError:
+        if strict:
+            raise
+    if model.startswith("scratch+"):  # finetuning a fresh encoder
+        return "no-pretrain-dl"
+    if model.endswith("+combine"):  # finetune combine over finetuned runs
+        return "pretrained-dl"
+    return "gbdt" if model.startswith("gbdt") else "no-pretrain-dl"
+
+
+def _single_group(model: str) -> str:
+    pretraining = available("pretrain")
+    if "+" in model and model.split("+", 1)[0] in HYBRID_BASELINES:
+        baseline, method = model.split("+", 1)
+        if method.split("+", 1)[0] not in pretraining:
+            raise UserError(
+                f"sweep model '{model}': unknown pretraining method '{method}'; valid: "
+                f"{baseline}+<{'|'.join(pretraining)}>"
+            )
+        return "hybrid"
+    if "+" in model:
+        method, strategy = model.split("+", 1)
+        if method not in pretraining:
+            raise UserError(
+                f"sweep model '{model}': unknown pretraining method '{method}'; "
+                f"valid: {', '.join(pretraining)}"
+            )
+        strategies = [s for s in available("finetune") if s != "combine"]
+        if strategy not in strategies:
+            raise UserError(
+                f"sweep model '{model}': unknown finetuning strategy '{strategy}'; "
+                f"valid: {', '.join(strategies)}"
+            )
+        return "pretrained-dl"
+    baselines = available("baseline")
+    if model not in baselines:
+        raise UserError(
+            f"unknown sweep model '{model}'; valid: {', '.join(baselines)}, "
+            "<pretraining method>+<finetuning strategy> such as simclr-rank+full, or "
+            f"<{'|'.join(HYBRID_BASELINES)}>+<pretraining method> such as gbdt-ssl+simclr-rank"
+        )
+    if model in HYBRID_BASELINES:
+        return "hybrid"
+    return "no-pretrain-dl" if model in NO_PRETRAIN_DL else "gbdt"
+
+
+def ensemble_group(groups: list[str]) -> str:
+    """An ensemble's group: its members' when they share one (a seed ensemble), else hybrid."""
+    return groups[0] if len(set(groups)) == 1 else "hybrid"
+
+
+def ensemble_members(model: str) -> list[str]:
+    """The member models of ``ensemble:<model>,<model>,...``."""
+    return model[len(ENSEMBLE_PREFIX) :].split(",")
+
+
+def _plain(config: Any) -> dict:
+    plain = OmegaConf.to_container(config)
+    assert isinstance(plain, dict)
+    return {k: v for k, v in plain.items() if k not in FREE_KEYS}
+
+
+def _changed_keys(old: object, new: object, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(set(old) | set(new))
+        return [c for k in keys for c in _changed_keys(old.get(k), new.get(k), f"{prefix}{k}.")]
+    return [] if old == new else [prefix.rstrip(".")]

@@ -1,0 +1,55 @@
+"""The config of ``./run.sh ensemble runs=[<run>,<run>,...] [key=value ...]``.
+
+The data, label setting and seed keys are those of every stage and must match the member runs
+(`ensembles.ensemble` checks and names the key to pass when they do not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scarce_ltr.core.runs import ENSEMBLE_PREFIX, RunIdentity, run_model
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.ensembles.score_fusion import NORMALIZERS, grid_size
+
+WEIGHTINGS = ("grid", "uniform")
+MAX_WEIGHT_VECTORS = 20000  # each one is scored on vali
+
+
+@dataclass(frozen=True)
+class EnsembleConfig(CommonConfig):
+    runs: list[str] = field(default_factory=list)  # finished finetuning / baseline / ensemble runs
+    normalize: str = "zscore"  # rank | zscore: within each QG, before mixing
+    weights: str = "grid"  # grid: simplex grid, chosen on vali NDCG@5 | uniform: plain average
+    step: float = 0.1  # grid: weights are multiples of step summing to 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.runs) < 2:
+            raise ValueError("an ensemble needs runs=[<run dir>,<run dir>,...] (two or more)")
+        if self.normalize not in NORMALIZERS:
+            raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}")
+        if self.weights not in WEIGHTINGS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHTINGS)}")
+        steps = 1.0 / self.step if 0 < self.step <= 1 else 0.0
+        if steps < 1 or abs(steps - round(steps)) > 1e-6:
+            raise ValueError(f"step must be 1/n for a whole n (0.1, 0.25, 0.5), got {self.step}")
+        n_vectors = grid_size(len(self.runs), self.step)
+        if self.weights == "grid" and n_vectors > MAX_WEIGHT_VECTORS:
+            raise ValueError(
+                f"step={self.step} gives {n_vectors} weight vectors for {len(self.runs)} runs "
+                f"(at most {MAX_WEIGHT_VECTORS}); raise step"
+            )
+
+    def identity(self) -> RunIdentity:
+        """``ensemble:<member model>,...``; every ensemble keeps its runs in ``ensemble/``."""
+        members = [run_model(run) or Path(run).name for run in self.runs]
+        return RunIdentity(
+            dataset=self.data.name,
+            stage="ensemble",
+            model=ENSEMBLE_PREFIX + ",".join(members),
+            setting=self.scarcity.tag,
+            seed=self.seed,
+            folder_name="ensemble",
+        )

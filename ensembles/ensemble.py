@@ -1,0 +1,235 @@
+"""``./run.sh ensemble runs=[<run>,<run>,...] [normalize=rank|zscore] [weights=grid|uniform]``.
+
+The saved per-item scores (``scores.npz``) of finished runs, deep or GBDT, are normalized within
+each QG (`ensembles.score_fusion`) and mixed with one weight per run:
+
+- ``weights=grid``: every vector of multiples of ``step`` summing to 1 (members may get 0) is
+  scored on NDCG@5 of the labeled vali QGs, and the best is kept (a tie goes to the most even
+  mix). Test never enters the choice; it is scored once, with the chosen weights;
+- ``weights=uniform``: the plain average, e.g. the seed ensemble DASALC-ens of Qin et al. (2021):
+  3-5 runs of one configuration that differ in their seed.
+
+Members must come from the ensemble's data (name, files, transform) and the same vali and test
+QGs (their ``scores.npz`` holds the QG offsets and qids), and must have seen the same labels:
+the same label setting, and the same seed unless the setting labels every QG (fraction 1, no
+binary feedback), for labels drawn with other seeds would enlarge the label budget. The run
+directory gets ``report.json`` (metrics, chosen weights, every weight vector's vali score, the
+members), ``scores.npz`` and ``DONE``; a finished run with the same settings is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import (
+    Run,
+    is_done,
+    model_group,
+    read_config,
+    read_report,
+    run_model,
+)
+from scarce_ltr.core.selection import select_best
+from scarce_ltr.data.evaluation import (
+    SELECTION_METRIC,
+    evaluation_report,
+    save_scores,
+    vali_metrics,
+)
+from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.ensembles.config import EnsembleConfig
+from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix, simplex_grid
+
+SCORES = "scores.npz"
+_SPLIT_KEYS = ("vali_offsets", "test_offsets", "vali_qids", "test_qids")
+_DATA_KEYS = ("name", "path", "splits", "transform", "clip", "n_features")
+
+
+@dataclass(frozen=True)
+class Member:
+    run: str  # as given
+    model: str  # as sweeps and reports name it
+    group: str
+    vali: np.ndarray  # [n_vali_items] scores
+    test: np.ndarray  # [n_test_items] scores
+
+
+def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
+    """Mix the members' scores, choose the weights on vali, evaluate on test, write the run."""
+    identity = _identity(cfg)
+    if out_dir is None:
+        out_dir = Run.of(cfg, cfg.identity()).folder
+    if is_done(out_dir):
+        _check_identity(out_dir, identity)
+        print(f"{out_dir}: finished before (DONE present); skipped", file=sys.stderr)
+        return None
+    _check_distinct(cfg.runs)
+    for run in cfg.runs:  # before loading any data: a mismatch is named at once
+        check_member(run, cfg)
+    prepared = prepare_data(cfg)
+    require_labeled_vali(prepared)
+    members = [load_member(run, prepared) for run in cfg.runs]
+    normalize = NORMALIZERS[cfg.normalize]
+    vali = np.stack([normalize(m.vali, prepared.vali.offsets) for m in members])
+    test = np.stack([normalize(m.test, prepared.test.offsets) for m in members])
+    n = len(members)
+    grid = np.full((1, n), 1.0 / n) if cfg.weights == "uniform" else simplex_grid(n, cfg.step)
+    selection = replace(cfg.metrics, ks=[int(SELECTION_METRIC.partition("@")[2])])
+    tried = [vali_metrics(prepared, mix(vali, w), selection)[SELECTION_METRIC] for w in grid]
+    weights = grid[select_best(tried)]
+    run = Run.of(cfg, cfg.identity(), out_dir)  # the members are checked: its name is theirs
+    run.open_tracker(asdict(cfg))
+    vali_scores, test_scores = mix(vali, weights), mix(test, weights)
+    save_scores(out_dir, prepared, vali_scores, test_scores)
+    report = {
+        "method": run.identity.model,
+        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
+        "weights": {m.run: float(w) for m, w in zip(members, weights, strict=True)},
+        "normalize": cfg.normalize,
+        "weighting": cfg.weights,
+        "selection": f"vali {SELECTION_METRIC}, policy {cfg.metrics.policy}",
+        "tried": [
+            {"weights": w.tolist(), f"vali_{SELECTION_METRIC}": _number(v)}
+            for w, v in zip(grid, tried, strict=True)
+        ],
+        "members": [{"run": m.run, "model": m.model, "group": m.group} for m in members],
+        "runs": [str(Path(m.run).resolve()) for m in members],
+        "identity": identity,
+    }
+    pairs = enumerate(zip(members, weights, strict=True))
+    named = {f"{i}:{m.model}": float(w) for i, (m, w) in pairs}  # seed ensembles repeat names
+    summary = {"metrics": report["metrics"], "weights": named, "method": run.identity.model}
+    return run.finish(report, summary=summary)
+
+
+def check_member(run: str, cfg: EnsembleConfig) -> None:
+    """Stop unless ``run`` finished with saved scores on the ensemble's data and labels."""
+    path = Path(run)
+    if not path.is_dir():
+        raise UserError(f"runs: {run}: no such run directory")
+    if not (path / SCORES).is_file():
+        raise UserError(
+            f"runs: {run}: no {SCORES}; an ensemble takes finished finetuning, baseline or "
+            "ensemble runs (pretraining runs score no item)"
+        )
+    if not is_done(path):
+        raise UserError(f"runs: {run}: has not finished (no DONE); finish it first")
+    config = asdict(read_config(path, CommonConfig))
+    _check_data(run, config["data"], cfg)
+    _check_labels(run, config, cfg)
+
+
+def load_member(run: str, prepared: PreparedData) -> Member:
+    """A checked run's scores (on the ensemble's vali and test QGs) and model name."""
+    path = Path(run)
+    vali, test = _read_scores(run, path / SCORES, prepared)
+    model, group = _name(run, path)
+    return Member(run=run, model=model, group=group, vali=vali, test=test)
+
+
+def _check_data(run: str, data: dict, cfg: EnsembleConfig) -> None:
+    mine, theirs = _data_identity(asdict(cfg.data)), _data_identity(data)
+    differ = [k for k in mine if mine[k] != theirs.get(k)]
+    if differ:
+        found = " ".join(f"data.{k}={theirs.get(k)}" for k in differ)
+        here = " ".join(f"data.{k}={mine[k]}" for k in differ)
+        raise UserError(
+            f"runs: {run}: trained on other data ({found}; this ensemble has {here}); pass "
+            "the run's data keys (data=<name> data.path=...) or leave the run out"
+        )
+
+
+def _data_identity(data: dict) -> dict:
+    out = {k: data.get(k) for k in _DATA_KEYS}
+    if out["path"]:
+        out["path"] = str(Path(str(out["path"])).expanduser().resolve())
+    if out["splits"] is not None:
+        out["splits"] = dict(out["splits"])
+    if out["name"] == "synthetic":  # one key per knob, so that a message names the knob
+        out |= {f"synthetic.{k}": v for k, v in (data.get("synthetic") or {}).items()}
+    return out
+
+
+def _check_labels(run: str, config: dict, cfg: EnsembleConfig) -> None:
+    """Same label setting; same label seed unless the setting labels every QG whatever the seed."""
+    mine, theirs = asdict(cfg.scarcity), dict(config.get("scarcity") or {})
+    differ = [k for k in mine if mine[k] != theirs.get(k)]
+    if differ:
+        found = " ".join(f"scarcity.{k}={theirs.get(k)}" for k in differ)
+        raise UserError(
+            f"runs: {run}: trained with another label setting ({found}; this ensemble has "
+            f"{cfg.scarcity.tag}); pass the same scarcity keys or leave the run out"
+        )
+    seed_free = cfg.scarcity.fraction == 1.0 and cfg.scarcity.binary_tau is None
+    theirs_seed = theirs.get("seed")
+    label_seed = config.get("seed") if theirs_seed is None else theirs_seed
+    if not seed_free and label_seed != cfg.scarcity.label_seed(cfg.seed):
+        raise UserError(
+            f"runs: {run}: seed {label_seed} draws other labeled QGs than this ensemble's seed "
+            f"{cfg.scarcity.label_seed(cfg.seed)} in setting {cfg.scarcity.tag}; mixing them "
+            "would use more labels than the budget (for a seed ensemble, fix the labels: run "
+            "every member and the ensemble with the same scarcity.seed=<n>)"
+        )
+
+
+def _read_scores(run: str, path: Path, prepared: PreparedData) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {k: stored[k] for k in ("vali", "test", *_SPLIT_KEYS)}
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"runs: {run}: {path.name} is not a scores file ({exc})") from None
+    for split in ("vali", "test"):
+        mine = getattr(prepared, split)
+        same = np.array_equal(arrays[f"{split}_offsets"], mine.offsets) and np.array_equal(
+            arrays[f"{split}_qids"], mine.qids
+        )
+        if not same or len(arrays[split]) != mine.n_items:
+            raise UserError(
+                f"runs: {run}: its {split} scores belong to other {split} QGs than this "
+                "ensemble's data (another data set, split or file)"
+            )
+        if not np.isfinite(arrays[split]).all():
+            raise UserError(f"runs: {run}: its {split} scores are not all finite")
+    return arrays["vali"], arrays["test"]
+
+
+def _name(run: str, path: Path) -> tuple[str, str]:
+    report, model = read_report(path), run_model(path)
+    if report is None or model is None:
+        raise UserError(f"runs: {run}: no readable report.json")
+    return model, str(report.get("group") or model_group(model, strict=False))
+
+
+def _check_distinct(runs: list[str]) -> None:
+    seen: dict[Path, str] = {}
+    for run in runs:
+        key = Path(run).resolve()
+        if key in seen:
+            raise UserError(f"runs: {run} is listed twice (also as {seen[key]})")
+        seen[key] = run
+
+
+def _identity(cfg: EnsembleConfig) -> str:
+    settings = {k: v for k, v in asdict(cfg).items() if k not in ("logger", "run_dir", "epochs")}
+    settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _check_identity(out_dir: Path, identity: str) -> None:
+    found = (read_report(out_dir) or {}).get("identity")
+    if found is not None and found != identity:
+        raise UserError(
+            f"{out_dir} holds an ensemble of other runs or settings; pass run_dir=<new folder>, "
+            "or delete that folder to start over"
+        )
+
+
+def _number(value: float) -> float | None:
+    return None if value is None or not np.isfinite(value) else float(value)

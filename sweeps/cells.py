@@ -1,0 +1,286 @@
+"""The cells of a sweep and the jobs that produce them.
+
+A cell is one (data set, model, label setting, seed). A job is one ``./run.sh`` command; a
+pretrained model's cell needs two jobs, pretraining (shared by every label setting of that data
+set, method and seed) and finetuning (``simclr-rank+full``) or a hybrid baseline on the
+pretrained encoder (``gbdt-ssl+simclr-rank``).
+
+An ensemble (``./run.sh ensemble``) is the model ``ensemble:<model>,<model>,...``: its job mixes
+the saved scores of its members' cells of the same data set, label setting and seed, so it runs
+after them, and every member must be a model of the sweep itself. ``seed-ensemble:<model>`` is
+the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of ``<model>`` with
+seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
+uses the encoder of seed s), averaged with uniform weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import (
+    ENSEMBLE_PREFIX,
+    HYBRID_BASELINES,
+    SEED_ENSEMBLE_PREFIX,
+    ensemble_members,
+    model_group,
+    run_folder,
+)
+from scarce_ltr.data.scarcity import ScarcityConfig
+from scarce_ltr.data.stage_config import CommonConfig
+
+SEED_STRIDE = 1000  # member j of the seed ensemble of sweep seed s trains with seed s + 1000 j
+# An ensemble trains nothing: of the sweep's common overrides it takes the keys every stage has
+# (data, label setting, seed, metrics), not a trainer's (gbdt.*, encoder.*, ...).
+COMMON_KEYS = frozenset(f.name for f in fields(CommonConfig))
+
+
+@dataclass(frozen=True)
+class Job:
+    key: str
+    stage: str  # pretrain | finetune | baseline
+    name: str  # method, strategy or baseline
+    overrides: list[str]
+    run_dir: Path
+    depends_on: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SweepCell:
+    id: str
+    dataset: str
+    model: str
+    group: str
+    stage: str
+    setting: str
+    fraction: float
+    binary_tau: float | None
+    seed: int
+    run_dir: str
+    job_key: str
+    status: str = "pending"
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_ensembles(models: list[str]) -> None:
+    """Stop unless every sweep ensemble mixes two or more other (non-ensemble) sweep models."""
+    for model in models:
+        if not model.startswith(ENSEMBLE_PREFIX):
+            continue
+        members = ensemble_members(model)
+        if len(set(members)) != len(members):
+            raise UserError(f"sweep model '{model}': a member appears twice")
+        for member in members:
+            if member.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)) or member not in models:
+                raise UserError(
+                    f"sweep model '{model}': member '{member}' is not a (non-ensemble) model "
+                    f"of this sweep; add it to models: {', '.join(models)}"
+                )
+
+
+def _sweep_job(model: str) -> tuple[str | None, str, str]:
+    """``(pretraining method or None, stage, name)`` of a sweep model's own job."""
+    if model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+        return None, "ensemble", ""
+    if model in HYBRID_BASELINES:
+        raise UserError(
+            f"sweep model '{model}' needs a pretrained encoder: {model}+<pretraining method>, "
+            f"such as {model}+simclr-rank"
+        )
+    if "+" not in model:
+        return None, "baseline", model
+    first, second = model.split("+", 1)
+    if first in HYBRID_BASELINES:
+        if "+" in second:
+            raise UserError(
+                f"sweep model '{model}': a sweep runs {first} on pretraining runs only "
+                f"({first}+<pretraining method>)"
+            )
+        return second, "baseline", first
+    return first, "finetune", second
+
+
+def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
+    """Each label setting of the sweep with the overrides that select it."""
+    settings = []
+    for fraction in cfg.fractions if not cfg.binary_taus else [1.0]:
+        overrides = [f"scarcity.fraction={fraction}", f"scarcity.val={cfg.val}"]
+        taus = cfg.binary_taus or [None]
+        for tau in taus:
+            extra = [] if tau is None else [f"scarcity.binary_tau={tau}"]
+            scarcity = ScarcityConfig(fraction=fraction, val=cfg.val, binary_tau=tau)
+            settings.append((scarcity, overrides + extra))
+    return settings
+
+
+def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
+    """Every job (pretraining first, each once; ensembles last) and every cell of the sweep."""
+    planner = _Planner(cfg, folder)
+    cells: list[SweepCell] = []
+    settings = label_settings(cfg)
+    for dataset in cfg.datasets:
+        for seed in cfg.seeds:
+            for scarcity, setting_overrides in settings:
+                for model in cfg.models:
+                    job = planner.cell_job(dataset, model, seed, scarcity, setting_overrides)
+                    cells.append(
+                        SweepCell(
+                            id=job.key,
+                            dataset=dataset,
+                            model=model,
+                            group=model_group(model),
+                            stage=job.stage,
+                            setting=scarcity.tag,
+                            fraction=scarcity.fraction,
+                            binary_tau=scarcity.binary_tau,
+                            seed=seed,
+                            run_dir=str(job.run_dir),
+                            job_key=job.key,
+                        )
+                    )
+    stage_order = {"pretrain": 0, "ensemble": 2}  # finetune and baseline jobs: 1
+    ordered = sorted(planner.jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
+    return ordered, cells
+
+
+class _Planner:
+    """Builds the jobs of a sweep's cells; a job asked for twice (a shared member) is one job."""
+
+    def __init__(self, cfg, folder: Path) -> None:
+        self.cfg, self.folder = cfg, folder
+        self.common = [*cfg.overrides.common, f"logger={cfg.logger}"]
+        self.jobs: dict[str, Job] = {}
+
+    def cell_job(
+        self, dataset: str, model: str, seed: int, scarcity: ScarcityConfig, setting: list[str]
+    ) -> Job:
+        """The job whose run is the cell (dataset, model, label setting, seed)."""
+        tag = scarcity.tag
+        if model.startswith(SEED_ENSEMBLE_PREFIX):
+            member = model[len(SEED_ENSEMBLE_PREFIX) :]
+            # The members differ in their seed only: the labeled QGs stay the cell's.
+            fixed = [*setting, f"scarcity.seed={seed}"]
+            members = [
+                self._training_job(
+                    dataset,
+                    member,
+                    seed + SEED_STRIDE * j,
+                    replace(scarcity, seed=seed).tag,
+                    fixed,
+                    pretrain_seed=seed,
+                )
+                for j in range(self.cfg.seed_ensemble_size)
+            ]
+            return self._ensemble_job(
+                dataset, model, seed, tag, fixed, members, ["weights=uniform"]
+            )
+        if model.startswith(ENSEMBLE_PREFIX):
+            members = [
+                self._training_job(dataset, m, seed, tag, setting) for m in ensemble_members(model)
+            ]
+            return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
+        return self._training_job(dataset, model, seed, tag, setting)
+
+    def _training_job(
+        self,
+        dataset: str,
+        model: str,
+        seed: int,
+        tag: str,
+        setting: list[str],
+        *,
+        pretrain_seed: int | None = None,
+    ) -> Job:
+        method, stage, name = _sweep_job(model)
+        extra = list(getattr(self.cfg.overrides, stage))
+        depends: list[str] = []
+        if method is not None:
+            seed_of_encoder = seed if pretrain_seed is None else pretrain_seed
+            pretrain = _pretrain_job(
+                self.cfg, self.folder, dataset, method, seed_of_encoder, self.common
+            )
+            self.jobs.setdefault(pretrain.key, pretrain)
+            depends = [pretrain.key]
+            extra = [f"pretrained={pretrain.run_dir}", *extra]
+        extra += self.cfg.overrides.per_model.get(model, [])
+        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        return self._add(dataset, model, stage, name, seed, tag, [*shared, *extra], depends)
+
+    def _ensemble_job(
+        self,
+        dataset: str,
+        model: str,
+        seed: int,
+        tag: str,
+        setting: list[str],
+        members: list[Job],
+        options: list[str],
+    ) -> Job:
+        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        shared = [o for o in shared if _key_of(o) in COMMON_KEYS]
+        # Quoted: a label setting's folder name may hold a comma (tau=4.5,frac=0.1; ,labels=0).
+        runs = f"runs=[{','.join(json.dumps(str(m.run_dir)) for m in members)}]"
+        extra = [runs, *options, *self.cfg.overrides.ensemble]
+        extra += self.cfg.overrides.per_model.get(model, [])
+        depends = [m.key for m in members]
+        return self._add(dataset, model, "ensemble", "", seed, tag, [*shared, *extra], depends)
+
+    def _add(
+        self,
+        dataset: str,
+        model: str,
+        stage: str,
+        name: str,
+        seed: int,
+        tag: str,
+        overrides: list[str],
+        depends: list[str],
+    ) -> Job:
+        run_dir = run_folder(
+            self.folder, dataset=dataset, stage=stage, name=model, setting=tag, seed=seed
+        )
+        key = f"{dataset}/{model}/{tag}/seed={seed}"
+        tags = [model, tag, f"seed={seed}", dataset]
+        job = Job(key, stage, name, [*overrides, f"run_dir={run_dir}"], run_dir, depends, tags)
+        self.jobs[key] = job
+        return job
+
+
+def _key_of(override: str) -> str:
+    """The top-level key of ``key.sub=value``."""
+    return override.split("=", 1)[0].split(".", 1)[0]
+
+
+def _pretrain_job(cfg, root: Path, dataset: str, method: str, seed: int, common: list[str]) -> Job:
+    """Pretraining sees no label; its knn probe uses the sweep's scarcest label setting."""
+    scarcest = min(cfg.fractions) if cfg.fractions and not cfg.binary_taus else 1.0
+    probe = [f"scarcity.fraction={scarcest}", f"scarcity.val={cfg.val}"]
+    if cfg.binary_taus:
+        probe.append(f"scarcity.binary_tau={max(cfg.binary_taus)}")
+    # One pretraining run serves every label setting of the sweep: no setting in its folder.
+    run_dir = run_folder(
+        root, dataset=dataset, stage="pretrain", name=method, setting=None, seed=seed
+    )
+    overrides = [
+        f"data={dataset}",
+        *common,
+        f"seed={seed}",
+        *probe,
+        *cfg.overrides.pretrain,
+        f"run_dir={run_dir}",
+    ]
+    return Job(
+        f"{dataset}/pretrain/{method}/seed={seed}",
+        "pretrain",
+        method,
+        overrides,
+        run_dir,
+        tags=[method, "pretrain", f"seed={seed}", dataset],
+    )

@@ -1,0 +1,190 @@
+"""The dashboard: ONE self-contained HTML file that opens offline.
+
+Images are embedded as base64 PNG ``data:`` URIs and the style sheet is inline; there is no
+script and no external resource. Per data set and curve (label fractions, or binary tau):
+the group table (paper Figure 1 / Table 2: mean ± std over seeds, one-sided Welch p-value
+against the validation-best GBDT), the crossover, the group curves, every model's table and
+curves (Table 1 / Figure 3), and which member stood for each group; then t-SNE plots (Figure 4)
+and the cells that failed or did not finish.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from html import escape
+
+from scarce_ltr.sweeps.stats import best_in_column
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;
+max-width:1400px}
+h1{font-size:1.5em}h2{border-bottom:2px solid #ccc;padding-bottom:4px;margin-top:2em}
+h3{margin-top:1.4em}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:0.9em}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f0f0f0}td.name,th.name{text-align:left}
+small{color:#666}.sig{color:#b00}.note{color:#444;font-size:0.9em;max-width:70em}
+img{max-width:100%;border:1px solid #ddd;margin:6px 0}
+.err{font-family:monospace;font-size:0.85em;text-align:left;white-space:pre-wrap}
+"""
+
+
+def render(report: dict) -> str:
+    """The whole page; ``report`` is what `sweeps.report.build` assembles."""
+    k, alpha = report["k"], report["alpha"]
+    parts = [_header(report)]
+    for section in report["sections"]:
+        parts.append(_section(section, k=k, select_k=report["select_k"], alpha=alpha))
+    if report.get("tsne_png") or report.get("tsne_errors"):
+        parts.append("<h2>t-SNE of item embeddings (test QGs)</h2>")
+        if report.get("tsne_png"):
+            parts.append(_img(report["tsne_png"], "t-SNE of item embeddings"))
+        parts += [f"<p class='err'>{escape(e)}</p>" for e in report.get("tsne_errors", [])]
+    parts.append(_problems(report["problems"]))
+    body = "\n".join(parts)
+    title = escape(report["title"])
+    return (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )
+
+
+def _header(report: dict) -> str:
+    counts = ", ".join(f"{n} {status}" for status, n in report["status_counts"].items())
+    k, sk = report["k"], report["select_k"]
+    return f"""<h1>{escape(report["title"])}</h1>
+<p>Source: <code>{escape(report["source"])}</code> &middot; generated {escape(report["generated"])}
+&middot; cells: {escape(counts)} &middot; validation labels: {escape(report["val_labels"])}
+&middot; empty-QG policy: {escape(report["policy"])}</p>
+<p class="note">Numbers are test NDCG@{k} and Outlier-NDCG@{k} (NDCG over the test QGs flagged
+as outliers): mean &plusmn; sample standard deviation over seeds (n = seeds). A group (GBDT, no
+pretrain DL, pretrained DL, hybrid) is represented per data set and label setting by its
+<b>validation-best member</b>: the member model with the highest validation NDCG@{sk} averaged
+over its seeds (ties: more seeds, then name); test numbers never take part in the choice, and the
+member is the same for every seed of that setting. <i>p</i> is the one-sided Welch t-test
+(scipy <code>ttest_ind(equal_var=False, alternative="greater")</code>) of the row against the
+validation-best GBDT of the same setting; <span class="sig">red *</span> marks
+p &lt; {report["alpha"]:g}. <b>Bold</b>: best mean in the column; <u>underlined</u>: within the
+margin of error of the best (mean &plusmn; std intervals overlap). The dotted line on a curve of
+label fractions is where pretrained DL, scanning from the fewest labels up, first stops beating
+the best other group.</p>"""
+
+
+def _section(section: dict, *, k: int, select_k: int, alpha: float) -> str:
+    head = f"{section['dataset']} &middot; {escape(section['series'])}"
+    settings = section["settings"]
+    parts = [f"<h2>{head}</h2>", "<h3>Groups (validation-best member of each)</h3>"]
+    for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
+        parts.append(_table(section["groups"], settings, "group", metric, label, alpha))
+    parts.append(f"<p>{escape(section['crossover_text'])}</p>")
+    parts.append(_img(section["group_png"], f"group curves {section['dataset']}"))
+    parts.append("<h3>Every model</h3>")
+    for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
+        parts.append(_table(section["models"], settings, "model", metric, label, alpha))
+    parts.append(_img(section["model_png"], f"model curves {section['dataset']}"))
+    parts.append("<h3>Which member stood for each group</h3>")
+    parts.append(_selection(section["groups"], section["models"], select_k))
+    return "\n".join(parts)
+
+
+def _table(
+    entries: list[dict], settings: list[str], key: str, metric: str, label: str, alpha: float
+) -> str:
+    names = list(dict.fromkeys(e[key] for e in entries))
+    cell = {(e[key], e["setting"]): e for e in entries}
+    marks: dict[tuple[str, str], str] = {}
+    for setting in settings:
+        column = [cell.get((n, setting)) for n in names]
+        means = [e[f"{metric}_mean"] if e else math.nan for e in column]
+        stds = [e[f"{metric}_std"] if e else math.nan for e in column]
+        best, close = best_in_column(means, stds)
+        for i, name in enumerate(names):
+            marks[(name, setting)] = "b" if i == best else ("u" if close[i] else "")
+    header = "".join(f"<th>{escape(s)}</th>" for s in settings)
+    rows = []
+    for name in names:
+        tds = "".join(
+            _cell(cell.get((name, s)), metric, marks[(name, s)], alpha, key == "group")
+            for s in settings
+        )
+        rows.append(f"<tr><td class='name'>{escape(name)}</td>{tds}</tr>")
+    return (
+        f"<table><caption>test {escape(label)}</caption><tr><th class='name'>{key}</th>"
+        f"{header}</tr>{''.join(rows)}</table>"
+    )
+
+
+def _cell(entry: dict | None, metric: str, mark: str, alpha: float, show_member: bool) -> str:
+    if entry is None:
+        return "<td>&ndash;</td>"
+    text = escape(mean_pm_std(entry, metric))
+    if mark:
+        text = f"<{mark}>{text}</{mark}>"
+    p = entry.get(f"p_{metric}", math.nan)
+    extra = [f"n={entry['n_seeds'] if metric == 'test' else entry['n_outlier_seeds']}"]
+    if math.isfinite(p):
+        star = "<span class='sig'>*</span>" if p < alpha else ""
+        extra.append(f"p={escape(fmt_p(p))}{star}")
+    if show_member:
+        extra.append(escape(entry["member"]))
+    return f"<td>{text}<br><small>{' &middot; '.join(extra)}</small></td>"
+
+
+def _selection(groups: list[dict], models: list[dict], select_k: int) -> str:
+    rows = []
+    for g in groups:
+        candidates = sorted(
+            (m for m in models
+             if (m["setting"], m["group"]) == (g["setting"], g["group"])),
+            key=lambda m: -m["vali_mean"] if math.isfinite(m["vali_mean"]) else math.inf,
+        )  # fmt: skip
+        listing = ", ".join(f"{escape(m['model'])} {fmt(m['vali_mean'])}" for m in candidates)
+        rows.append(
+            f"<tr><td class='name'>{escape(g['setting'])}</td><td class='name'>{g['group']}</td>"
+            f"<td class='name'><b>{escape(g['member'])}</b></td><td>{fmt(g['vali_mean'])}</td>"
+            f"<td class='name'><small>{listing}</small></td></tr>"
+        )
+    return (
+        "<table><tr><th class='name'>setting</th><th class='name'>group</th>"
+        f"<th class='name'>chosen member</th><th>mean vali NDCG@{select_k}</th>"
+        f"<th class='name'>candidates (mean vali NDCG@{select_k})</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _problems(rows: list[dict]) -> str:
+    if not rows:
+        return "<h2>Failed cells</h2><p>None: every cell finished.</p>"
+    body = "".join(
+        f"<tr><td class='name'>{escape(str(r.get('id')))}</td><td class='name'>"
+        f"{escape(str(r.get('status')))}</td><td class='err'>{escape(str(r.get('error') or ''))}"
+        f"</td><td class='name'><small>{escape(str(r.get('run_dir') or ''))}</small></td></tr>"
+        for r in rows
+    )
+    return (
+        f"<h2>Failed cells</h2><p>{len(rows)} cell(s) did not finish; they are left out of "
+        "every table and plot above.</p><table><tr><th class='name'>cell</th>"
+        "<th class='name'>status</th><th class='name'>error</th><th class='name'>run dir</th>"
+        f"</tr>{body}</table>"
+    )
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f"<div><img alt='{escape(alt)}' src='data:image/png;base64,{data}'></div>"
+
+
+def mean_pm_std(entry: dict, metric: str) -> str:
+    """``0.4123 ± 0.0031``; ``–`` without a value, and no ``±`` part with a single seed."""
+    mean, std = entry[f"{metric}_mean"], entry[f"{metric}_std"]
+    if not math.isfinite(mean):
+        return "–"
+    return fmt(mean) + (f" ± {fmt(std)}" if math.isfinite(std) else "")
+
+
+def fmt(value: float) -> str:
+    return f"{value:.4f}" if isinstance(value, float | int) and math.isfinite(value) else "–"
+
+
+def fmt_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"

@@ -1,0 +1,273 @@
+"""``./run.sh report [<sweep>] [key=value ...]``: tables, plots, t-tests and one HTML dashboard.
+
+With a sweep name (or a sweep folder), the cells of ``runs/sweeps/<sweep>/manifest.json``;
+without, every finished run under ``runs/``. Writes ``results.csv`` (one row per cell),
+``summary.csv`` (per model and per group: mean, std, p-value), the PNGs and ``dashboard.html``
+into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` without a sweep, or ``out=<folder>``),
+prints the group tables and ends with the dashboard's path. t-SNE plots are opt-in and slow:
+``tsne=[<run dir or cell id>,...]`` (pretraining runs show their encoder, finetuning runs their
+scoring head's input).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
+from scarce_ltr.core.runs import runs_root as default_runs_root
+from scarce_ltr.sweeps import dashboard, plots, results, stats
+
+SUMMARY_FIELDS = [
+    "kind", "dataset", "series", "setting", "x", "name", "group", "member", "n_seeds",
+    "vali_mean", "test_mean", "test_std", "outlier_mean", "outlier_std", "n_outlier_seeds",
+    "p_test", "p_outlier", "reference", "seeds",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    sweep: str | None = None  # a sweep name under runs/sweeps/, or a sweep folder; None: scan
+    runs_root: str | None = None  # default: $LTR_RUNS_DIR or ./runs
+    out: str | None = None  # default: <sweep folder>/report or <runs_root>/report
+    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])  # NDCG cutoffs in results.csv
+    k: int = 5  # the cutoff of the tables and plots
+    select_k: int = 5  # validation NDCG cutoff that picks each group's member
+    alpha: float = 0.05  # significance level marked in the tables
+    tsne: list[str] = field(default_factory=list)  # run dirs or cell ids to embed (slow)
+    tsne_items: int = 1000  # test items per t-SNE panel
+    tsne_perplexity: float = 30.0
+    seed: int = 0  # of the t-SNE item draw and layout
+
+    def __post_init__(self) -> None:
+        if not self.ks or min(self.ks) < 1:
+            raise ValueError("ks must be a non-empty list of positive integers")
+        if self.k < 1 or self.select_k < 1:
+            raise ValueError("k and select_k must be >= 1")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.tsne_items < 10:
+            raise ValueError("tsne_items must be >= 10")
+        if self.tsne_perplexity <= 0:
+            raise ValueError("tsne_perplexity must be positive")
+
+    @property
+    def cutoffs(self) -> list[int]:
+        return sorted({*self.ks, self.k, self.select_k})
+
+
+def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
+    """Gather, summarize, plot and write; returns the assembled report (tables, PNG bytes)."""
+    root = runs_root(cfg)
+    if cfg.sweep:
+        manifest = results.manifest_path(cfg.sweep, root)
+        rows = results.rows_from_manifest(manifest, cfg.cutoffs)
+        source, default_out = str(manifest), manifest.parent / "report"
+    else:
+        if not root.is_dir():
+            raise UserError(f"no runs folder {root}; run a stage or a sweep first")
+        rows = results.rows_from_scan(root, cfg.cutoffs)
+        source, default_out, manifest = str(root), root / "report", None
+        if not rows:
+            raise UserError(f"no finished ranking run (report.json with test metrics) under {root}")
+    folder = Path(cfg.out) if cfg.out else default_out
+    tsne_dirs = resolve_tsne(cfg.tsne, rows, [p for p in (manifest, root) if p is not None])
+    report = build(cfg, rows, source=source, tsne_dirs=tsne_dirs)
+    write(report, rows, folder, cfg)
+    print(text_tables(report) or "no finished cell to tabulate")
+    if report["problems"]:
+        print(f"{len(report['problems'])} cell(s) failed or did not finish; see the dashboard")
+    print(f"dashboard: {folder / 'dashboard.html'}")
+    return report
+
+
+def runs_root(cfg: ReportConfig) -> Path:
+    if cfg.runs_root:
+        return Path(cfg.runs_root)
+    return default_runs_root()
+
+
+def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[Path]) -> dict:
+    """Everything the dashboard shows: tables, PNG bytes, problems."""
+    summary = stats.summarize(rows, k=cfg.k, select_k=cfg.select_k)
+    done = [r for r in rows if r.get("status") == "done"]
+    sections = []
+    keys = sorted({(m["dataset"], m["series"]) for m in summary["models"]})
+    for dataset, series in keys:
+        sections.append(_section(summary, dataset, series, cfg))
+    report = {
+        "title": f"Report: {'sweep ' + cfg.sweep if cfg.sweep else 'all runs'}",
+        "source": source,
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "status_counts": dict(Counter(r.get("status") for r in rows)),
+        "val_labels": _distinct(done, "val_labels"),
+        "policy": _distinct(done, "policy"),
+        "k": cfg.k,
+        "select_k": cfg.select_k,
+        "alpha": cfg.alpha,
+        "summary": summary,
+        "sections": sections,
+        "problems": [r for r in rows if r.get("status") != "done"],
+        "tsne_png": None,
+        "tsne_errors": [],
+    }
+    if tsne_dirs:
+        report["tsne_png"], report["tsne_errors"] = _tsne(tsne_dirs, cfg)
+    return report
+
+
+def write(report: dict, rows: list[dict], folder: Path, cfg: ReportConfig) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    results.write_csv(rows, folder / "results.csv", results.columns(cfg.cutoffs))
+    results.write_csv(summary_rows(report["summary"]), folder / "summary.csv", SUMMARY_FIELDS)
+    for section in report["sections"]:
+        slug = _slug(f"{section['dataset']}_{section['series']}")
+        atomic_write_bytes(folder / f"groups_{slug}.png", section["group_png"])
+        atomic_write_bytes(folder / f"models_{slug}.png", section["model_png"])
+    if report["tsne_png"]:
+        atomic_write_bytes(folder / "tsne.png", report["tsne_png"])
+    atomic_write_text(folder / "dashboard.html", dashboard.render(report))
+
+
+def summary_rows(summary: dict) -> list[dict]:
+    out = []
+    for kind, name_key in (("group", "group"), ("model", "model")):
+        for entry in summary[f"{kind}s"]:
+            row = {f: entry.get(f) for f in SUMMARY_FIELDS}
+            row |= {
+                "kind": kind,
+                "name": entry[name_key],
+                "seeds": " ".join(map(str, entry["seeds"])),
+            }
+            out.append(row)
+    return out
+
+
+def text_tables(report: dict) -> str:
+    """The group tables as plain text: per data set and curve, rows = groups, columns = settings."""
+    k, lines = report["k"], []
+    for section in report["sections"]:
+        settings = section["settings"]
+        for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
+            lines.append(
+                f"\n{section['dataset']} · {section['series']} · test {label} "
+                "(mean ± std over seeds; p: one-sided Welch vs validation-best GBDT)"
+            )
+            header = [""] + settings
+            table = [header]
+            for group in dict.fromkeys(g["group"] for g in section["groups"]):
+                cells = {g["setting"]: g for g in section["groups"] if g["group"] == group}
+                table.append([group] + [_text_cell(cells.get(s), metric) for s in settings])
+            widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+            for row in table:
+                lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        lines.append(section["crossover_text"])
+    return "\n".join(lines).lstrip("\n")
+
+
+def resolve_tsne(entries: list[str], rows: list[dict], bases: list[Path]) -> list[Path]:
+    """Run folders of the ``tsne`` entries: a cell id, or a path (as given, or under a base)."""
+    by_id = {r.get("id"): r.get("run_dir") for r in rows}
+    folders = []
+    for entry in entries:
+        candidates = [Path(by_id[entry])] if by_id.get(entry) else []
+        candidates += [Path(entry)] + [
+            (b.parent if b.is_file() else b) / entry for b in bases
+        ]  # fmt: skip
+        found = next((c for c in candidates if c.is_dir()), None)
+        if found is None:
+            raise UserError(f"tsne: '{entry}' is neither a cell id of this report nor a run folder")
+        folders.append(found)
+    return folders
+
+
+def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dict:
+    def pick(entries: list[dict]) -> list[dict]:
+        return [e for e in entries if (e["dataset"], e["series"]) == (dataset, series)]
+
+    models, groups = pick(summary["models"]), pick(summary["groups"])
+    settings = [s for _, s in sorted({(m["x"], m["setting"]) for m in models})]
+    crossovers = {}
+    if series.startswith("%"):
+        for metric in ("test", "outlier"):
+            crossovers[metric] = stats.crossover(
+                summary["groups"], dataset=dataset, series=series, metric=f"{metric}_mean"
+            )
+    title = f"{dataset} · {series}"
+    return {
+        "dataset": dataset,
+        "series": series,
+        "settings": settings,
+        "models": models,
+        "groups": groups,
+        "crossovers": crossovers,
+        "crossover_text": _crossover_text(crossovers, cfg.k),
+        "group_png": plots.group_curves(groups, crossovers, title=title, k=cfg.k),
+        "model_png": plots.model_curves(models, title=f"{title} · every model", k=cfg.k),
+    }
+
+
+def _crossover_text(crossovers: dict, k: int) -> str:
+    names = {"test": f"NDCG@{k}", "outlier": f"Outlier-NDCG@{k}"}
+    texts = []
+    for metric, info in crossovers.items():
+        status = info["status"]
+        if status == "crossover":
+            what = (
+                f"pretrained DL beats every other group up to {info['last_win']:g}% labeled "
+                f"QGs and stops at {info['first_loss']:g}%"
+            )
+        elif status == "always":
+            what = "pretrained DL beats every other group at every label fraction"
+        elif status == "never":
+            what = (
+                f"pretrained DL does not beat the best other group even at {info['first_loss']:g}%"
+            )
+        else:
+            what = "no crossover (pretrained DL or the other groups are missing)"
+        texts.append(f"{names[metric]}: {what}.")
+    return "Crossover (group means). " + " ".join(texts) if texts else ""
+
+
+def _tsne(folders: list[Path], cfg: ReportConfig) -> tuple[bytes | None, list[str]]:
+    from scarce_ltr.sweeps.embeddings import tsne_of_run
+
+    panels, errors = [], []
+    for folder in folders:
+        print(f"t-SNE of {folder} ...", file=sys.stderr)
+        try:
+            panels.append(
+                tsne_of_run(
+                    folder, max_items=cfg.tsne_items, perplexity=cfg.tsne_perplexity, seed=cfg.seed
+                )
+            )
+        except UserError as exc:
+            errors.append(f"t-SNE skipped: {exc}")
+            print(f"warning: t-SNE skipped: {exc}", file=sys.stderr)
+    if not panels:
+        return None, errors
+    title = "t-SNE of test-item embeddings, colour and size = relevance label"
+    return plots.tsne_panels(panels, title=title), errors
+
+
+def _text_cell(entry: dict | None, metric: str) -> str:
+    if entry is None:
+        return "-"
+    text = dashboard.mean_pm_std(entry, metric)
+    p = entry.get(f"p_{metric}", math.nan)
+    return text + (f" (p={dashboard.fmt_p(p)})" if math.isfinite(p) else "")
+
+
+def _distinct(rows: list[dict], key: str) -> str:
+    values = sorted({str(r.get(key)) for r in rows if r.get(key) is not None})
+    return ", ".join(values) if values else "unknown"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")

@@ -1,0 +1,217 @@
+"""Gather finished runs into one table: a list of flat dicts, one per (cell, seed), and its CSV.
+
+Two sources:
+
+- a sweep's ``manifest.json`` (``runs/sweeps/<name>/``): every cell with its identity and
+  status; a done cell's metrics come from ``report.json`` in its run directory;
+- no sweep: every ``report.json`` under the runs folder that holds test metrics (pretraining
+  runs have none and are left out); identity comes from ``config.yaml`` and ``report.json``.
+
+A cell marked done whose report is missing or unreadable becomes a failed row with the reason;
+nothing here raises on one bad run. Metrics that a report lacks are NaN.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import atomic_write_text
+from scarce_ltr.core.runs import model_group, read_config, report_model
+from scarce_ltr.data.scarcity import ScarcityConfig
+from scarce_ltr.data.stage_config import CommonConfig
+
+MANIFEST = "manifest.json"
+REPORT = "report.json"
+IDENTITY = (
+    "id", "dataset", "model", "group", "stage", "setting", "fraction", "binary_tau",
+    "val_labels", "policy", "seed", "status", "error", "seconds", "run_dir",
+)  # fmt: skip
+COUNTS = ("n_vali_groups", "n_test_groups", "n_outlier_groups")
+STATUSES = ("done", "failed", "pending", "skipped")
+
+
+def metric_columns(ks: list[int]) -> list[str]:
+    """``vali_ndcg@k``, ``test_ndcg@k`` and ``test_outlier_ndcg@k`` for every k."""
+    return [f"{split}@{k}" for k in ks for split in ("vali_ndcg", "test_ndcg", "test_outlier_ndcg")]
+
+
+def columns(ks: list[int]) -> list[str]:
+    return [*IDENTITY, *metric_columns(ks), *COUNTS]
+
+
+def sweeps_found(runs_root: Path) -> list[str]:
+    folder = runs_root / "sweeps"
+    return sorted(p.parent.name for p in folder.glob(f"*/{MANIFEST}")) if folder.is_dir() else []
+
+
+def manifest_path(sweep: str, runs_root: Path) -> Path:
+    """The manifest of sweep ``sweep`` (a name under ``runs/sweeps/``, or a sweep folder)."""
+    candidates = [runs_root / "sweeps" / sweep / MANIFEST]
+    if "/" in sweep or Path(sweep).is_dir():
+        candidates.insert(0, Path(sweep) / MANIFEST)
+    for path in candidates:
+        if path.is_file():
+            return path
+    found = sweeps_found(runs_root)
+    listing = ", ".join(found) if found else "none yet (./run.sh sweep <name> makes one)"
+    raise UserError(
+        f"no sweep '{sweep}': {candidates[-1]} does not exist; sweeps found in "
+        f"{runs_root / 'sweeps'}: {listing}"
+    )
+
+
+def rows_from_manifest(path: Path, ks: list[int]) -> list[dict]:
+    """One row per cell of the manifest at ``path``."""
+    try:
+        manifest = json.loads(path.read_text())
+        cells = manifest["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not a sweep manifest ({exc})") from None
+    if not isinstance(cells, list):
+        raise UserError(f"{path}: 'cells' must be a list")
+    rows = []
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict) or "run_dir" not in cell:
+            raise UserError(f"{path}: cell {i} is not an object with a run_dir")
+        row = _empty_row(ks) | {key: cell.get(key) for key in IDENTITY if key in cell}
+        row["status"] = row["status"] if row["status"] in STATUSES else "pending"
+        if row["status"] == "done":
+            row |= _read_metrics(Path(cell["run_dir"]), ks)
+        rows.append(row)
+    return rows
+
+
+def rows_from_scan(runs_root: Path, ks: list[int]) -> list[dict]:
+    """One row per finished run with test metrics under ``runs_root``; the newest of duplicates."""
+    newest: dict[str, tuple[float, dict]] = {}
+    for report in sorted(runs_root.rglob(REPORT)):
+        row = _scanned_row(report.parent, ks)
+        if row is None:
+            continue
+        mtime = report.stat().st_mtime
+        if row["id"] not in newest or newest[row["id"]][0] < mtime:
+            newest[row["id"]] = (mtime, row)
+    return [row for _, row in sorted(newest.values(), key=lambda item: item[1]["id"])]
+
+
+def write_csv(rows: list[dict], path: Path, fields: list[str]) -> None:
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_value(row.get(k)) for k in fields})
+    atomic_write_text(path, buffer.getvalue())
+
+
+def _empty_row(ks: list[int]) -> dict:
+    row: dict[str, Any] = dict.fromkeys(IDENTITY)
+    row |= dict.fromkeys(metric_columns(ks), math.nan)
+    return row | dict.fromkeys(COUNTS)
+
+
+def _load_report(run_dir: Path) -> dict:
+    """The report's ``metrics``; ValueError with the reason when it is not usable."""
+    path = run_dir / REPORT
+    try:
+        report = json.loads(path.read_text())
+    except OSError:
+        raise ValueError(f"{path} is missing") from None
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc})") from None
+    metrics = report.get("metrics") if isinstance(report, dict) else None
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("test"), dict):
+        raise ValueError(f"{path} holds no test metrics")
+    return report
+
+
+def _read_metrics(run_dir: Path, ks: list[int]) -> dict:
+    try:
+        metrics = _load_report(run_dir)["metrics"]
+    except ValueError as exc:
+        return {"status": "failed", "error": str(exc)}
+    vali, test = metrics.get("vali") or {}, metrics["test"]
+    out: dict[str, Any] = {
+        "val_labels": metrics.get("val_labels"),
+        "policy": metrics.get("policy"),
+        "n_vali_groups": vali.get("n_groups_evaluated"),
+        "n_test_groups": test.get("n_groups_evaluated"),
+        "n_outlier_groups": test.get("n_outlier_groups"),
+    }
+    for k in ks:
+        out[f"vali_ndcg@{k}"] = _number(vali.get(f"ndcg@{k}"))
+        out[f"test_ndcg@{k}"] = _number(test.get(f"ndcg@{k}"))
+        out[f"test_outlier_ndcg@{k}"] = _number(test.get(f"outlier_ndcg@{k}"))
+    return out
+
+
+def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
+    """The row of a run found by scanning, or None for a run without test metrics."""
+    try:
+        report = _load_report(run_dir)
+    except ValueError:
+        return None  # pretraining runs, or runs that are not ranking runs at all
+    config = _read_config(run_dir)
+    if not config:
+        row = _empty_row(ks) | {"id": str(run_dir), "status": "failed", "run_dir": str(run_dir)}
+        return row | {"error": f"{run_dir / 'config.yaml'} is missing or unreadable"}
+    scarcity = config.get("scarcity") or {}
+    dataset = (config.get("data") or {}).get("name") or "unknown"
+    model, group = identify_model(report)
+    setting = report.get("label_setting") or _setting_tag(scarcity)
+    seed = report.get("seed", config.get("seed"))
+    row = _empty_row(ks) | {
+        "id": f"{dataset}/{model}/{setting}/seed={seed}",
+        "dataset": dataset,
+        "model": model,
+        "group": group,
+        "stage": report.get("stage"),
+        "setting": setting,
+        "fraction": scarcity.get("fraction", 1.0),
+        "binary_tau": scarcity.get("binary_tau"),
+        "seed": seed,
+        "status": "done" if (run_dir / "DONE").is_file() else "pending",
+        "run_dir": str(run_dir.resolve()),
+    }
+    return row | _read_metrics(run_dir, ks)
+
+
+def identify_model(report: dict) -> tuple[str, str]:
+    """``(model, group)`` of a run from its report, named as sweeps name them."""
+    model = report_model(report) or "unknown"
+    return model, str(report.get("group") or model_group(model, strict=False))
+
+
+def _read_config(run_dir: Path) -> dict:
+    try:
+        return asdict(read_config(run_dir, CommonConfig))
+    except UserError:
+        return {}
+
+
+def _setting_tag(scarcity: dict) -> str:
+    try:
+        return ScarcityConfig(
+            fraction=float(scarcity.get("fraction", 1.0)),
+            val=str(scarcity.get("val", "full")),
+            binary_tau=scarcity.get("binary_tau"),
+            seed=scarcity.get("seed"),
+        ).tag
+    except (TypeError, ValueError):
+        return "unknown"
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return value

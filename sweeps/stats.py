@@ -1,0 +1,235 @@
+"""Numbers of the report: mean and std over seeds, validation-best group members, t-tests.
+
+Rows are the done rows of `sweeps.results` (one per data set, model, label setting, seed).
+
+- Per model and label setting: mean and sample standard deviation (``ddof=1``; NaN with one
+  seed) over the seeds whose metric is finite.
+- Validation-best member of a group (paper 4.1.1: "GBDT" is the best of the GBDTs, "pretrained
+  DL" the best of the pretrained rankers, ...): for each (data set, label setting, group), the
+  member model with the highest validation NDCG@k (``select_k``, 5 by default), averaged over its
+  seeds, is chosen; ties go to the member with more seeds, then to the first name in
+  alphabetical order. Test metrics never enter the choice. The same member then stands for the
+  group in every seed of that setting, and the group's numbers are that member's test numbers.
+- p-values: one-sided Welch t-test (``scipy.stats.ttest_ind(a, b, equal_var=False,
+  alternative="greater")``) of a model's (or group's) per-seed test values against those of the
+  validation-best GBDT of the same (data set, label setting); H1: the model's mean is higher.
+  NaN when either side has fewer than two seeds, and for the reference GBDT itself.
+- Crossover: along a curve of label fractions, from the lowest up, the first fraction at which
+  the pretrained-DL group's mean no longer beats the best other group's mean.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
+REFERENCE_GROUP = "gbdt"
+CHALLENGER_GROUP = "pretrained-dl"
+
+
+def finite(values: Iterable[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def mean_std(values: Iterable[float | None]) -> tuple[float, float, int]:
+    """``(mean, sample std, n)`` over the finite values; NaN where undefined."""
+    kept = finite(values)
+    if not kept:
+        return math.nan, math.nan, 0
+    std = float(np.std(kept, ddof=1)) if len(kept) > 1 else math.nan
+    return float(np.mean(kept)), std, len(kept)
+
+
+def welch_greater(a: Iterable[float | None], b: Iterable[float | None]) -> float:
+    """One-sided Welch t-test p-value of H1 mean(a) > mean(b); NaN with fewer than 2 per side."""
+    a, b = finite(a), finite(b)
+    if len(a) < 2 or len(b) < 2:
+        return math.nan
+    result = scipy_stats.ttest_ind(a, b, equal_var=False, alternative="greater")
+    return float(result.pvalue)
+
+
+def axis_of(row: dict) -> tuple[str, float]:
+    """``(series, x)``: which curve a label setting lies on and where.
+
+    Fraction settings lie on ``% labeled`` (x = percentage of labeled train QGs); implicit
+    binary-feedback settings on ``tau`` (x = tau); a validation setting other than full, or a
+    fraction below 1 in the tau setting, makes a series of its own.
+    """
+    suffix = "" if row.get("val_labels") in (None, "full") else f", val={row['val_labels']}"
+    if row.get("binary_tau") is not None:
+        fraction = row.get("fraction")
+        frac = "" if fraction in (None, 1.0) else f", frac={fraction:g}"
+        return f"tau{frac}{suffix}", float(row["binary_tau"])
+    return f"% labeled{suffix}", 100.0 * float(row["fraction"])
+
+
+def model_table(rows: list[dict], *, k: int, select_k: int) -> list[dict]:
+    """One entry per (data set, setting, model): per-seed values, means and stds."""
+    cells: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        cells[(row["dataset"], row["setting"], row["model"])].append(row)
+    table = []
+    for (dataset, setting, model), members in sorted(cells.items()):
+        members = sorted(members, key=lambda r: r["seed"])
+        series, x = axis_of(members[0])
+        entry = {
+            "dataset": dataset,
+            "setting": setting,
+            "series": series,
+            "x": x,
+            "model": model,
+            "group": members[0]["group"],
+            "seeds": [r["seed"] for r in members],
+            "vali": [r.get(f"vali_ndcg@{select_k}") for r in members],
+            "test": [r.get(f"test_ndcg@{k}") for r in members],
+            "outlier": [r.get(f"test_outlier_ndcg@{k}") for r in members],
+        }
+        table.append(entry | _moments(entry))
+    return table
+
+
+def choose_members(models: list[dict]) -> dict[tuple[str, str, str], str]:
+    """``{(dataset, setting, group): model}``, the validation-best member (module docstring)."""
+    candidates: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    for entry in models:
+        candidates[(entry["dataset"], entry["setting"], entry["group"])].append(entry)
+    chosen = {}
+    for key, entries in candidates.items():
+        best = min(entries, key=_selection_key)
+        chosen[key] = best["model"]
+    return chosen
+
+
+def group_table(models: list[dict], chosen: dict[tuple[str, str, str], str]) -> list[dict]:
+    """One entry per (data set, setting, group): its validation-best member's numbers."""
+    by_key = {(m["dataset"], m["setting"], m["model"]): m for m in models}
+    table = []
+    for (dataset, setting, group), model in sorted(chosen.items(), key=_group_order):
+        member = by_key[(dataset, setting, model)]
+        entry = {k: member[k] for k in ("dataset", "setting", "series", "x", "seeds")}
+        count = _count(models, dataset, setting, group)
+        entry |= {"group": group, "member": model, "n_candidates": count}
+        entry |= {k: member[k] for k in ("vali", "test", "outlier")}
+        table.append(entry | _moments(entry))
+    return table
+
+
+def add_p_values(entries: list[dict], reference: dict[tuple[str, str], dict], name: str) -> None:
+    """Set ``p_test`` and ``p_outlier`` of each entry against ``reference[(dataset, setting)]``.
+
+    ``name`` is the entry key compared with the reference's to leave the reference itself out.
+    """
+    for entry in entries:
+        ref = reference.get((entry["dataset"], entry["setting"]))
+        entry["reference"] = None if ref is None else ref.get("member", ref.get("model"))
+        if ref is None or ref[name] == entry[name]:
+            entry["p_test"] = entry["p_outlier"] = math.nan
+            continue
+        entry["p_test"] = welch_greater(entry["test"], ref["test"])
+        entry["p_outlier"] = welch_greater(entry["outlier"], ref["outlier"])
+
+
+def summarize(rows: list[dict], *, k: int = 5, select_k: int = 5) -> dict:
+    """``{"models": [...], "groups": [...], "chosen": {...}}`` for the done rows."""
+    done = [r for r in rows if r.get("status") == "done"]
+    models = model_table(done, k=k, select_k=select_k)
+    chosen = choose_members(models)
+    groups = group_table(models, chosen)
+    by_model = {(m["dataset"], m["setting"], m["model"]): m for m in models}
+    ref_groups = {(g["dataset"], g["setting"]): g for g in groups if g["group"] == REFERENCE_GROUP}
+    ref_models = {key: by_model[(*key, g["member"])] for key, g in ref_groups.items()}
+    add_p_values(models, ref_models, "model")
+    add_p_values(groups, ref_groups, "group")
+    return {"models": models, "groups": groups, "chosen": chosen}
+
+
+def crossover(groups: list[dict], *, dataset: str, series: str, metric: str) -> dict:
+    """Where pretrained DL stops beating the best other group along one curve.
+
+    ``metric`` is ``test_mean`` or ``outlier_mean``. Returns ``{"status", "wins", "x_line",
+    "last_win", "first_loss"}`` where status is ``crossover`` (wins up to ``last_win``, loses at
+    ``first_loss``; ``x_line`` their geometric mean), ``always`` (wins at every x), ``never``
+    (loses at the lowest x) or ``n/a`` (no pretrained-DL group or no other group to beat).
+    """
+    curve: dict[float, dict[str, float]] = defaultdict(dict)
+    for g in groups:
+        if g["dataset"] == dataset and g["series"] == series and math.isfinite(g[metric]):
+            curve[g["x"]][g["group"]] = g[metric]
+    wins = []
+    for x in sorted(curve):
+        others = [v for name, v in curve[x].items() if name != CHALLENGER_GROUP]
+        if CHALLENGER_GROUP in curve[x] and others:
+            wins.append((x, curve[x][CHALLENGER_GROUP] > max(others)))
+    result = {"status": "n/a", "wins": wins, "x_line": None, "last_win": None, "first_loss": None}
+    if not wins:
+        return result
+    losses = [i for i, (_, won) in enumerate(wins) if not won]
+    if not losses:
+        return result | {"status": "always"}
+    first = losses[0]
+    if first == 0:
+        return result | {"status": "never", "first_loss": wins[0][0]}
+    last_win, first_loss = wins[first - 1][0], wins[first][0]
+    return result | {
+        "status": "crossover",
+        "last_win": last_win,
+        "first_loss": first_loss,
+        "x_line": math.sqrt(last_win * first_loss) if last_win > 0 else first_loss,
+    }
+
+
+def best_in_column(values: list[float], stds: list[float]) -> tuple[int | None, list[bool]]:
+    """Index of the highest finite mean, and which entries lie within its margin of error.
+
+    Within the margin: the intervals mean ± std overlap (``mean + std >= best - best_std``;
+    a NaN std counts as 0).
+    """
+    finite_idx = [i for i, v in enumerate(values) if math.isfinite(v)]
+    if not finite_idx:
+        return None, [False] * len(values)
+    best = max(finite_idx, key=lambda i: values[i])
+
+    def spread(i: int) -> float:
+        return stds[i] if math.isfinite(stds[i]) else 0.0
+
+    floor = values[best] - spread(best)
+    close = [i in finite_idx and values[i] + spread(i) >= floor for i in range(len(values))]
+    return best, close
+
+
+def _moments(entry: dict) -> dict:
+    vali_mean, _, _ = mean_std(entry["vali"])
+    test_mean, test_std, n = mean_std(entry["test"])
+    outlier_mean, outlier_std, n_outlier = mean_std(entry["outlier"])
+    return {
+        "n_seeds": n,
+        "vali_mean": vali_mean,
+        "test_mean": test_mean,
+        "test_std": test_std,
+        "outlier_mean": outlier_mean,
+        "outlier_std": outlier_std,
+        "n_outlier_seeds": n_outlier,
+    }
+
+
+def _selection_key(entry: dict) -> tuple:
+    vali = entry["vali_mean"]
+    return (-vali if math.isfinite(vali) else math.inf, -len(finite(entry["vali"])), entry["model"])
+
+
+def _group_order(item: tuple) -> tuple:
+    (dataset, setting, group), _ = item
+    rank = GROUPS.index(group) if group in GROUPS else len(GROUPS)
+    return dataset, setting, rank, group
+
+
+def _count(models: list[dict], dataset: str, setting: str, group: str) -> int:
+    return sum(
+        1 for m in models if (m["dataset"], m["setting"], m["group"]) == (dataset, setting, group)
+    )

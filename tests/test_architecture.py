@@ -1,0 +1,215 @@
+"""The package's shape: layers import downwards only, no cycle between subpackages, and a wheel
+built from the checkout works on its own (configs inside, nothing generic installed)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "scarce_ltr"
+# Bottom to top (docs/architecture.md): a module imports from its own layer or below.
+LAYERS = ("core", "data", "pretrain", "finetune", "baselines", "ensembles", "sweeps", "cli")
+NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")
+
+
+def package_modules() -> dict[str, Path]:
+    """``scarce_ltr.<dotted name>`` -> file, for every module of the package in the checkout."""
+    modules = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] in NOT_PACKAGE or relative.parts[0].startswith("."):
+            continue
+        parts = list(relative.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join([PACKAGE, *parts])] = path
+    return modules
+
+
+def imports_of(path: Path, module: str, *, prefix: str = PACKAGE) -> set[str]:
+    """Every ``<prefix>.*`` module that ``path`` imports, at any depth (lazy imports too)."""
+    found = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the importing package
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.add(name)
+            found |= {f"{name}.{alias.name}" for alias in node.names}
+    return {name for name in found if name == prefix or name.startswith(f"{prefix}.")}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of ``scarce_ltr.<layer>...``; None for the package itself and ``__main__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = package_modules()
+    return {
+        module: {m for m in imports_of(path, module) if m in modules}
+        for module, path in modules.items()
+    }
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for every import of a higher layer's module from a lower layer's."""
+    bad = []
+    for module, targets in graph.items():
+        here = layer_of(module)
+        if here is None:
+            continue
+        for target in sorted(targets):
+            there = layer_of(target)
+            if there is not None and LAYERS.index(there) > LAYERS.index(here):
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def package_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles between top-level subpackages (a depth-first search over their graph)."""
+    edges: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        source = layer_of(module)
+        for target in targets:
+            sink = layer_of(target)
+            if source and sink and source != sink:
+                edges.setdefault(source, set()).add(sink)
+    cycles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = "closed"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_every_layer_imports_downwards_only() -> None:
+    graph = import_graph()
+    assert len(graph) > 60 and all(layer_of(m) for m in graph if m.count(".") > 1)
+    assert upward_imports(graph) == []
+
+
+def test_nothing_is_imported_by_its_bare_name() -> None:
+    """``import data.x`` would pick up whatever ``data`` the working directory holds."""
+    bare = [
+        f"{module}: {name}"
+        for module, path in package_modules().items()
+        for layer in LAYERS
+        for name in imports_of(path, module, prefix=layer)
+    ]
+    for test in sorted((ROOT / "tests").glob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py")):
+        bare += [
+            f"{test.name}: {n}" for layer in LAYERS for n in imports_of(test, "", prefix=layer)
+        ]
+    assert bare == []
+
+
+def test_no_cycle_between_subpackages() -> None:
+    assert package_cycles(import_graph()) == []
+
+
+def test_the_checks_catch_what_they_look_for() -> None:
+    """The two checks above fail on a graph that breaks their rule."""
+    graph = {
+        "scarce_ltr.core.metrics": {"scarce_ltr.data.pipeline"},  # core reaching up into data
+        "scarce_ltr.data.pipeline": {"scarce_ltr.core.metrics"},
+        "scarce_ltr.finetune.train": {"scarce_ltr.pretrain.encoders"},
+    }
+    assert upward_imports(graph) == ["scarce_ltr.core.metrics -> scarce_ltr.data.pipeline"]
+    assert package_cycles(graph) == [["core", "data", "core"]]
+
+
+def test_lazy_and_relative_imports_are_seen(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "def f():\n    from scarce_ltr.sweeps import report\n\nfrom . import metrics\n"
+    )
+    found = imports_of(source, "scarce_ltr.core.m")
+    assert {"scarce_ltr.sweeps.report", "scarce_ltr.core.metrics"} <= found
+
+
+def test_no_generic_top_level_names_are_installed() -> None:
+    top_level = {p.name for p in Path(sysconfig.get_paths()["purelib"]).iterdir()}
+    assert not {"core", "data", "pretrain", "finetune", "baselines", "experiments"} & top_level
+
+
+@pytest.mark.skipif(os.name != "posix", reason="venv layout")
+def test_a_wheel_installs_and_runs_from_a_folder_holding_core_and_data(tmp_path: Path) -> None:
+    """``pip install`` of a wheel (not editable) into a fresh virtual environment gives a
+    ``scarce-ltr`` that finds its configs, even run from a folder with ``core/`` and ``data/``."""
+    source = tmp_path / "source"  # a copy: building in place would leave build/ in the checkout
+    skip = shutil.ignore_patterns(".venv", ".git", "runs", ".cache", "build", "*.egg-info", "wandb")
+    shutil.copytree(ROOT, source, ignore=skip)
+    wheels = tmp_path / "wheels"
+    build = [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation"]
+    subprocess.run([*build, "-w", str(wheels), "-q"], check=True, capture_output=True, timeout=300)
+    (wheel,) = wheels.glob("scarce_ltr-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "scarce_ltr/configs/data/synthetic.yaml" in names
+    assert not [n for n in names if n.split("/")[0] not in (PACKAGE,) and ".dist-info" not in n]
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # The dependencies (torch, lightgbm, ...) come from this environment's site-packages through
+    # a path entry; its .pth files (the checkout's editable install) are not processed there.
+    (site,) = venv.glob("lib/python*/site-packages")
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install"]
+    subprocess.run([*install, "--no-deps", "-q", str(wheel)], check=True, timeout=300)
+
+    work = tmp_path / "work"
+    for shadow in ("core", "data"):  # a user's own folders, named like the old top-level names
+        (work / shadow).mkdir(parents=True)
+        (work / shadow / "__init__.py").write_text("raise ImportError('shadowed')\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": "",
+        "LTR_RUNS_DIR": str(work / "runs"),
+        "LTR_CACHE_DIR": str(work / "cache"),
+        "WANDB_MODE": "disabled",
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        command = [str(venv / "bin" / "scarce-ltr"), *args]
+        return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import scarce_ltr; print(scarce_ltr.__file__)"],
+        cwd=work, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert str(site) in where.stdout
+
+    info = cli("data-info", "data.synthetic.n_train_groups=30", "data.synthetic.n_features=8")
+    assert info.returncode == 0, info.stderr
+    assert "train" in info.stdout
+    tiny = ["data.synthetic.n_train_groups=30", "data.synthetic.n_features=8", "logger=none"]
+    pretrain = cli("pretrain", "simclr-rank", "epochs=1", "item_budget=200", *tiny)
+    assert pretrain.returncode == 0, pretrain.stderr
+    runs = list((work / "runs").rglob("encoder.pt"))
+    assert len(runs) == 1 and (runs[0].parent / "DONE").is_file()
+    report = (runs[0].parent / "report.json").read_text()
+    assert '"git": null' in report  # an installed package is not a git checkout
