@@ -1,0 +1,133 @@
+"""The run lifecycle (core/runs.py): one identity, one folder layout, one set of report keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from scarce_ltr.cli import run
+from scarce_ltr.core.config import load_config
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import (
+    DONE,
+    GridPoint,
+    Run,
+    RunIdentity,
+    model_group,
+    read_config,
+    run_folder,
+    run_model,
+)
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.finetune.config import FinetuneConfig
+from scarce_ltr.pretrain.config import PretrainConfig
+
+IDENTITY_KEYS = ["stage", "model", "group", "dataset", "label_setting", "seed", "version", "git"]
+
+
+def identity(model: str = "simclr-rank+full", stage: str = "finetune") -> RunIdentity:
+    return RunIdentity(dataset="synthetic", stage=stage, model=model, setting="frac=0.1", seed=2)
+
+
+def test_one_folder_layout(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("LTR_RUNS_DIR", str(tmp_path))
+    expected = tmp_path / "synthetic/finetune/simclr-rank+full/frac=0.1/seed=2"
+    assert identity().default_folder() == expected
+    combine = RunIdentity(
+        dataset="synthetic",
+        stage="finetune",
+        model="simclr-rank+simsiam+combine",
+        setting="frac=1",
+        seed=0,
+        folder_name="combine",
+    )
+    assert combine.default_folder().parent.parent.name == "combine"
+    assert run_folder(tmp_path, dataset="d", stage="pretrain", name="m", setting=None, seed=1) == (
+        tmp_path / "d/pretrain/m/seed=1"
+    )
+
+
+def test_tracker_names_tell_models_apart() -> None:
+    """Two finetuned models of one sweep (same strategy) get their own names and groups."""
+    a, b = identity("simclr-rank+full"), identity("simsiam+full")
+    assert a.tracker_name != b.tracker_name and a.tracker_group != b.tracker_group
+    assert a.tracker_name == "synthetic/finetune/simclr-rank+full/frac=0.1/seed=2"
+    assert a.tags == ["synthetic", "finetune", "simclr-rank+full", "frac=0.1"]
+
+
+def test_start_then_finish_writes_config_report_and_done_last(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    the_run = Run(identity(), folder)
+    _, resolved = load_config(CommonConfig, ["seed=2"])
+    the_run.start(resolved)
+    assert (folder / "config.yaml").is_file() and not the_run.done
+    report = the_run.finish({"metrics": {"test": {}}, "model": "renamed", "git": "x"})
+    assert list(report)[: len(IDENTITY_KEYS)] == IDENTITY_KEYS
+    assert report["model"] == "simclr-rank+full" and report["group"] == "pretrained-dl"
+    assert json.loads((folder / "report.json").read_text()) == report
+    assert (folder / DONE).is_file() and run_model(folder) == "simclr-rank+full"
+    # The DONE marker is younger than the report: a crash between the two leaves no DONE.
+    assert (folder / DONE).stat().st_mtime_ns >= (folder / "report.json").stat().st_mtime_ns
+
+
+def test_a_grid_point_finishes_on_its_own(tmp_path: Path) -> None:
+    point = GridPoint.within(tmp_path, "lr=0.001")
+    assert point.folder == tmp_path / "grid" / "lr=0.001" and point.result() is None
+    point.folder.mkdir(parents=True)
+    point.finish({"best_vali_ndcg@5": 0.5})
+    assert GridPoint(point.folder).result() == {"best_vali_ndcg@5": 0.5}
+    (point.folder / "result.json").write_text("{not json")
+    with pytest.raises(UserError, match="delete .* to train that point again"):
+        point.result()
+
+
+def test_a_run_config_reads_back_typed(tmp_path: Path) -> None:
+    cfg, resolved = load_config(
+        PretrainConfig, ["method=simsiam", "seed=3", "scarcity.fraction=0.5"]
+    )
+    (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    assert read_config(tmp_path, PretrainConfig) == cfg
+    common = read_config(tmp_path, CommonConfig)  # the keys every stage shares
+    assert isinstance(common, CommonConfig) and common.seed == 3
+    assert common.scarcity.fraction == 0.5
+    with pytest.raises(UserError, match="no config.yaml"):
+        read_config(tmp_path / "missing", CommonConfig)
+
+
+def test_model_groups() -> None:
+    assert model_group("gbdt") == "gbdt" and model_group("resnet") == "no-pretrain-dl"
+    assert model_group("simclr-rank+full") == "pretrained-dl"
+    assert model_group("gbdt-ssl+simclr-rank+full") == "hybrid"
+    assert model_group("ensemble:simclr-rank+full,gbdt") == "hybrid"
+    assert model_group("seed-ensemble:gbdt") == "gbdt"
+    with pytest.raises(UserError, match="unknown pretraining method 'scratch'"):
+        model_group("scratch+full")  # not a sweep model
+    assert model_group("scratch+full", strict=False) == "no-pretrain-dl"
+    assert model_group("simclr-rank+simsiam+combine", strict=False) == "pretrained-dl"
+
+
+def test_finetune_identity_names_the_encoder(tmp_path: Path) -> None:
+    encoder = tmp_path / "enc"
+    encoder.mkdir()
+    _, resolved = load_config(PretrainConfig, ["method=vime"])
+    (encoder / "config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    cfg, _ = load_config(FinetuneConfig, ["strategy=full", f"pretrained={encoder}"])
+    assert cfg.identity().model == "vime+full"
+    scratch, _ = load_config(FinetuneConfig, ["strategy=full", "pretrained=none"])
+    assert scratch.identity().model == "scratch+full"
+
+
+@pytest.mark.parametrize(
+    ("command", "override"),
+    [
+        (["pretrain", "simclr-rank"], "method=simsiam"),
+        (["baseline", "gbdt"], "method=gbdt-pca"),
+        (["finetune", "full", "pretrained=none"], "strategy=lp"),
+    ],
+)
+def test_the_command_line_name_and_an_override_cannot_disagree(command, override) -> None:
+    with pytest.raises(UserError, match="contradicts the command-line name"):
+        run([*command, override, "logger=none"])
