@@ -14,3 +14,10 @@ try:
     __version__ = version("scarce-ltr")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
+
+
+def load_ranker(run_or_bundle):  # noqa: ANN001, ANN201 (a lazy import keeps `import scarce_ltr` light)
+    """The trained ranker of a finished run: ``scarce_ltr.load_ranker(run).predict(X, qids)``."""
+    from scarce_ltr.serving.ranker import load_ranker as load
+
+    return load(run_or_bundle)

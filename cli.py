@@ -70,8 +70,8 @@ def run(argv: list[str]) -> object:
         if name not in names:
             raise UserError(f"unknown {command} '{name}'; valid: {', '.join(names)}")
         stage_file = CONFIG_ROOT / stage.config_folder / f"{name}.yaml"
-    elif command == "report" and rest and "=" not in rest[0] and not rest[0].startswith("-"):
-        rest = [f"sweep={rest[0]}", *rest[1:]]  # ./run.sh report <sweep>
+    elif command in POSITIONAL and rest and "=" not in rest[0] and not rest[0].startswith("-"):
+        rest = [f"{POSITIONAL[command]}={rest[0]}", *rest[1:]]  # ./run.sh report <sweep>
     if any(a in ("-h", "--help") for a in rest):
         print(usage())
         return None
@@ -111,6 +111,9 @@ def main() -> None:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
 
+
+# Commands whose first argument, when it is not key=value, is this key: ./run.sh report <sweep>.
+POSITIONAL = {"report": "sweep", "select": "sweep", "predict": "run"}
 
 # The command-line name of each stage. Later stages register here.
 STAGES: dict[str, Stage] = {
@@ -164,6 +167,19 @@ STAGES: dict[str, Stage] = {
         "or of every run (./run.sh report)",
         entry="scarce_ltr.sweeps.report:main",
         schema="scarce_ltr.sweeps.report:ReportConfig",
+    ),
+    "select": Stage(
+        help="the validation-best model of each data set and label setting of a sweep, over all "
+        "models (./run.sh select <sweep>); writes <sweep>/report/best.json with run folders "
+        "and bundle paths",
+        entry="scarce_ltr.sweeps.select:main",
+        schema="scarce_ltr.sweeps.select:SelectConfig",
+    ),
+    "predict": Stage(
+        help="score a LETOR file or folder with a finished run's model bundle "
+        "(./run.sh predict <run> data.path=<file or folder> [out=<file.csv or folder>])",
+        entry="scarce_ltr.serving.predict:main",
+        schema="scarce_ltr.serving.predict:PredictConfig",
     ),
 }
 

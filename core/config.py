@@ -72,7 +72,7 @@ def load_config(
     OmegaConf.set_readonly(base, False)
     OmegaConf.set_struct(base, True)
     _open_plain_dicts(base)
-    has_data = "data" in base
+    has_data = "data" in base and "name" in base.data  # a data set by name (predict: a path)
     dataset, dotlist = _split_overrides(overrides, default_data=base.data.name if has_data else "")
     layers: list[tuple[str, Any]] = []
     if has_data:

@@ -63,6 +63,15 @@ class FeatureTransform:
             x = (x - self.mean) / self.std
         return x
 
+    def to_bundle(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``({"kind", "clip"}, arrays)``: what a model bundle keeps of the fitted transform."""
+        arrays = {} if self.mean is None else {"mean": self.mean, "std": self.std}
+        return {"kind": self.kind, "clip": self.clip}, arrays
+
+    @classmethod
+    def from_bundle(cls, info: dict, arrays: dict[str, np.ndarray]) -> FeatureTransform:
+        return cls(info["kind"], mean=arrays.get("mean"), std=arrays.get("std"), clip=info["clip"])
+
 
 def fit_transform(kind: str, train: RankingSplit, *, clip: float | None = None) -> FeatureTransform:
     """Fit `kind` on the train split's features."""

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import (
     Run,
@@ -36,6 +37,7 @@ from scarce_ltr.core.runs import (
     run_model,
 )
 from scarce_ltr.core.selection import select_best
+from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     SELECTION_METRIC,
     evaluation_report,
@@ -106,7 +108,30 @@ def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
     pairs = enumerate(zip(members, weights, strict=True))
     named = {f"{i}:{m.model}": float(w) for i, (m, w) in pairs}  # seed ensembles repeat names
     summary = {"metrics": report["metrics"], "weights": named, "method": run.identity.model}
+    _write_bundle(run, prepared, report["metrics"], cfg, weights)
     return run.finish(report, summary=summary)
+
+
+def _write_bundle(run: Run, prepared: PreparedData, metrics: dict, cfg, weights) -> None:
+    """The members' bundles, nested, with the normalization and the weights; none (with a
+    warning) when a member has no bundle (a run made before bundles existed)."""
+    files: dict[str, bytes] = {}
+    members = []
+    for i, member in enumerate(cfg.runs):
+        try:
+            folder = bundle_folder(member)
+        except UserError as exc:
+            print(f"warning: no bundle for this ensemble: {exc}", file=sys.stderr)
+            return
+        files |= bundle_files(folder, f"members/{i}/")
+        members.append(f"members/{i}")
+    description = {
+        "kind": "ensemble",
+        "members": members,
+        "weights": [float(w) for w in weights],
+        "normalize": cfg.normalize,
+    }
+    write_run_bundle(run, prepared, metrics, description, files)
 
 
 def check_member(run: str, cfg: EnsembleConfig) -> None:

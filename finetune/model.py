@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.checkpointing import (
     load_checkpoint,
     load_module_state,
@@ -33,6 +34,7 @@ MODEL_FILE = "model.pt"
 # Builders of model kinds defined above this layer (the deep baselines pass theirs in).
 ModelKinds = Mapping[str, Callable[[dict], nn.Module]]
 FORMAT = "scarce-ltr/model/1"
+WEIGHTS = "model.safetensors"  # in a bundle
 
 
 class Ranker(nn.Module):
@@ -170,3 +172,10 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
         "total": sum(p.numel() for p in params),
         "trainable": sum(p.numel() for p in params if p.requires_grad),
     }
+
+
+def torch_bundle(model: nn.Module, spec: dict, item_budget: int) -> tuple[dict, dict[str, bytes]]:
+    """A torch model's part of a bundle: its spec, weights (safetensors) and scoring batch size
+    (the same batches give the same scores, to the last bit, as the run saved)."""
+    description = {"kind": "torch", "spec": spec, "weights": WEIGHTS, "item_budget": item_budget}
+    return description, {WEIGHTS: tensors_bytes(model)}

@@ -29,6 +29,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import GridPoint, Run, is_done, read_report
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.core.selection import nan_low
+from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import evaluation_report, save_scores
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -47,6 +48,7 @@ from scarce_ltr.finetune.model import (
     load_model,
     ranker_spec,
     save_model,
+    torch_bundle,
 )
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
@@ -110,6 +112,7 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             "identity": identity,
             "history": result["history"],
         }
+        write_run_bundle(run, prepared, metrics, *torch_bundle(model, chosen.spec, budget))
         summary = {"metrics": {"test": metrics["test"], "vali": metrics["vali"]}}
         return run.finish(report, summary=summary)
     finally:
@@ -126,6 +129,7 @@ class _Point:
     result: dict
     model: nn.Module
     source: dict
+    spec: dict
 
 
 def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float) -> Path:
@@ -151,7 +155,7 @@ def _fit_point(
     if is_done(folder):  # a grid point (a finished run itself never gets here)
         result = point.result()
         model, payload = load_model(folder)
-        return _Point(lr, folder, result, model, payload["source"])
+        return _Point(lr, folder, result, model, payload["source"], payload["spec"])
     seed_everything(cfg.seed)  # every rate starts from the same model and data order
     if cfg.strategy == "combine":
         model, spec, source = build_combined(cfg, prepared)
@@ -190,7 +194,7 @@ def _fit_point(
     }
     if label:  # a grid point: done on its own, so an interrupted grid resumes after it
         point.finish(result | {"identity": identity})
-    return _Point(lr, folder, result, model, source)
+    return _Point(lr, folder, result, model, source, spec)
 
 
 def _grid_row(point: _Point) -> dict:

@@ -99,11 +99,12 @@ def choose_members(models: list[dict]) -> dict[tuple[str, str, str], str]:
     candidates: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for entry in models:
         candidates[(entry["dataset"], entry["setting"], entry["group"])].append(entry)
-    chosen = {}
-    for key, entries in candidates.items():
-        best = min(entries, key=_selection_key)
-        chosen[key] = best["model"]
-    return chosen
+    return {key: choose_best(entries)["model"] for key, entries in candidates.items()}
+
+
+def choose_best(entries: list[dict]) -> dict:
+    """The validation-best of some `model_table` entries, by the member rule (module docstring)."""
+    return min(entries, key=_selection_key)
 
 
 def group_table(models: list[dict], chosen: dict[tuple[str, str, str], str]) -> list[dict]:

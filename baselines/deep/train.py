@@ -28,6 +28,7 @@ from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.runs import GridPoint, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.core.selection import nan_low
+from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import evaluation_report, save_scores
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -37,7 +38,7 @@ from scarce_ltr.data.pipeline import (
 )
 from scarce_ltr.finetune.config import Phase
 from scarce_ltr.finetune.loop import CHECKPOINT, fit, predict
-from scarce_ltr.finetune.model import MODEL_FILE, count_parameters, ranker_spec
+from scarce_ltr.finetune.model import MODEL_FILE, count_parameters, ranker_spec, torch_bundle
 from scarce_ltr.finetune.model import save_model as save_model_file
 
 
@@ -124,6 +125,8 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
         }
         save_scores(out_dir, prepared, vali, test)
         shutil.copyfile(chosen_folder / MODEL_FILE, out_dir / MODEL_FILE)
+        metrics = report["metrics"]
+        write_run_bundle(run, prepared, metrics, *torch_bundle(model, payload["spec"], budget))
         return run.finish(report, summary={"metrics": report["metrics"], "selected": chosen})
     finally:
         runtime.close()

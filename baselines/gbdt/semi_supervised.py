@@ -73,6 +73,28 @@ def with_pseudo_labels(
     return train.with_labels(labels)
 
 
+class Projection:
+    """A fitted PCA's projection, ``(x - mean) @ components.T``, from its arrays alone: what a
+    model bundle keeps, computed exactly as scikit-learn's ``PCA.transform`` does (project, then
+    subtract the projected mean), so that a bundle reproduces the training features bit for bit.
+    """
+
+    def __init__(self, *, mean: np.ndarray, components: np.ndarray) -> None:
+        self.mean = np.asarray(mean, dtype=np.float64)  # [n_features]
+        self.components = np.asarray(components, dtype=np.float64)  # [k, n_features]
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """``[n_items, k]`` float32 principal-component scores."""
+        if len(features) == 0:
+            return np.zeros((0, len(self.components)), dtype=np.float32)
+        scores = np.asarray(features, dtype=np.float64) @ self.components.T
+        scores -= self.mean.reshape(1, -1) @ self.components.T
+        return scores.astype(np.float32)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"mean": self.mean, "components": self.components}
+
+
 class PCAFeatures:
     """A PCA of the train features; appends its first ``k`` components to any split.
 
@@ -92,12 +114,11 @@ class PCAFeatures:
         self.pca = PCA(n_components=max_components, svd_solver="covariance_eigh", random_state=seed)
         self.pca.fit(np.asarray(train_features, dtype=np.float64))
         self.max_components = max_components
+        self.projector = Projection(mean=self.pca.mean_, components=self.pca.components_)
 
     def projection(self, features: np.ndarray) -> np.ndarray:
         """``[n_items, max_components]`` float32 principal-component scores."""
-        if len(features) == 0:
-            return np.zeros((0, self.max_components), dtype=np.float32)
-        return self.pca.transform(np.asarray(features, dtype=np.float64)).astype(np.float32)
+        return self.projector(features)
 
     def append(
         self, split: RankingSplit, k: int, projection: np.ndarray | None = None

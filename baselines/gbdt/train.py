@@ -43,11 +43,13 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     min_data_cap,
 )
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
+from scarce_ltr.core.bundle import npz_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
 from scarce_ltr.core.runs import Run
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
+from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import evaluation_report, save_scores, vali_metrics
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -117,7 +119,8 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     training = TrainingOptions.from_config(cfg)
     tracker = run.open_tracker(asdict(cfg))
     candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)
-    report = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
+    report, bundle = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
+    write_run_bundle(run, prepared, report["metrics"], *bundle)
     return finish_run(run, report, start=start)
 
 
@@ -161,9 +164,11 @@ def _evaluate_chosen(
     candidates: list[Candidate],
     out_dir: Path,
 ) -> dict:
-    """Choose among candidates on vali, score vali and test once, save; the report."""
+    """Choose among candidates on vali, score vali and test once, save; the report and the
+    model's part of the bundle."""
     chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
-    return _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
+    report = _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
+    return report, lightgbm_bundle(chosen.outcome.best_fit, features.pca, chosen.k, cfg.gbdt)
 
 
 def save_chosen(
@@ -192,6 +197,20 @@ def save_chosen(
         np.savez(buffer, mean=pca.mean_, components=pca.components_[: chosen.k])
         atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
     return chosen, vali_scores, test_scores
+
+
+def lightgbm_bundle(
+    model: Fit, pca: PCAFeatures | None, k: int | None, options
+) -> tuple[dict, dict[str, bytes]]:
+    """A LightGBM ranker's part of a bundle: the booster at its chosen rounds, and the PCA whose
+    first ``k`` components it reads after the features (none when ``k`` is 0)."""
+    booster = model.booster.model_to_string(num_iteration=model.best_rounds)
+    description: dict = {"kind": "lightgbm", "booster": "model.txt", "pca": None}
+    files = {"model.txt": booster.encode()}
+    if k and pca is not None:
+        description["pca"] = {"file": "pca.npz", "k": int(k)}
+        files["pca.npz"] = npz_bytes(**pca.projector.to_arrays())
+    return description, files
 
 
 def _fit_features(

@@ -1,0 +1,133 @@
+"""Model bundles: everything needed to score raw items, in ``<run>/bundle/``, and nothing else.
+
+A bundle is a folder: ``bundle.json`` (the manifest: format, model kind and description, feature
+count and indices, the fitted transform's kind, the label setting and the validation metric the
+model was chosen with, the run's identity, project version and git revision) beside plain data
+files (``*.npz`` arrays read without pickle, ``*.safetensors`` torch weights, LightGBM's
+``model.txt``, and ``members/<i>/`` sub-bundles of an ensemble). Reading one never executes code
+from a file. The folder is written under a temporary name and renamed into place, so a crash
+never leaves half a bundle. `scarce_ltr.serving` loads and scores bundles.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+from scarce_ltr.core.errors import UserError
+
+BUNDLE_DIR = "bundle"
+MANIFEST = "bundle.json"
+FORMAT = "scarce-ltr/bundle/1"
+
+
+def write_bundle(run_folder: Path, manifest: dict[str, Any], files: dict[str, bytes]) -> Path:
+    """Write ``<run_folder>/bundle/`` atomically; ``files`` maps relative paths to contents (a
+    name ending in ``/`` is a folder to copy: ``{"members/0/": <bundle folder>}`` via `copy`)."""
+    final = Path(run_folder) / BUNDLE_DIR
+    tmp = Path(tempfile.mkdtemp(prefix=f".{BUNDLE_DIR}.", dir=run_folder))
+    try:
+        for name, data in files.items():
+            path = tmp / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        text = json.dumps({"format": FORMAT, **manifest}, indent=2, default=_jsonable)
+        (tmp / MANIFEST).write_text(text + "\n")
+        old = None
+        if final.exists():  # replaced, never mixed with the new one
+            old = final.with_name(f".{BUNDLE_DIR}.old.{os.getpid()}")
+            os.replace(final, old)
+        os.replace(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def bundle_files(bundle: Path, prefix: str) -> dict[str, bytes]:
+    """Every file of a finished bundle under ``prefix`` (to nest it in another bundle)."""
+    bundle = Path(bundle)
+    return {
+        f"{prefix}{path.relative_to(bundle)}": path.read_bytes()
+        for path in sorted(bundle.rglob("*"))
+        if path.is_file()
+    }
+
+
+def bundle_folder(run_or_bundle: str | Path) -> Path:
+    """The bundle folder of a run folder (or the bundle folder itself); `UserError` if none."""
+    path = Path(run_or_bundle)
+    if (path / MANIFEST).is_file():
+        return path
+    if (path / BUNDLE_DIR / MANIFEST).is_file():
+        return path / BUNDLE_DIR
+    if not path.exists():
+        raise UserError(f"{path}: no such run folder")
+    if not (path / "DONE").is_file() and (path / "config.yaml").is_file():
+        raise UserError(f"{path}: the run has not finished (no DONE); run its command again")
+    raise UserError(
+        f"{path}: no model bundle ({BUNDLE_DIR}/{MANIFEST}); finished finetune, baseline and "
+        "ensemble runs leave one (not yet gbdt-ssl, nor an ensemble with a gbdt-ssl member); a "
+        "run made before bundles existed: run its command again with run_dir=<new folder>; "
+        "pretraining runs score no item"
+    )
+
+
+def read_manifest(bundle: Path) -> dict[str, Any]:
+    path = Path(bundle) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a readable bundle manifest ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise UserError(f"{path}: format {found!r}, this version reads {FORMAT!r}")
+    return manifest
+
+
+def npz_bytes(**arrays: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def read_npz(bundle: Path, name: str) -> dict[str, np.ndarray]:
+    path = Path(bundle) / name
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return {key: stored[key] for key in stored.files}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a readable array file ({exc})") from None
+
+
+def tensors_bytes(module: torch.nn.Module) -> bytes:
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in module.state_dict().items()}
+    return save_tensors(state)
+
+
+def read_tensors(bundle: Path, name: str) -> dict[str, torch.Tensor]:
+    path = Path(bundle) / name
+    try:
+        return load_tensors(path.read_bytes())
+    except Exception as exc:  # safetensors raises its own error types for a damaged file
+        raise UserError(f"{path}: not a readable weights file ({exc})") from None
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")

@@ -1,0 +1,40 @@
+"""The part of a model bundle every scoring run shares: features, fitted transform, labels and
+selection; each stage adds its model (`scarce_ltr.core.bundle` holds the format)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scarce_ltr.core.bundle import npz_bytes, write_bundle
+from scarce_ltr.core.runs import Run
+from scarce_ltr.data.evaluation import SELECTION_METRIC
+from scarce_ltr.data.pipeline import PreparedData
+
+TRANSFORM_FILE = "transform.npz"
+
+
+def write_run_bundle(
+    run: Run, prepared: PreparedData, metrics: dict, model: dict, files: dict[str, bytes]
+) -> Path:
+    """``<run>/bundle/``: ``model`` (its ``kind`` and description) and ``files`` beside the
+    fitted transform, the feature count and indices, the label setting and the vali metric."""
+    transform, arrays = prepared.transform.to_bundle()
+    files = dict(files)
+    if arrays:
+        files[TRANSFORM_FILE] = npz_bytes(**arrays)
+    manifest = {
+        "model": model,
+        "n_features": prepared.n_features,
+        "feature_indices": list(range(1, prepared.n_features + 1)),  # LETOR's 1-based indices
+        "transform": transform | {"file": TRANSFORM_FILE if arrays else None},
+        "label_setting": run.identity.setting,
+        "selection": {
+            "split": "vali",
+            "metric": SELECTION_METRIC,
+            "value": metrics["vali"].get(SELECTION_METRIC),
+            "val_labels": metrics.get("val_labels"),
+            "policy": metrics.get("policy"),
+        },
+        "run": run.identity.report_keys() | {"folder": str(run.folder.resolve())},
+    }
+    return write_bundle(run.folder, manifest, files)

@@ -1,0 +1,169 @@
+"""A trained ranker loaded from its bundle: raw features in, one score per item out.
+
+    >>> ranker = scarce_ltr.load_ranker("runs/synthetic/finetune/simclr-rank+full/frac=0.02/seed=0")
+    >>> scores = ranker.predict(features, qids)      # [n_items, n_features] raw, [n_items] qids
+    >>> split, scores = ranker.score_file("new.txt")  # a LETOR/SVMlight file
+
+The bundle's fitted transform is applied first, then the model of its kind: a torch ranker
+(finetuned encoder + head, a combination, or a deep baseline), a LightGBM booster (with its PCA
+columns), or an ensemble of member bundles mixed per QG. Loading runs no code from a file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scarce_ltr.core.bundle import bundle_folder, read_manifest, read_npz, read_tensors
+from scarce_ltr.core.checkpointing import load_module_state
+from scarce_ltr.core.device import Runtime
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.transforms import FeatureTransform
+
+
+class BundledRanker:
+    """The ranker of one bundle (see the module docstring)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.manifest = read_manifest(self.folder)
+        self.n_features = int(self.manifest["n_features"])
+        info = self.manifest["transform"]
+        arrays = read_npz(self.folder, info["file"]) if info.get("file") else {}
+        self.transform = FeatureTransform.from_bundle(info, arrays)
+        self.model = _build(self.folder, self.manifest["model"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["model"]["kind"])
+
+    def predict(
+        self, features: np.ndarray, qids: np.ndarray | None = None, *, offsets=None
+    ) -> np.ndarray:
+        """``[n_items]`` scores of raw ``features`` ``[n_items, n_features]``; the items of a QG
+        are consecutive, given by per-item ``qids`` or by QG ``offsets`` (default: one QG)."""
+        features = np.asarray(features, dtype=np.float32)
+        if features.ndim != 2:
+            raise UserError(f"features must be [n_items, n_features], got shape {features.shape}")
+        n = len(features)
+        if offsets is None:
+            offsets, group_ids = _offsets_of(qids, n)
+        else:
+            offsets = np.asarray(offsets, dtype=np.int64)
+            group_ids = np.arange(len(offsets) - 1, dtype=np.int64)
+        labels = np.zeros(n, dtype=np.float32)
+        return self.score_split(RankingSplit(features, labels, offsets, group_ids, "input"))
+
+    def score_split(self, split: RankingSplit) -> np.ndarray:
+        """``[n_items]`` float64 scores of a split of raw features."""
+        return self.model.score(self.check_width(split), self.transform)
+
+    def score_file(self, path: str | Path) -> tuple[RankingSplit, np.ndarray]:
+        """The parsed file (its raw features and labels) and the scores of its items."""
+        from scarce_ltr.data.letor import read_letor
+
+        split = read_letor(path)
+        return split, self.score_split(split)
+
+    def check_width(self, split: RankingSplit, source: str = "the input") -> RankingSplit:
+        """``split`` with the bundle's feature count: narrower SVMlight rows are padded with
+        zeros (an absent feature is 0); wider ones are refused, naming both counts."""
+        width = split.n_features
+        if width > self.n_features:
+            raise UserError(
+                f"{source} has {width} features; the model of {self.folder} takes {self.n_features}"
+            )
+        if width == self.n_features:
+            return split
+        padded = np.zeros((split.n_items, self.n_features), dtype=np.float32)
+        padded[:, :width] = split.features
+        return split.with_features(padded)
+
+
+def load_ranker(run_or_bundle: str | Path) -> BundledRanker:
+    """The ranker a finished run (or its ``bundle/`` folder) left."""
+    return BundledRanker(bundle_folder(run_or_bundle))
+
+
+class _TorchModel:
+    def __init__(self, folder: Path, info: dict) -> None:
+        from scarce_ltr.baselines.deep.models import build_model
+
+        try:
+            self.module = build_model(info["spec"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"{folder}: bad model description ({exc})") from None
+        state = read_tensors(folder, info["weights"])
+        load_module_state(self.module, state, path=folder, what="the bundle's weights")
+        self.module.eval()
+        self.item_budget = int(info["item_budget"])
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        from scarce_ltr.finetune.loop import predict
+
+        runtime = Runtime(device=torch.device("cpu"))
+        split = transform(raw)
+        return predict(self.module, split, runtime=runtime, item_budget=self.item_budget)
+
+
+class _LightGBMModel:
+    def __init__(self, folder: Path, info: dict) -> None:
+        import lightgbm as lgb
+
+        from scarce_ltr.baselines.gbdt.semi_supervised import Projection
+
+        self.booster = lgb.Booster(model_str=(folder / info["booster"]).read_text())
+        self.pca, self.k = None, 0
+        if info.get("pca"):
+            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
+            self.k = int(info["pca"]["k"])
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        features = np.asarray(transform(raw).features, dtype=np.float32)
+        if self.pca is not None:
+            extra = self.pca(features)[:, : self.k]
+            features = np.ascontiguousarray(np.hstack([features, extra]))
+        return np.asarray(self.booster.predict(features), dtype=np.float64)
+
+
+class _Ensemble:
+    def __init__(self, folder: Path, info: dict) -> None:
+        from scarce_ltr.ensembles.score_fusion import NORMALIZERS
+
+        if info["normalize"] not in NORMALIZERS:
+            raise UserError(f"{folder}: unknown normalization {info['normalize']!r}")
+        self.members = [BundledRanker(folder / member) for member in info["members"]]
+        self.weights = np.asarray(info["weights"], dtype=np.float64)
+        self.normalize = NORMALIZERS[info["normalize"]]
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        from scarce_ltr.ensembles.score_fusion import mix
+
+        # Each member applies its own transform (the same as the ensemble's) to raw features.
+        scores = [self.normalize(m.score_split(raw), raw.offsets) for m in self.members]
+        return mix(np.stack(scores), self.weights)
+
+
+def _build(folder: Path, info: dict):
+    kinds = {"torch": _TorchModel, "lightgbm": _LightGBMModel, "ensemble": _Ensemble}
+    kind = info.get("kind")
+    if kind not in kinds:
+        raise UserError(f"{folder}: model kind {kind!r}; this version scores {', '.join(kinds)}")
+    return kinds[kind](folder, info)
+
+
+def _offsets_of(qids: np.ndarray | None, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """QG offsets and ids from per-item qids (one QG without); a QG must be consecutive."""
+    if qids is None:
+        return np.array([0, n_items], dtype=np.int64), np.zeros(1, dtype=np.int64)
+    qids = np.asarray(qids)
+    if qids.shape != (n_items,):
+        raise UserError(f"qids must give one id per item ({n_items}), got shape {qids.shape}")
+    starts = np.flatnonzero(np.r_[True, qids[1:] != qids[:-1]]) if n_items else np.zeros(0, int)
+    group_ids = qids[starts]
+    if len(np.unique(group_ids)) != len(group_ids):
+        raise UserError("the items of a QG must be consecutive: a qid appears in two runs")
+    return np.r_[starts, n_items].astype(np.int64), group_ids.astype(np.int64)
