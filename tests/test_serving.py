@@ -123,3 +123,22 @@ def test_bad_input_gets_one_clear_message(runs, tmp_path) -> None:
         run(["predict", str(runs["gbdt"]), f"data.path={scattered}"])
     with pytest.raises(UserError, match="no such file or folder"):
         run(["predict", str(runs["gbdt"]), f"data.path={tmp_path / 'missing.txt'}"])
+
+
+def test_the_readme_section_runs(runs, tmp_path, monkeypatch) -> None:
+    """The commands and the snippet of README's "Use a trained ranker", on a tiny run."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("## Use a trained ranker") :].split("\n## ", 1)[0]
+    shell, python = section.split("```bash\n")[1].split("```")[0], section.split("```python\n")[1]
+    python = python.split("```")[0]
+    readme_run = "runs/synthetic/baseline/gbdt/frac=0.02/seed=0"
+    monkeypatch.chdir(tmp_path)
+    write_letor(raw_test(), tmp_path / "new.txt", precision=9)
+    predict = next(line for line in shell.splitlines() if "predict" in line)
+    args = predict.split("#")[0].split()[1:]
+    run([arg.replace(readme_run, str(runs["gbdt"])) for arg in args])
+    assert (tmp_path / "scores.csv").read_text().startswith("qid,position,score,rank")
+    namespace: dict = {}
+    exec(python.replace(readme_run, str(runs["gbdt"])), namespace)  # noqa: S102
+    assert namespace["scores"].shape == (10,)
+    assert len(namespace["file_scores"]) == namespace["split"].n_items == raw_test().n_items
