@@ -106,14 +106,7 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     if cfg.method not in VARIANTS:
         raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
     variant = VARIANTS[cfg.method]
-    rounds = cfg.gbdt.rounds(cfg.epochs)
-    if rounds < 1:
-        raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
-    prepared = prepare_data(cfg)
-    require_relevant_labels(prepared)
-    require_labeled_vali(prepared)
-    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
-    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
+    prepared = prepare_tree_data(cfg)
     ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
     training = TrainingOptions.from_config(cfg)
@@ -122,6 +115,18 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     report, bundle = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
     write_run_bundle(run, prepared, report["metrics"], *bundle)
     return finish_run(run, report, start=start)
+
+
+def prepare_tree_data(cfg: BaselineConfig) -> PreparedData:
+    """The prepared data of a tree baseline, after the checks every tree baseline makes."""
+    if cfg.gbdt.rounds(cfg.epochs) < 1:
+        raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
+    prepared = prepare_data(cfg)
+    require_relevant_labels(prepared)
+    require_labeled_vali(prepared)
+    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
+    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
+    return prepared
 
 
 def finish_run(run: Run, report: dict, *, start: float) -> dict:

@@ -30,10 +30,9 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     Fit,
     RankingData,
     TrainingOptions,
-    check_labels,
 )
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
-from scarce_ltr.baselines.gbdt.train import finish_run, save_chosen
+from scarce_ltr.baselines.gbdt.train import finish_run, prepare_tree_data, save_chosen
 from scarce_ltr.baselines.hybrid.embedding_features import SPLITS, Embeddings, compute_embeddings
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import Run
@@ -41,9 +40,6 @@ from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import evaluation_report, vali_metrics
 from scarce_ltr.data.pipeline import (
     PreparedData,
-    prepare_data,
-    require_labeled_vali,
-    require_relevant_labels,
 )
 from scarce_ltr.data.ranking_split import RankingSplit
 
@@ -81,14 +77,7 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     start = time.perf_counter()
     if not cfg.pretrained or cfg.pretrained.lower() in ("none", "null"):
         raise UserError("gbdt-ssl needs pretrained=<pretraining or finetuning run dir>")
-    rounds = cfg.gbdt.rounds(cfg.epochs)
-    if rounds < 1:
-        raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
-    prepared = prepare_data(cfg)
-    require_relevant_labels(prepared)
-    require_labeled_vali(prepared)
-    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
-    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
+    prepared = prepare_tree_data(cfg)
     embeddings = compute_embeddings(
         cfg.pretrained,
         prepared,
