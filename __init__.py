@@ -2,13 +2,19 @@
 
 The repository root is this package (``pyproject.toml`` maps ``scarce_ltr`` to it), so its
 folders are the subpackages: ``scarce_ltr.core`` (shared basics), ``.data``, ``.pretrain``,
-``.finetune``, ``.baselines``, ``.ensembles``, ``.sweeps`` and the command line ``.cli``.
+``.finetune``, ``.baselines``, ``.ensembles``, ``.serving``, ``.sweeps`` and the command line
+``.cli``.
 docs/architecture.md says what each may import.
 """
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scarce_ltr.serving.ranker import BundledRanker
 
 try:
     __version__ = version("scarce-ltr")
@@ -16,8 +22,9 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0+unknown"
 
 
-def load_ranker(run_or_bundle):  # noqa: ANN001, ANN201 (a lazy import keeps `import scarce_ltr` light)
-    """The trained ranker of a finished run: ``scarce_ltr.load_ranker(run).predict(X, qids)``."""
+def load_ranker(run_or_bundle: str | Path) -> BundledRanker:
+    """The trained ranker of a finished run: ``scarce_ltr.load_ranker(run).predict(X, qids)``.
+    The import happens here, so that ``import scarce_ltr`` stays light."""
     from scarce_ltr.serving.ranker import load_ranker as load
 
     return load(run_or_bundle)

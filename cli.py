@@ -84,9 +84,9 @@ def run(argv: list[str]) -> object:
     cfg, resolved = load_config(_load(stage.schema), rest, stage_file=stage_file)
     out_dir: Path | None = None
     if stage.runs:
-        run = Run.of(cfg, cfg.identity())
-        run.start(resolved)
-        out_dir = run.folder
+        the_run = Run.of(cfg, cfg.identity())
+        the_run.start(resolved)
+        out_dir = the_run.folder
     return _load(stage.entry)(cfg, out_dir)
 
 

@@ -11,7 +11,6 @@ never leaves half a bundle. `scarce_ltr.serving` loads and scores bundles.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import jsonable
 
 BUNDLE_DIR = "bundle"
 MANIFEST = "bundle.json"
@@ -32,8 +32,8 @@ FORMAT = "scarce-ltr/bundle/1"
 
 
 def write_bundle(run_folder: Path, manifest: dict[str, Any], files: dict[str, bytes]) -> Path:
-    """Write ``<run_folder>/bundle/`` atomically; ``files`` maps relative paths to contents (a
-    name ending in ``/`` is a folder to copy: ``{"members/0/": <bundle folder>}`` via `copy`)."""
+    """Write ``<run_folder>/bundle/`` atomically; ``files`` maps relative paths (``model.txt``,
+    ``members/0/bundle.json``) to their contents."""
     final = Path(run_folder) / BUNDLE_DIR
     tmp = Path(tempfile.mkdtemp(prefix=f".{BUNDLE_DIR}.", dir=run_folder))
     try:
@@ -41,7 +41,7 @@ def write_bundle(run_folder: Path, manifest: dict[str, Any], files: dict[str, by
             path = tmp / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        text = json.dumps({"format": FORMAT, **manifest}, indent=2, default=_jsonable)
+        text = json.dumps({"format": FORMAT, **manifest}, indent=2, default=jsonable)
         (tmp / MANIFEST).write_text(text + "\n")
         old = None
         if final.exists():  # replaced, never mixed with the new one
@@ -97,12 +97,6 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     return manifest
 
 
-def npz_bytes(**arrays: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
-
-
 def read_npz(bundle: Path, name: str) -> dict[str, np.ndarray]:
     path = Path(bundle) / name
     try:
@@ -123,11 +117,3 @@ def read_tensors(bundle: Path, name: str) -> dict[str, torch.Tensor]:
         return load_tensors(path.read_bytes())
     except Exception as exc:  # safetensors raises its own error types for a damaged file
         raise UserError(f"{path}: not a readable weights file ({exc})") from None
-
-
-def _jsonable(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"cannot write {type(obj).__name__} to JSON")

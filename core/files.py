@@ -5,11 +5,14 @@ A process killed while writing leaves the previous file intact (or none), never 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -31,12 +34,21 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_jsonable) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=jsonable) + "\n")
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
+    """``json.dumps(..., default=jsonable)``: arrays and numpy numbers as lists and numbers."""
     if hasattr(obj, "tolist"):
         return obj.tolist()
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def npz_bytes(**arrays: np.ndarray) -> bytes:
+    """An ``.npz`` file's bytes (plain arrays, read back with ``allow_pickle=False``), for
+    `atomic_write_bytes` or a bundle."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()

@@ -206,10 +206,9 @@ class Run:
         return self.tracker
 
     def report(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``body`` after the identity keys (a body never renames them)."""
-        return self.identity.report_keys() | {
-            k: v for k, v in body.items() if k not in ("model", "group", "git", "version")
-        }
+        """``body`` after the identity keys, which a body never overrides."""
+        keys = self.identity.report_keys()
+        return keys | body | keys
 
     def write_report(self, body: dict[str, Any]) -> dict[str, Any]:
         """Write ``report.json`` without finishing (a partial report during training)."""

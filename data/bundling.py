@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scarce_ltr.core.bundle import npz_bytes, write_bundle
+from scarce_ltr.core.bundle import write_bundle
+from scarce_ltr.core.files import npz_bytes
 from scarce_ltr.core.runs import Run
 from scarce_ltr.data.evaluation import SELECTION_METRIC
 from scarce_ltr.data.pipeline import PreparedData

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.files import atomic_write_bytes
+from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.metrics import evaluate_ranking
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
@@ -62,11 +62,7 @@ def evaluation_report(
 
 def save_scores(run_dir: Path, prepared: PreparedData, vali: np.ndarray, test: np.ndarray) -> None:
     """Per-item scores with the QG structure they belong to, for ensembles."""
-    import io
-
-    buffer = io.BytesIO()
-    np.savez(
-        buffer,
+    data = npz_bytes(
         vali=np.asarray(vali, dtype=np.float64),
         test=np.asarray(test, dtype=np.float64),
         vali_offsets=prepared.vali.offsets,
@@ -74,7 +70,7 @@ def save_scores(run_dir: Path, prepared: PreparedData, vali: np.ndarray, test: n
         vali_qids=prepared.vali.qids,
         test_qids=prepared.test.qids,
     )
-    atomic_write_bytes(run_dir / "scores.npz", buffer.getvalue())
+    atomic_write_bytes(run_dir / "scores.npz", data)
 
 
 def _check_length(scores: np.ndarray, n_items: int, split: str) -> None:

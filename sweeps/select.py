@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import write_json
 from scarce_ltr.core.runs import runs_root as default_runs_root
@@ -86,13 +87,13 @@ def choose(done: list[dict], *, k: int, select_k: int) -> list[dict]:
         seeds = []
         for seed, vali, test in zip(entry["seeds"], entry["vali"], entry["test"], strict=True):
             run_dir = Path(runs[(dataset, setting, entry["model"], seed)]["run_dir"])
-            bundle = run_dir / "bundle"
+            bundle = run_dir / BUNDLE_DIR
             seeds.append(
                 {
                     "seed": seed,
                     "run_dir": str(run_dir),
                     "bundle": str(bundle),
-                    "bundle_exists": (bundle / "bundle.json").is_file(),
+                    "bundle_exists": (bundle / MANIFEST).is_file(),
                     "vali": _number(vali),
                     "test": _number(test),
                 }

@@ -15,7 +15,6 @@ chosen booster), ``pca.npz`` (PCA variants) and ``DONE``.
 
 from __future__ import annotations
 
-import io
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -43,9 +42,8 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     min_data_cap,
 )
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
-from scarce_ltr.core.bundle import npz_bytes
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
+from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text, npz_bytes
 from scarce_ltr.core.runs import Run
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
@@ -173,7 +171,7 @@ def _evaluate_chosen(
     model's part of the bundle."""
     chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
     report = _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
-    return report, lightgbm_bundle(chosen.outcome.best_fit, features.pca, chosen.k, cfg.gbdt)
+    return report, lightgbm_bundle(chosen.outcome.best_fit, features.pca, chosen.k)
 
 
 def save_chosen(
@@ -198,14 +196,13 @@ def save_chosen(
     )
     if chosen.k:
         pca = features.pca.pca
-        buffer = io.BytesIO()
-        np.savez(buffer, mean=pca.mean_, components=pca.components_[: chosen.k])
-        atomic_write_bytes(out_dir / "pca.npz", buffer.getvalue())
+        data = npz_bytes(mean=pca.mean_, components=pca.components_[: chosen.k])
+        atomic_write_bytes(out_dir / "pca.npz", data)
     return chosen, vali_scores, test_scores
 
 
 def lightgbm_bundle(
-    model: Fit, pca: PCAFeatures | None, k: int | None, options
+    model: Fit, pca: PCAFeatures | None, k: int | None
 ) -> tuple[dict, dict[str, bytes]]:
     """A LightGBM ranker's part of a bundle: the booster at its chosen rounds, and the PCA whose
     first ``k`` components it reads after the features (none when ``k`` is 0)."""

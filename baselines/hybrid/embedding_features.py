@@ -15,7 +15,6 @@ that does not match is recomputed; one that cannot be written is skipped with a 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import sys
 import time
@@ -27,7 +26,7 @@ import torch
 from torch import nn
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_write_bytes
+from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
@@ -186,9 +185,7 @@ def _read_cache(path: Path, key: str, prepared: PreparedData) -> dict[str, np.nd
 
 
 def _write_cache(path: Path, key: str, arrays: dict[str, np.ndarray]) -> None:
-    buffer = io.BytesIO()
-    np.savez(buffer, key=np.array(key), **arrays)
     try:
-        atomic_write_bytes(path, buffer.getvalue())
+        atomic_write_bytes(path, npz_bytes(key=np.array(key), **arrays))
     except OSError as exc:
         print(f"warning: cannot cache the embeddings in {path} ({exc})", file=sys.stderr)
