@@ -2,18 +2,25 @@
 
 Every stage is ``main(cfg, out_dir)``. The CLI loads the stage's config (schema, data set file,
 ``configs/<folder>/<name>.yaml``, overrides), makes the run directory, saves the resolved config
-there and calls the stage. A `UserError` ends in one line on stderr and exit code 2.
+there and calls the stage, holding the run folder's lock (`core.locks`). A `UserError`, and an
+`OSError` that no layer below turned into one, end in one line on stderr and exit code 2; a stage
+whose result has an ``exit_code`` (a sweep with failed cells) exits with it.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from scarce_ltr.core.config import CONFIG_ROOT, available, load_config
+from omegaconf import OmegaConf
+
+from scarce_ltr.core.config import CONFIG_ROOT, available, load_config, merge_config, to_yaml
+from scarce_ltr.core.config_doc import describe, help_text
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import file_error
+from scarce_ltr.core.locks import FolderLock
 from scarce_ltr.core.runs import Run
 
 
@@ -34,7 +41,8 @@ def _load(ref: str):
 
 def usage() -> str:
     lines = [
-        "usage: ./run.sh <command> [<name>] [key=value ...]",
+        "usage: ./run.sh <command> [<name>] [key=value ...] [--config my.yaml] [--print-config]",
+        "       ./run.sh <command> [<name>] --help   (the command's keys, types and defaults)",
         "",
         "commands:",
     ]
@@ -60,20 +68,23 @@ def run(argv: list[str]) -> object:
     if command not in STAGES:
         raise UserError(f"unknown command '{command}'; commands: {', '.join(STAGES)}, test")
     stage = STAGES[command]
+    rest, options = _take_options(rest)
     stage_file = None
     name = command
     if stage.config_folder:
         names = available(stage.config_folder)
-        if not rest or "=" in rest[0]:
+        if not rest or "=" in rest[0] or rest[0].startswith("-"):
+            if options.help:
+                print(command_help(command))
+                return None
             raise UserError(f"'{command}' needs a name: one of {', '.join(names)}")
         name, rest = rest[0], rest[1:]
-        if name not in names:
-            raise UserError(f"unknown {command} '{name}'; valid: {', '.join(names)}")
-        stage_file = CONFIG_ROOT / stage.config_folder / f"{name}.yaml"
+        stage_file = _stage_file(command, stage, name, names)
+        name = stage_file.stem
     elif command in POSITIONAL and rest and "=" not in rest[0] and not rest[0].startswith("-"):
         rest = [f"{POSITIONAL[command]}={rest[0]}", *rest[1:]]  # ./run.sh report <sweep>
-    if any(a in ("-h", "--help") for a in rest):
-        print(usage())
+    if options.help:
+        print(command_help(command, name if stage_file else None, stage_file))
         return None
     # A flag such as --dry-run is the override dry_run=true.
     rest = [f"{a[2:].replace('-', '_')}=true" if a.startswith("--") else a for a in rest]
@@ -81,13 +92,92 @@ def run(argv: list[str]) -> object:
         if stage.runs:  # a run's method is its command-line name (a sweep may be renamed)
             _check_name_key(stage.name_key, name, rest)
         rest = [f"{stage.name_key}={name}", *rest]
-    cfg, resolved = load_config(_load(stage.schema), rest, stage_file=stage_file)
+    cfg, resolved = load_config(
+        _load(stage.schema), rest, stage_file=stage_file, config_files=options.config_files
+    )
+    if options.print_config:
+        print(to_yaml(resolved), end="")
+        if stage.runs:
+            print(f"# run folder: {Run.of(cfg, cfg.identity()).folder}")
+        return None
     out_dir: Path | None = None
     if stage.runs:
         the_run = Run.of(cfg, cfg.identity())
-        the_run.start(resolved)
-        out_dir = the_run.folder
+        with FolderLock(the_run.folder, what=f"{command} run"):
+            the_run.start(resolved)
+            return _load(stage.entry)(cfg, the_run.folder)
     return _load(stage.entry)(cfg, out_dir)
+
+
+@dataclass
+class Options:
+    """The flags that are not overrides: ``--help``, ``--config <file>``, ``--print-config``."""
+
+    help: bool = False
+    print_config: bool = False
+    config_files: list[Path] = field(default_factory=list)
+
+
+def _take_options(args: list[str]) -> tuple[list[str], Options]:
+    options, rest = Options(), []
+    items = iter(args)
+    for arg in items:
+        if arg in ("-h", "--help"):
+            options.help = True
+        elif arg == "--print-config":
+            options.print_config = True
+        elif arg == "--config":
+            path = next(items, None)
+            if path is None or path.startswith("-") or "=" in path:
+                raise UserError("--config needs a YAML file: --config my.yaml")
+            options.config_files.append(Path(path))
+        elif arg.startswith("--config="):
+            options.config_files.append(Path(arg.partition("=")[2]))
+        else:
+            rest.append(arg)
+    return rest, options
+
+
+def _stage_file(command: str, stage: Stage, name: str, names: list[str]) -> Path:
+    """``configs/<folder>/<name>.yaml``; a sweep may also be a YAML file of the user's."""
+    if stage.name_key == "name" and name.endswith((".yaml", ".yml")):
+        path = Path(name)
+        if not path.is_file():
+            raise UserError(f"{command} file '{name}' does not exist")
+        return path
+    if name not in names:
+        file_hint = " or a path to a .yaml file" if stage.name_key == "name" else ""
+        raise UserError(f"unknown {command} '{name}'; valid: {', '.join(names)}{file_hint}")
+    assert stage.config_folder is not None
+    return CONFIG_ROOT / stage.config_folder / f"{name}.yaml"
+
+
+def command_help(command: str, name: str | None = None, stage_file: Path | None = None) -> str:
+    """A command's keys with types, defaults (the named config's when given) and help lines."""
+    stage = STAGES[command]
+    schema = _load(stage.schema)
+    overrides = [f"{stage.name_key}={name}"] if stage.name_key and name else []
+    merged = merge_config(schema, overrides, stage_file=stage_file)
+    values = {}
+    for doc in describe(schema):
+        value = OmegaConf.select(merged, doc.key)
+        values[doc.key] = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    what = f"<{'|'.join(available(stage.config_folder))}>" if stage.config_folder else ""
+    if command in POSITIONAL:
+        what = f"[<{POSITIONAL[command]}>]"
+    head = [
+        f"usage: ./run.sh {command} {name or what} [key=value ...] [--config my.yaml] "
+        "[--print-config]",
+        f"  {stage.help}",
+        *(_data_line() if "data.name" in values else []),
+        "",
+        f"keys (key: type = default{' from ' + str(stage_file) if stage_file else ''}):",
+    ]
+    return "\n".join([*head, help_text(schema, values)])
+
+
+def _data_line() -> list[str]:
+    return [f"  data=<name> loads configs/data/<name>.yaml: {', '.join(available('data'))}"]
 
 
 def _check_name_key(key: str, name: str, overrides: list[str]) -> None:
@@ -103,17 +193,21 @@ def _check_name_key(key: str, name: str, overrides: list[str]) -> None:
 
 def main() -> None:
     try:
-        run(sys.argv[1:])
+        result = run(sys.argv[1:])
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:  # a file operation of a layer that does not name its own
+        print(f"error: {file_error(exc, 'use')}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    sys.exit(getattr(result, "exit_code", 0))
 
 
 # Commands whose first argument, when it is not key=value, is this key: ./run.sh report <sweep>.
-POSITIONAL = {"report": "sweep", "select": "sweep", "predict": "run"}
+POSITIONAL = {"report": "sweep", "select": "sweep", "predict": "run", "export": "run"}
 
 # The command-line name of each stage. Later stages register here.
 STAGES: dict[str, Stage] = {
@@ -180,6 +274,12 @@ STAGES: dict[str, Stage] = {
         "(./run.sh predict <run> data.path=<file or folder> [out=<file.csv or folder>])",
         entry="scarce_ltr.serving.predict:main",
         schema="scarce_ltr.serving.predict:PredictConfig",
+    ),
+    "export": Stage(
+        help="a finished run's model as one file that takes raw features "
+        "(./run.sh export <run> format=onnx|torchscript|lightgbm [out=<file>])",
+        entry="scarce_ltr.serving.export:main",
+        schema="scarce_ltr.serving.export:ExportConfig",
     ),
 }
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Entry point: ./run.sh <command> [<name>] [key=value ...]   (./run.sh --help lists them)
 # On first use it makes .venv, installs torch==2.13.0 (the CPU build), then this project,
-# and leaves a stamp keyed on pyproject.toml so later calls start at once.
+# with constraints.txt (the tested versions), and leaves a stamp keyed on pyproject.toml and
+# constraints.txt so later calls start at once.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$ROOT/.venv"
-KEY="$(cksum < "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+KEY="$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | cksum | cut -d' ' -f1)"
 STAMP="$VENV/.installed-$KEY"
 
 find_python() {
@@ -29,7 +30,9 @@ setup() {
   fi
   # torch first and pinned exactly: any other spec pulls gigabytes of CUDA wheels.
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev]"
+  # constraints.txt: the versions the tests passed with, for a reproducible environment.
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -c "$ROOT/constraints.txt" -e "$ROOT[dev,trees]"
   rm -f "$VENV"/.installed-*
   touch "$STAMP"
   echo "run.sh: setup done" >&2

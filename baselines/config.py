@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scarce_ltr.baselines.catboost.config import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
+from scarce_ltr.baselines.xgboost.config import XGBoostOptions
 from scarce_ltr.core.runs import RunIdentity, run_model
 from scarce_ltr.data.stage_config import CommonConfig
 
@@ -23,6 +25,8 @@ class BaselineConfig(CommonConfig):
 
     method: str = "gbdt"
     gbdt: GBDTOptions = field(default_factory=GBDTOptions)
+    catboost: CatBoostOptions = field(default_factory=CatBoostOptions)
+    xgboost: XGBoostOptions = field(default_factory=XGBoostOptions)
     deep: DeepBaselineOptions = field(default_factory=DeepBaselineOptions)
     pretrained: str | None = None  # gbdt-ssl: a pretraining or finetuning run dir
     embedding: EmbeddingOptions = field(default_factory=EmbeddingOptions)  # gbdt-ssl
@@ -33,6 +37,10 @@ class BaselineConfig(CommonConfig):
             raise ValueError("method must name a baseline")
         if self.pretrained is not None and self.method != "gbdt-ssl":
             raise ValueError(f"pretrained is a key of gbdt-ssl, not of {self.method}")
+        if self.method == "dasalc" and self.deep.hidden % self.deep.n_heads:
+            raise ValueError(
+                f"deep.n_heads ({self.deep.n_heads}) must divide deep.hidden ({self.deep.hidden})"
+            )
 
     def identity(self) -> RunIdentity:
         """gbdt-ssl is named after its encoder's run (``gbdt-ssl+simclr-rank``), so that two
@@ -42,7 +50,7 @@ class BaselineConfig(CommonConfig):
             encoder_model = run_model(self.pretrained) or Path(self.pretrained).name
             model = f"{self.method}+{encoder_model}"
         return RunIdentity(
-            dataset=self.data.name,
+            dataset=self.data.run_name,
             stage="baseline",
             model=model,
             setting=self.scarcity.tag,

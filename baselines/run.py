@@ -15,10 +15,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from scarce_ltr.baselines.catboost import train as catboost
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.deep import train as deep
 from scarce_ltr.baselines.gbdt import train as gbdt
 from scarce_ltr.baselines.hybrid import train as gbdt_ssl
+from scarce_ltr.baselines.xgboost import train as xgboost
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import CONFIG, Run
 
@@ -42,11 +44,15 @@ def main(cfg: BaselineConfig, out_dir: Path | None = None) -> dict | None:
 # Command-line name -> entry point. The config section of a family: `BaselineConfig`.
 BASELINES: dict[str, Callable[[BaselineConfig, Run], dict]] = {
     "gbdt": gbdt.main,
+    "gbdt-optuna": gbdt.main,
     "gbdt-pseudo": gbdt.main,
     "gbdt-pca": gbdt.main,
     "gbdt-pca-pseudo": gbdt.main,
     "gbdt-ssl": gbdt_ssl.main,
+    "catboost": catboost.main,
+    "xgboost": xgboost.main,
     "resnet": deep.main,
     "deepfm": deep.main,
     "dcnv2": deep.main,
+    "dasalc": deep.main,
 }

@@ -1,10 +1,12 @@
 """Model bundles: everything needed to score raw items, in ``<run>/bundle/``, and nothing else.
 
 A bundle is a folder: ``bundle.json`` (the manifest: format, model kind and description, feature
-count and indices, the fitted transform's kind, the label setting and the validation metric the
-model was chosen with, the run's identity, project version and git revision) beside plain data
-files (``*.npz`` arrays read without pickle, ``*.safetensors`` torch weights, LightGBM's
-``model.txt``, and ``members/<i>/`` sub-bundles of an ensemble). Reading one never executes code
+count and indices, the fitted transform's kind, the outlier rule, the label setting and the
+validation metric the model was chosen with, the run's identity, project version and git
+revision) beside plain data files (``*.npz`` arrays read without pickle: the transform's
+statistics, the histogram detector's bounds, PCA projections; ``*.safetensors`` torch weights of
+a ranker or of gbdt-ssl's encoder; LightGBM's ``model.txt``; and ``members/<i>/`` sub-bundles of
+an ensemble). Reading one never executes code
 from a file. The folder is written under a temporary name and renamed into place, so a crash
 never leaves half a bundle. `scarce_ltr.serving` loads and scores bundles.
 """
@@ -24,7 +26,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import jsonable
+from scarce_ltr.core.files import TEMP_SUFFIX, fault_point, file_error, jsonable
 
 BUNDLE_DIR = "bundle"
 MANIFEST = "bundle.json"
@@ -35,7 +37,7 @@ def write_bundle(run_folder: Path, manifest: dict[str, Any], files: dict[str, by
     """Write ``<run_folder>/bundle/`` atomically; ``files`` maps relative paths (``model.txt``,
     ``members/0/bundle.json``) to their contents."""
     final = Path(run_folder) / BUNDLE_DIR
-    tmp = Path(tempfile.mkdtemp(prefix=f".{BUNDLE_DIR}.", dir=run_folder))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{BUNDLE_DIR}.", suffix=TEMP_SUFFIX, dir=run_folder))
     try:
         for name, data in files.items():
             path = tmp / name
@@ -43,16 +45,20 @@ def write_bundle(run_folder: Path, manifest: dict[str, Any], files: dict[str, by
             path.write_bytes(data)
         text = json.dumps({"format": FORMAT, **manifest}, indent=2, default=jsonable)
         (tmp / MANIFEST).write_text(text + "\n")
+        fault_point()
         old = None
         if final.exists():  # replaced, never mixed with the new one
-            old = final.with_name(f".{BUNDLE_DIR}.old.{os.getpid()}")
+            old = final.with_name(f".{BUNDLE_DIR}.old.{os.getpid()}{TEMP_SUFFIX}")
             os.replace(final, old)
         os.replace(tmp, final)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise file_error(exc, "write the model bundle", final) from None
         raise
+    fault_point()
     return final
 
 

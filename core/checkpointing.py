@@ -26,8 +26,12 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     atomic_write_bytes(Path(path), buffer.getvalue())
 
 
-def load_checkpoint(path: Path, *, what: str = "checkpoint") -> dict[str, Any]:
-    """A checkpoint written by `save_checkpoint`; `UserError` when it cannot be read."""
+def load_checkpoint(
+    path: Path, *, what: str = "checkpoint", advice: str | None = None
+) -> dict[str, Any]:
+    """A checkpoint written by `save_checkpoint`; `UserError` when it cannot be read, ending in
+    ``advice`` (what to do that works: the default suits a training checkpoint, whose run
+    starts that part over without it)."""
     path = Path(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -35,9 +39,9 @@ def load_checkpoint(path: Path, *, what: str = "checkpoint") -> dict[str, Any]:
         raise UserError(f"{path}: no such {what}") from None
     except Exception as exc:  # torch raises many types for truncated or foreign files
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(
-            f"{path}: not a readable {what} ({reason[:200]}); delete it to start over"
-        ) from None
+        reason = reason.split(". ")[0]  # torch appends paragraphs of advice that do not apply
+        advice = advice or "delete it and run the same command again: the run starts over"
+        raise UserError(f"{path}: not a readable {what} ({reason[:200]}); {advice}") from None
     if not isinstance(state, dict):
         raise UserError(f"{path}: not a {what} (holds a {type(state).__name__}, not a dict)")
     return state
@@ -46,7 +50,10 @@ def load_checkpoint(path: Path, *, what: str = "checkpoint") -> dict[str, Any]:
 def require_keys(state: dict[str, Any], keys: tuple[str, ...], *, path: Path, what: str) -> None:
     missing = [k for k in keys if k not in state]
     if missing:
-        raise UserError(f"{path}: not a {what} (missing {', '.join(missing)})")
+        raise UserError(
+            f"{path}: not a {what} (missing {', '.join(missing)}); delete it and run the command "
+            "that wrote it again"
+        )
 
 
 def load_module_state(module: torch.nn.Module, state_dict: Any, *, path: Path, what: str) -> None:

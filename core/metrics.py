@@ -1,6 +1,6 @@
 """NDCG@k: the single numpy reference implementation.
 
-The convention (DESIGN.md, "One metric, one convention"): gain ``2**y - 1``, discount
+The one convention of the project (README, "The NDCG convention"): gain ``2**y - 1``, discount
 ``1 / log2(rank + 1)``, k clipped to the list length (never padded with zeros), ties in score
 broken by stable input order. A query group (QG) whose ideal DCG is 0 (no label above 0, or no
 item at all) has no defined NDCG; the empty-QG policy says what it counts as:
@@ -11,6 +11,17 @@ item at all) has no defined NDCG; the empty-QG policy says what it counts as:
 
 Items of one QG are contiguous rows: QG ``g`` owns rows ``offsets[g]:offsets[g + 1]``.
 The torch version used in training (``core.metrics_torch``) is tested against this one.
+
+Beside NDCG, the metrics users compare with, in the same model order (ties by input order):
+
+- MRR: ``1 / rank`` of the first relevant item; MAP: mean over the relevant items of the
+  precision at their ranks (the whole list, no cutoff). Relevance is binary: label > 0.
+- ERR@k (Chapelle et al., 2009): ``sum_{r <= k} R_r / r * prod_{i < r} (1 - R_i)`` with graded
+  ``R = (2**y - 1) / 2**y_max``, ``y_max`` the data set's highest grade (``max_grade``).
+
+A QG without a relevant item (label > 0) is exactly a QG without a defined NDCG, and the
+empty-QG policy treats it alike in every metric: NaN and left out (``skip``), 1 (``one``) or 0
+(``zero``). So every mean of a report runs over the same QGs, whatever the metric.
 """
 
 from __future__ import annotations
@@ -96,6 +107,50 @@ def mean_ndcg(
     return _nanmean(per_group)
 
 
+def mrr_per_group(
+    scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, policy: str = "skip"
+) -> np.ndarray:
+    """``[n_groups]`` reciprocal rank of the first relevant item (label > 0).
+
+    Example: scores ``[3, 2, 1]``, labels ``[0, 0, 2]``: the first relevant item is ranked 3rd,
+    MRR ``1/3 = 0.3333``; a QG without a relevant item gets the policy's value.
+    """
+    fill = check_policy(policy)
+    return _RankedGains.build(scores, labels, offsets).mrr(fill)
+
+
+def map_per_group(
+    scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, policy: str = "skip"
+) -> np.ndarray:
+    """``[n_groups]`` average precision over the whole list, relevance label > 0.
+
+    Example: scores ``[3, 2, 1]``, labels ``[1, 0, 2]``: relevant items at ranks 1 and 3,
+    AP ``(1/1 + 2/3) / 2 = 0.8333``.
+    """
+    fill = check_policy(policy)
+    return _RankedGains.build(scores, labels, offsets).average_precision(fill)
+
+
+def err_per_group(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    k: int,
+    max_grade: float | None = None,
+    policy: str = "skip",
+) -> np.ndarray:
+    """``[n_groups]`` ERR@k with ``R = (2**y - 1) / 2**max_grade``.
+
+    ``max_grade``: the data set's highest label (None: the highest of ``labels``). Example:
+    scores ``[2, 1]``, labels ``[1, 2]``, ``max_grade=2``: ``R = [1/4, 3/4]``, ERR@2
+    ``= 1/4 + (1 - 1/4) * 3/4 / 2 = 0.53125``.
+    """
+    fill = check_policy(policy)
+    ranked = _RankedGains.build(scores, labels, offsets)
+    return ranked.err_at(check_k(k), _stop_scale(labels, max_grade), fill)
+
+
 def evaluate_ranking(
     scores: np.ndarray,
     labels: np.ndarray,
@@ -104,24 +159,28 @@ def evaluate_ranking(
     ks: Sequence[int] = (1, 3, 5, 10),
     policy: str = "skip",
     outlier_groups: np.ndarray | None = None,
+    max_grade: float | None = None,
 ) -> dict[str, float]:
-    """Every NDCG@k of ``ks``, and Outlier-NDCG@k when ``outlier_groups`` is given.
+    """Every NDCG@k and ERR@k of ``ks``, MRR, MAP, and Outlier-NDCG@k with ``outlier_groups``.
 
     Args:
         scores, labels, offsets, policy: as in ``ndcg_per_group``.
         ks: cutoffs.
         outlier_groups: ``[n_groups]`` bool mask (or index array) of the outlier QGs.
+        max_grade: ERR's highest grade, the data set's (None: the highest of ``labels``).
 
     Returns:
-        ``ndcg@k`` for each k and ``n_groups_evaluated`` (QGs that entered the means); with
-        ``outlier_groups`` also ``outlier_ndcg@k`` and ``n_outlier_groups`` (outlier QGs that
-        entered the outlier means). Means with nothing to average are NaN.
+        ``ndcg@k`` and ``err@k`` for each k, ``mrr``, ``map`` and ``n_groups_evaluated`` (QGs
+        that entered the means, the same for every metric); with ``outlier_groups`` also
+        ``outlier_ndcg@k`` and ``n_outlier_groups`` (outlier QGs that entered the outlier
+        means). Means with nothing to average are NaN.
     """
     fill = check_policy(policy)
     cutoffs = [check_k(k) for k in ks]
     if not cutoffs:
         raise ValueError("ks must hold at least one cutoff")
     ranked = _RankedGains.build(scores, labels, offsets)
+    scale = _stop_scale(labels, max_grade)
     outlier = None
     if outlier_groups is not None:
         outlier = group_mask(outlier_groups, n_groups=ranked.n_groups)
@@ -131,6 +190,10 @@ def evaluate_ranking(
         report[f"ndcg@{k}"] = _nanmean(per_group)
         if outlier is not None:
             report[f"outlier_ndcg@{k}"] = _nanmean(per_group[outlier])
+    for k in cutoffs:
+        report[f"err@{k}"] = _nanmean(ranked.err_at(k, scale, fill))
+    report["mrr"] = _nanmean(ranked.mrr(fill))
+    report["map"] = _nanmean(ranked.average_precision(fill))
     # Whether a QG is defined does not depend on k, so the last per_group speaks for all.
     evaluated = ~np.isnan(per_group)
     report["n_groups_evaluated"] = int(evaluated.sum())
@@ -195,6 +258,55 @@ class _RankedGains:
         defined = ideal > 0
         return np.where(defined, dcg / np.where(defined, ideal, 1.0), fill)
 
+    def _defined(self) -> np.ndarray:
+        """``[n_groups]`` bool: QGs with a relevant item (gain > 0 exactly when label > 0)."""
+        return np.bincount(self.group, weights=self.ideal > 0, minlength=self.n_groups) > 0
+
+    def mrr(self, fill: float) -> np.ndarray:
+        """``[n_groups]`` reciprocal rank of the first relevant item, ``fill`` without one."""
+        relevant = np.flatnonzero(self.model > 0)
+        # Rows are sorted by QG, so the first relevant row of each QG is its best-ranked one.
+        groups, first = np.unique(self.group[relevant], return_index=True)
+        out = np.full(self.n_groups, fill, dtype=np.float64)
+        out[groups] = 1.0 / self.rank[relevant[first]]
+        return out
+
+    def average_precision(self, fill: float) -> np.ndarray:
+        """``[n_groups]`` AP over the whole list, ``fill`` without a relevant item."""
+        relevant = (self.model > 0).astype(np.float64)
+        hits = self._within_group_cumsum(relevant)  # relevant items up to each rank
+        n_relevant = np.bincount(self.group, weights=relevant, minlength=self.n_groups)
+        precision = np.bincount(
+            self.group, weights=relevant * hits / self.rank, minlength=self.n_groups
+        )
+        defined = n_relevant > 0
+        return np.where(defined, precision / np.where(defined, n_relevant, 1.0), fill)
+
+    def err_at(self, k: int, scale: float, fill: float) -> np.ndarray:
+        """``[n_groups]`` ERR@k with stop probabilities ``R = gain / scale``."""
+        # The top k rows of each QG stay contiguous and keep their ranks, so the within-QG
+        # sums below work on them alone.
+        top = self.rank <= k
+        rank = self.rank[top]
+        stop = self.model[top] / scale
+        # Chance to reach each rank: prod_{i < r} (1 - R_i), as an exclusive cumulative sum of
+        # logs within the QG (R < 1, since every gain is below 2**max_grade).
+        log_stay = np.log1p(-stop)
+        reach = np.exp(_within_group_cumsum(log_stay, rank) - log_stay)
+        err = np.bincount(self.group[top], weights=stop * reach / rank, minlength=self.n_groups)
+        return np.where(self._defined(), err, fill)
+
+    def _within_group_cumsum(self, values: np.ndarray) -> np.ndarray:
+        return _within_group_cumsum(values, self.rank)
+
+
+def _within_group_cumsum(values: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Inclusive cumulative sum of ``values`` within each QG: rows of a QG are contiguous and
+    ``rank`` (1-based) counts from its first row."""
+    total = np.cumsum(values)
+    start = np.arange(rank.size) - rank + 1  # first row of each row's QG
+    return total - np.concatenate([[0.0], total])[start]
+
 
 def _check_inputs(
     scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray
@@ -217,6 +329,17 @@ def _check_inputs(
     if labels.size and not labels.min() >= 0:
         raise ValueError("labels must be >= 0 (and not NaN)")
     return scores, labels, offsets
+
+
+def _stop_scale(labels: np.ndarray, max_grade: float | None) -> float:
+    """``2**max_grade``, ERR's normaliser; ValueError when a label lies above ``max_grade``."""
+    labels = np.asarray(labels, dtype=np.float64)
+    top = float(labels.max()) if labels.size else 0.0
+    if max_grade is None:
+        max_grade = top
+    if not max_grade >= top:
+        raise ValueError(f"ERR: a label of {top:g} lies above max_grade={max_grade:g}")
+    return float(np.exp2(max_grade))
 
 
 def _nanmean(values: np.ndarray) -> float:

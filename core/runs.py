@@ -6,12 +6,16 @@ use (``simclr-rank+full``, ``gbdt``, ``gbdt-ssl+simclr-rank``, ``ensemble:a,b``)
 group, the default folder ``<runs root>/<data>/<stage>/<folder name>/<label setting>/seed=<s>``,
 and the tracker's name, group and tags. `Run` lives it out:
 
-- `Run.start` makes the folder and writes ``config.yaml``, refusing a folder that holds a run
-  with other settings;
+- `Run.start` makes the folder, removes temp files that interrupted writes left, and writes
+  ``config.yaml``, refusing a folder that holds a run with other settings (the folder itself may
+  have moved: ``run_dir`` is not a setting); the caller holds the folder's lock
+  (`scarce_ltr.core.locks`);
 - `Run.open_tracker` starts the W&B run (or nothing) under the identity's names;
 - `Run.finish` writes ``report.json`` (the identity keys first, the same in every stage), closes
   the tracker and writes ``DONE`` last, so a finished run is skipped and an unfinished one
-  resumes from its checkpoint;
+  resumes from its checkpoint. ``DONE`` lists the files the run finished with: a run whose
+  ``DONE`` names a file that is gone (deleted because it was corrupt) is not finished, and running
+  it again redoes its finish from its checkpoint;
 - `GridPoint` is one resumable point of a grid inside a run (``result.json`` + ``DONE``).
 
 `read_config` reads a run's ``config.yaml`` back as a typed object; `run_model` names the model of
@@ -23,7 +27,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,9 +38,18 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from scarce_ltr.core.bundle import BUNDLE_DIR
 from scarce_ltr.core.config import PACKAGE_ROOT, available, to_yaml
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_write_text, write_json
+from scarce_ltr.core.files import (
+    atomic_write_text,
+    file_error,
+    make_folder,
+    remove_stale_temps,
+    write_json,
+)
+from scarce_ltr.core.locks import is_rank_zero
+from scarce_ltr.core.progress import final_block
 from scarce_ltr.core.tracking import Tracker, start_tracker
 
 CONFIG = "config.yaml"
@@ -43,16 +59,25 @@ POINT_RESULT = "result.json"
 GRID_DIR = "grid"
 RUNS_ENV = "LTR_RUNS_DIR"
 STAGES = ("pretrain", "finetune", "baseline", "ensemble")
-# Keys that may change between the runs of one folder (they change no result).
-FREE_KEYS = ("logger",)
+# Keys that may change between the runs of one folder (they change no result); run_dir changes
+# when a run folder is moved or copied.
+FREE_KEYS = ("logger", "run_dir")
+# Files that are no result of a run: DONE does not list them (a checkpoint may be deleted to
+# save space once the run is finished).
+NOT_RESULTS = (DONE, "log.txt", "checkpoint.pt")
 
 # The report groups, and the model names that fall into each.
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
-NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2")
+NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2", "dasalc")
 HYBRID_BASELINES = ("gbdt-ssl",)  # run on a pretraining run: <baseline>+<pretraining method>
 ENSEMBLE_PREFIX = "ensemble:"
 # DASALC-ens (Qin et al. 2021): the plain average of runs of one model that differ in their seed.
 SEED_ENSEMBLE_PREFIX = "seed-ensemble:"
+# <pretraining method>@<variant>: the method pretrained with a sweep's named variant of its
+# settings (paper A.2.3 tunes each method's augmentation), as in simclr-rank@zero0.1+full.
+VARIANT_MARK = "@"
+# <method>+<method>[+...]+combine: paper A.3.7's linear layer over the methods' finetuned rankers.
+COMBINE_SUFFIX = "+combine"
 
 ConfigT = TypeVar("ConfigT")
 
@@ -127,12 +152,16 @@ class RunIdentity:
 
     @property
     def tracker_group(self) -> str:
-        """The seeds of one (data set, stage, model, label setting) share a tracker group."""
-        return f"{self.dataset}/{self.stage}/{self.model}/{self.setting}"
+        """The seeds of one (data set, stage, model, label setting) share a tracker group.
+        Pretraining sees no label: its tracker names carry no label setting."""
+        return "/".join([self.dataset, self.stage, self.model, *self._labels()])
 
     @property
     def tags(self) -> list[str]:
-        return [self.dataset, self.stage, self.model, self.setting]
+        return [self.dataset, self.stage, self.model, *self._labels()]
+
+    def _labels(self) -> list[str]:
+        return [] if self.stage == "pretrain" else [self.setting]
 
     def report_keys(self) -> dict[str, Any]:
         """The keys every ``report.json`` starts with."""
@@ -156,6 +185,7 @@ class Run:
         self.folder = Path(folder)
         self.logger = logger
         self.tracker = Tracker(None)
+        self.started = time.monotonic()  # the final block's seconds: this process's share
 
     @classmethod
     def of(cls, cfg: Any, identity: RunIdentity, folder: Path | None = None) -> Run:
@@ -170,11 +200,27 @@ class Run:
         return is_done(self.folder)
 
     def start(self, resolved: DictConfig) -> None:
-        """Make the folder and write ``config.yaml``; refuse a folder holding other settings."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Make the folder, clear stale temp files and write ``config.yaml``; refuse a folder
+        holding other settings. Call it holding the folder's lock."""
+        make_folder(self.folder)
+        if not is_rank_zero():  # DDP: rank 0 checks and writes the folder, and holds its lock
+            return
+        for stale in remove_stale_temps(self.folder):
+            print(f"removed {stale} (left by an interrupted write)", file=sys.stderr)
+        missing = missing_results(self.folder)
+        if missing:
+            print(
+                f"{self.folder}: DONE, but {', '.join(missing)} is gone; running again to "
+                "rebuild it",
+                file=sys.stderr,
+            )
+            (self.folder / DONE).unlink()
         path = self.folder / CONFIG
         # Only a run that got going (it left more than its config and log) is protected.
-        started = any(p.name not in (CONFIG, "log.txt") for p in self.folder.iterdir())
+        started = any(
+            p.name not in (CONFIG, "log.txt") and not p.name.startswith(".")
+            for p in self.folder.iterdir()
+        )
         if path.is_file() and started:
             old = _plain(OmegaConf.load(path))
             new = _plain(resolved)
@@ -222,10 +268,13 @@ class Run:
         try:
             if summary:
                 self.tracker.summary(summary)
+            self.tracker.log_folder(self.folder / BUNDLE_DIR, name=self.identity.tracker_name)
         finally:
             self.tracker.finish()
         write_json(self.folder / REPORT, report)
         mark_done(self.folder)
+        # Last, on stdout: what a user reads after nohup or in a sweep cell's log.txt.
+        print(final_block(report, self.folder, time.monotonic() - self.started), flush=True)
         return report
 
     def close(self) -> None:
@@ -262,11 +311,32 @@ class GridPoint:
 
 
 def is_done(folder: Path) -> bool:
-    return (Path(folder) / DONE).is_file()
+    """``DONE`` is there and every result file it lists is too."""
+    return (Path(folder) / DONE).is_file() and not missing_results(folder)
+
+
+def missing_results(folder: Path) -> list[str]:
+    """The files a ``DONE`` marker lists that are gone (none without a marker)."""
+    try:
+        text = (Path(folder) / DONE).read_text()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise file_error(exc, "read", Path(folder) / DONE) from None
+    try:
+        listed = json.loads(text).get("files", []) if text.strip() else []
+    except (ValueError, AttributeError):
+        listed = []  # a marker of an older version: nothing listed
+    return [name for name in listed if not (Path(folder) / name).exists()]
 
 
 def mark_done(folder: Path) -> None:
-    atomic_write_text(Path(folder) / DONE, "")
+    """Write ``DONE`` last, listing the run's result files (`missing_results`)."""
+    folder = Path(folder)
+    files = sorted(
+        p.name for p in folder.iterdir() if p.name not in NOT_RESULTS and not p.name.startswith(".")
+    )
+    atomic_write_text(folder / DONE, json.dumps({"files": files}) + "\n")
 
 
 def read_config(folder: str | Path, schema: type[ConfigT]) -> ConfigT:
@@ -276,7 +346,10 @@ def read_config(folder: str | Path, schema: type[ConfigT]) -> ConfigT:
     try:
         saved = OmegaConf.load(path)
     except FileNotFoundError:
-        raise UserError(f"{folder}: no {CONFIG}; not a run folder") from None
+        raise UserError(
+            f"{folder}: no {CONFIG}; not a run folder (give the folder a ./run.sh command "
+            "wrote: runs/<data>/<stage>/<model>/<setting>/seed=<s>, or its run_dir=)"
+        ) from None
     except (OSError, OmegaConfBaseException) as exc:
         raise UserError(f"{path}: not readable ({exc})") from None
     if not isinstance(saved, DictConfig):
@@ -342,11 +415,38 @@ def model_group(model: str, *, strict: bool = True) -> str:
     return "gbdt" if model.startswith("gbdt") else "no-pretrain-dl"
 
 
+def split_variant(method: str) -> tuple[str, str | None]:
+    """``("simclr-rank", "zero0.1")`` of ``simclr-rank@zero0.1``; ``(method, None)`` without."""
+    base, mark, variant = method.partition(VARIANT_MARK)
+    return base, variant if mark else None
+
+
+def combine_methods(model: str) -> list[str] | None:
+    """The pretraining methods of ``<method>+<method>[+...]+combine``; None for another model."""
+    if not model.endswith(COMBINE_SUFFIX) or model.count("+") < 2:
+        return None
+    return model[: -len(COMBINE_SUFFIX)].split("+")
+
+
+def variant_family(model: str) -> str:
+    """The model with every ``@<variant>`` left out: the model its variants are candidates of."""
+    return re.sub(rf"{VARIANT_MARK}[^+,]*", "", model)
+
+
 def _single_group(model: str) -> str:
     pretraining = available("pretrain")
+    methods = combine_methods(model)
+    if methods is not None:
+        for method in methods:
+            if split_variant(method)[0] not in pretraining:
+                raise UserError(
+                    f"sweep model '{model}': unknown pretraining method '{method}'; a "
+                    f"combination is <method>+<method>[+...]+combine over {', '.join(pretraining)}"
+                )
+        return "pretrained-dl"
     if "+" in model and model.split("+", 1)[0] in HYBRID_BASELINES:
         baseline, method = model.split("+", 1)
-        if method.split("+", 1)[0] not in pretraining:
+        if split_variant(method.split("+", 1)[0])[0] not in pretraining:
             raise UserError(
                 f"sweep model '{model}': unknown pretraining method '{method}'; valid: "
                 f"{baseline}+<{'|'.join(pretraining)}>"
@@ -354,12 +454,17 @@ def _single_group(model: str) -> str:
         return "hybrid"
     if "+" in model:
         method, strategy = model.split("+", 1)
-        if method not in pretraining:
+        if split_variant(method)[0] not in pretraining:
             raise UserError(
                 f"sweep model '{model}': unknown pretraining method '{method}'; "
                 f"valid: {', '.join(pretraining)}"
             )
         strategies = [s for s in available("finetune") if s != "combine"]
+        if strategy == "combine":
+            raise UserError(
+                f"sweep model '{model}': a combination names two or more pretraining methods, "
+                "such as simclr-rank+simsiam+combine (it combines their +full rankers)"
+            )
         if strategy not in strategies:
             raise UserError(
                 f"sweep model '{model}': unknown finetuning strategy '{strategy}'; "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import netrc
 import os
+import re
 import secrets
 import sys
 import warnings
@@ -24,9 +25,10 @@ PROJECT = "scarce-ltr"
 class Tracker:
     """A wandb run, or nothing (``enabled`` False). Every method is safe to call either way."""
 
-    def __init__(self, run: Any = None, run_id: str | None = None) -> None:
+    def __init__(self, run: Any = None, run_id: str | None = None, *, online: bool = False) -> None:
         self._run = run
         self.run_id = run_id
+        self.online = online  # artifacts are uploaded only then: offline they would copy files
 
     @property
     def enabled(self) -> bool:
@@ -41,6 +43,19 @@ class Tracker:
                 self._run.summary.update(_flatten(values))
             except Exception as exc:  # wandb must never end a run
                 self._fail(exc)
+
+    def log_folder(self, folder: Path, *, name: str, kind: str = "model") -> None:
+        """Upload ``folder`` (a run's model bundle) as a W&B artifact, when online."""
+        if self._run is None or not self.online or not Path(folder).is_dir():
+            return
+        try:
+            import wandb
+
+            artifact = wandb.Artifact(name=artifact_name(name), type=kind)
+            artifact.add_dir(str(folder))
+            self._run.log_artifact(artifact)
+        except Exception as exc:  # wandb must never end a run
+            self._fail(exc)
 
     def finish(self) -> None:
         self._call("finish")
@@ -85,6 +100,9 @@ def start_tracker(
     group = os.environ.get("WANDB_RUN_GROUP") or group
     env_tags = [t for t in os.environ.get("WANDB_TAGS", "").split(",") if t]
     tags = list(dict.fromkeys([*(tags or []), *env_tags])) or None
+    # wandb's ~25-line banner buries a run's own output; WANDB_SILENT=false brings it back.
+    os.environ.setdefault("WANDB_SILENT", "true")
+    mode = mode or ("online" if _logged_in() else "offline")
     try:
         import wandb
 
@@ -98,12 +116,36 @@ def start_tracker(
             tags=tags,
             job_type=job_type,
             config=config,
-            mode=mode or ("online" if _logged_in() else "offline"),  # type: ignore[arg-type]
+            mode=mode,  # type: ignore[arg-type]
         )
+        _define_metrics(run)
     except Exception as exc:
         warnings.warn(f"wandb could not start ({exc}); continuing without it", stacklevel=2)
         return Tracker(None, run_id)
-    return Tracker(run, run_id)
+    return Tracker(run, run_id, online=mode == "online")
+
+
+# The metrics a run is chosen by, and how W&B should sum each up (its run table's column): vali
+# NDCG@5 picks epochs, grid points and rounds; the pretraining loss has no labels to pick by.
+SUMMARIES = {
+    "vali_ndcg@5": "max",
+    "best_vali_ndcg@5": "max",
+    "grid/vali_ndcg@5": "max",
+    "round/vali_ndcg@5": "max",
+    "monitor/knn_ndcg@5": "max",
+    "train_loss": "min",
+    "loss": "min",
+}
+
+
+def _define_metrics(run: Any) -> None:
+    for name, summary in SUMMARIES.items():
+        run.define_metric(name, summary=summary)
+
+
+def artifact_name(name: str) -> str:
+    """W&B artifact names allow letters, digits, ``-``, ``_`` and ``.`` only."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:128]
 
 
 def _logged_in() -> bool:

@@ -12,6 +12,7 @@ from scarce_ltr.data.evaluation import SELECTION_METRIC
 from scarce_ltr.data.pipeline import PreparedData
 
 TRANSFORM_FILE = "transform.npz"
+OUTLIERS_FILE = "outliers.npz"  # the histogram detector's raw lower / upper bounds
 
 
 def write_run_bundle(
@@ -23,11 +24,16 @@ def write_run_bundle(
     files = dict(files)
     if arrays:
         files[TRANSFORM_FILE] = npz_bytes(**arrays)
+    outliers = {"method": prepared.outlier_info.get("method"), "file": None}
+    if prepared.outlier_bounds is not None:
+        outliers |= {"gap": prepared.outlier_info.get("gap"), "file": OUTLIERS_FILE}
+        files[OUTLIERS_FILE] = npz_bytes(**prepared.outlier_bounds)
     manifest = {
         "model": model,
         "n_features": prepared.n_features,
         "feature_indices": list(range(1, prepared.n_features + 1)),  # LETOR's 1-based indices
         "transform": transform | {"file": TRANSFORM_FILE if arrays else None},
+        "outliers": outliers,  # the rule that names a new file's outlier QGs (raw features)
         "label_setting": run.identity.setting,
         "selection": {
             "split": "vali",

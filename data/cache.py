@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from scarce_ltr.core.files import file_error
 from scarce_ltr.data.letor import query_file_for, read_letor
 from scarce_ltr.data.ranking_split import RankingSplit
 
 # Bump when the parser's output changes so old caches are rebuilt.
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: values beyond float32 and repeated feature indices refused
 _ARRAYS = ("features", "labels", "offsets", "qids")
 
 
@@ -63,7 +64,10 @@ def load_split(path: str | Path, *, name: str, cache_root: Path | None = None) -
         return _open(target, name)
     split = read_letor(path, name=name)  # raises a clear error for a missing or bad file
     assert stamp is not None
-    _write(split, target, stamp)
+    try:
+        _write(split, target, stamp)
+    except OSError as exc:
+        raise file_error(exc, "write the parsed-data cache (LTR_CACHE_DIR) in", target) from None
     return _open(target, name)
 
 

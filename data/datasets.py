@@ -9,17 +9,20 @@ data set is published when they are missing.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.errors import DataFormatError, UserError
 from scarce_ltr.data.cache import load_split
+from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
 from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
+MAX_LABEL = 30  # relevance grades 0..30: LightGBM's gain table, and 2^30 - 1 is exact in float32
 
 
 @dataclass(frozen=True)
@@ -45,22 +48,38 @@ class OutlierConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    name: str = "synthetic"
+    name: str = "synthetic"  # the data set; data=<name> loads configs/data/<name>.yaml
     path: str | None = None  # folder holding the split files (letor and presets)
     # File of each split inside `path`; ".txt" and ".txt.gz" are tried after the name itself.
     splits: dict[str, str] = field(default_factory=lambda: {s: s for s in SPLITS})
+    # Features, fit on train: none | standardize | log1p | log1p-standardize | qg-standardize.
     transform: str = "log1p-standardize"
-    clip: float | None = None
+    clip: float | None = None  # after the transform, clip values to [-clip, clip]
     n_features: int | None = None  # expected feature count (checked when set)
     source: str = ""  # where the data set is published, for the missing-files message
     synthetic: SyntheticSpec = field(default_factory=SyntheticSpec)
     outliers: OutlierConfig = field(default_factory=OutlierConfig)
+    # finetune combine's dropout on this data set (paper A.3.7); null: combine's own default
+    combine_dropout: float | None = None
 
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
             raise ValueError(f"data.transform must be one of {', '.join(TRANSFORMS)}")
         if set(self.splits) != set(SPLITS):
             raise ValueError(f"data.splits must name exactly {', '.join(SPLITS)}")
+
+    @property
+    def run_name(self) -> str:
+        """The data set's name in run folders and reports: ``data.name``, except that
+        ``data=letor`` takes its folder's name (``letor-ohsumed-letor3``), so two folders read
+        with ``data=letor`` never share (and refuse) one run folder."""
+        if self.name != "letor" or not self.path:
+            return self.name
+        parts = [p for p in Path(self.path).expanduser().resolve().parts if p not in ("/", "")]
+        # A fold folder (Fold1) says little alone: keep its parent's name too.
+        tail = parts[-2:] if parts and re.fullmatch(r"(?i)fold\d+", parts[-1]) else parts[-1:]
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(tail)).strip("_")
+        return f"letor-{slug}" if slug else "letor"
 
 
 def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
@@ -72,7 +91,27 @@ def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
         folder = _folder(cfg)
         files = {split: _find_file(folder, cfg.splits[split]) for split in SPLITS}
         splits = {split: load_split(path, name=split) for split, path in files.items() if path}
+        for split, path in files.items():
+            check_label_range(splits[split], path)
+        return _same_width(splits, cfg, files)
     return _same_width(splits, cfg)
+
+
+def check_label_range(split: RankingSplit, path: Path) -> None:
+    """Stop at the first label outside the relevance grades ``0..MAX_LABEL``, naming its line:
+    NDCG's gain 2^y - 1 makes a negative label a negative gain and a huge one an overflow."""
+    import numpy as np
+
+    labels = np.asarray(split.labels)
+    bad = np.flatnonzero((labels < 0) | (labels > MAX_LABEL))
+    if len(bad):
+        item = int(bad[0])
+        raise DataFormatError(
+            path,
+            line_of_item(path, item),
+            f"label {labels[item]:g} is outside the relevance grades 0..{MAX_LABEL} "
+            "(NDCG's gain is 2^label - 1); relabel the file",
+        )
 
 
 def check_files(cfg: DataConfig) -> None:
@@ -87,6 +126,13 @@ def check_files(cfg: DataConfig) -> None:
     ]
     if missing:
         raise UserError(_missing_message(cfg, folder, missing))
+
+
+def split_file(cfg: DataConfig, split: str) -> Path | None:
+    """The file holding ``split`` of a file-based data set (None: synthetic, or not found)."""
+    if cfg.name == "synthetic":
+        return None
+    return _find_file(_folder(cfg), cfg.splits[split])
 
 
 def _folder(cfg: DataConfig) -> Path:
@@ -114,6 +160,14 @@ def _find_file(folder: Path, stem: str) -> Path | None:
 def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
     lines = [f"data set '{cfg.name}': missing files (plain text or .gz):"]
     lines += [f"  {m}" for m in missing]
+    hints = [
+        f"data.splits.{split}={stem}"
+        for split in SPLITS
+        if _find_file(folder, cfg.splits[split]) is None
+        for stem in _likely_files(folder, split, cfg.splits[split])[:1]
+    ]
+    if hints:
+        lines.append(f"{folder} holds files that look like them; try {' '.join(hints)}")
     if cfg.source:
         lines.append(f"Download it from {cfg.source} and put the files there")
         lines.append(
@@ -122,11 +176,52 @@ def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _same_width(splits: dict[str, RankingSplit], cfg: DataConfig) -> dict[str, RankingSplit]:
-    """Pad splits whose highest feature index is lower (absent features are 0)."""
+# Other names a split's file goes by (valid.txt, dev.txt, ...).
+SPLIT_ALIASES = {
+    "train": ("training", "trn"),
+    "vali": ("valid", "validation", "val", "dev", "development"),
+    "test": ("testing", "tst", "eval"),
+}
+
+
+def _likely_files(folder: Path, split: str, expected: str) -> list[str]:
+    """Files beside ``expected`` (the split's configured file) that may hold ``split``
+    (``valid`` for vali), as ``data.splits`` values, best first."""
+    where = Path(expected).parent
+    if not (folder / where).is_dir():
+        return []
+    stems = {}
+    for path in sorted((folder / where).iterdir()):
+        if path.is_file():
+            stem = re.sub(r"(\.txt)?(\.gz)?$", "", path.name)
+            stems.setdefault(stem.lower(), (where / stem).as_posix())
+    return [stems[alias] for alias in SPLIT_ALIASES[split] if alias in stems]
+
+
+def _same_width(
+    splits: dict[str, RankingSplit], cfg: DataConfig, files: dict | None = None
+) -> dict[str, RankingSplit]:
+    """Pad splits whose highest feature index is lower (absent features are 0).
+
+    Sparse files leave out trailing zero features, so differing counts are legal; but a split
+    holding features that train lacks may also be a file of another data set, so the padding
+    is announced unless ``data.n_features`` declares the width.
+    """
+    import sys
+
     import numpy as np
 
     width = max(s.n_features for s in splits.values())
+    widths = {name: s.n_features for name, s in splits.items()}
+    if cfg.n_features is None and len(set(widths.values())) > 1:
+        where = files or {}
+        found = ", ".join(f"{where.get(n, n)}: {w}" for n, w in widths.items())
+        print(
+            f"warning: data set '{cfg.name}': the splits' highest feature indices differ "
+            f"({found}); the narrower ones are padded with zero features to {width} (set "
+            f"data.n_features={width} to declare the width)",
+            file=sys.stderr,
+        )
     if cfg.n_features is not None:
         if width > cfg.n_features:
             raise UserError(

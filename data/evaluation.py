@@ -3,7 +3,9 @@
 A model hands over one score per item of the validation and test splits; this module turns them
 into ``metrics.vali.*`` (on the validation QGs the scarcity setting labels, with the labels it
 shows) and ``metrics.test.*`` (every test QG, graded labels, plus Outlier-NDCG), and keeps the
-scores in ``scores.npz`` so that ensembles need no retraining.
+scores in ``scores.npz`` so that ensembles need no retraining. Each split gets NDCG@k, ERR@k,
+MRR and MAP (`core.metrics`); ERR's highest grade is the data set's (`max_grade`). Selection
+stays on vali NDCG@5.
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ def vali_metrics(prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg) -
     sub = vali.subset(keep)
     sub_scores = np.asarray(vali_scores)[rows_of_groups(vali.offsets, keep)]
     return evaluate_ranking(
-        sub_scores, sub.labels, sub.offsets, ks=metrics_cfg.ks, policy=metrics_cfg.policy
+        sub_scores,
+        sub.labels,
+        sub.offsets,
+        ks=metrics_cfg.ks,
+        policy=metrics_cfg.policy,
+        max_grade=max_grade(prepared, "vali"),
     )
 
 
@@ -44,7 +51,17 @@ def test_metrics(prepared: PreparedData, test_scores: np.ndarray, metrics_cfg) -
         ks=metrics_cfg.ks,
         policy=metrics_cfg.policy,
         outlier_groups=prepared.test_outliers,
+        max_grade=max_grade(prepared, "test"),
     )
+
+
+def max_grade(prepared: PreparedData, split: str) -> float:
+    """ERR's highest grade for ``split``: the data set's highest label over its three splits,
+    or 1 for vali labels that are implicit binary feedback (their scale is 0/1)."""
+    if split == "vali" and prepared.labels.config.binary_tau is not None:
+        return 1.0
+    splits = (prepared.train, prepared.vali, prepared.test)
+    return max(float(np.max(s.labels)) if s.n_items else 0.0 for s in splits)
 
 
 def evaluation_report(
@@ -69,6 +86,9 @@ def save_scores(run_dir: Path, prepared: PreparedData, vali: np.ndarray, test: n
         test_offsets=prepared.test.offsets,
         vali_qids=prepared.vali.qids,
         test_qids=prepared.test.qids,
+        # The report's per-QG view scores each test QG of two runs without loading the data.
+        test_labels=np.asarray(prepared.test.labels, dtype=np.float32),
+        test_outliers=np.asarray(prepared.test_outliers, dtype=bool),
     )
     atomic_write_bytes(run_dir / "scores.npz", data)
 

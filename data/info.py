@@ -14,6 +14,14 @@ import numpy as np
 from scarce_ltr.data.pipeline import PreparedData, prepare_data
 from scarce_ltr.data.ranking_split import RankingSplit
 
+# Said wherever a detector flags no outlier QG (data-info, the report), so Outlier-NDCG's absence
+# is explained instead of shown as an empty chart.
+NO_OUTLIERS_HINT = (
+    "no test QG was flagged, so there is no Outlier-NDCG; choose another detector with "
+    "data.outliers.method=knn (distance to vali QGs), =qids with data.outliers.qids=[...], or "
+    "tune the histogram's data.outliers.gap / target_share"
+)
+
 
 def split_stats(split: RankingSplit) -> dict:
     values, counts = np.unique(np.asarray(split.labels), return_counts=True)
@@ -46,6 +54,12 @@ def describe(prepared: PreparedData) -> dict:
 
 def format_report(info: dict, dataset: str) -> str:
     lines = [f"data set: {dataset}"]
+    if "transform" in info:
+        t = info["transform"]
+        clip = f", then clipped to [-{t['clip']:g}, {t['clip']:g}]" if t.get("clip") else ""
+        lines.append(
+            f"features: transform {t['name']} (fit on train{clip}; data.transform= to change)"
+        )
     header = f"{'split':<20}{'QGs':>8}{'items':>10}{'feat':>6}{'no-rel':>8}  labels"
     lines.append(header)
     for name, s in info["splits"].items():
@@ -59,6 +73,8 @@ def format_report(info: dict, dataset: str) -> str:
     lines.append(
         f"outlier test QGs ({o['method']}{gap}): {o['count']} ({o['share']:.2%} of test QGs)"
     )
+    if not o["count"]:
+        lines.append(f"  {NO_OUTLIERS_HINT}")
     s = info["scarcity"]
     lines.append(
         f"label setting {s['setting']}: {s['train_labeled_groups']}/{s['train_groups']} train QGs "
@@ -72,5 +88,6 @@ def format_report(info: dict, dataset: str) -> str:
 
 def main(cfg, out_dir: Path | None = None) -> dict:
     info = describe(prepare_data(cfg))
-    print(format_report(info, cfg.data.name))
+    info["transform"] = {"name": cfg.data.transform, "clip": cfg.data.clip}
+    print(format_report(info, cfg.data.run_name))
     return info

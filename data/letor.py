@@ -5,6 +5,12 @@ Accepted lines: ``<label> qid:<int> <index>:<value> ... [# comment]`` with 1-bas
 lines; plain or gzip-compressed. Also LightGBM-style files without ``qid:`` and a ``<file>.query``
 file beside them holding one QG size per line.
 
+Every value is checked against what it is stored as: labels and features must be finite in
+float32 (|x| <= 3.4e38; a larger value would turn into inf and then NaN in every split after
+standardising), qids must be integers that float64 holds exactly (|qid| < 2**53), feature
+indices at most `MAX_FEATURE_INDEX` (the features are dense). A feature index given twice on one
+line is an error: the format gives no meaning to it, and taking either value would be a guess.
+
 Parsing is vectorized with numpy over chunks of the file: bytes methods strip comments and
 separators, plain decimals are converted without a Python loop, and the line structure is
 checked from token positions. When any check fails, the chunk is parsed again line by line in
@@ -33,6 +39,9 @@ _SEPARATORS = bytes.maketrans(b":\r\t\v\f", b"     ")
 _POW10 = 10.0 ** np.arange(19)
 _MAX_DIGITS = 15  # mantissas below 2**53: division by 10**k rounds exactly
 _EXPECTED = "expected '<label> qid:<int> <index>:<value> ...'"
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+MAX_QID = 2**53
+MAX_FEATURE_INDEX = 1_000_000  # dense [n_items, n_features] float32: more is a mistake
 
 
 @dataclass
@@ -180,24 +189,40 @@ def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
     qids = numbers[first_token + 1] if has_qid else np.zeros(0)
     if (
         np.any(cols < 1)
+        or np.any(cols > MAX_FEATURE_INDEX)
         or np.any(cols != np.floor(cols))
-        or not np.all(np.isfinite(values))
-        or not np.all(np.isfinite(labels))
+        or not np.all(np.abs(values) <= FLOAT32_MAX)  # NaN fails this too
+        or not np.all(np.abs(labels) <= FLOAT32_MAX)
         or np.any(qids != np.floor(qids))
-        or not np.all(np.isfinite(qids))
+        or not np.all(np.abs(qids) < MAX_QID)
     ):
+        return None
+    rows = np.searchsorted(first_token, index_tokens, side="right") - 1
+    if _has_duplicate_index(rows, cols):
         return None
     # Line numbers count the lines of the original block, comments included.
     line_numbers = first_line + data_lines
     return _Parsed(
         labels=labels,
         qids=qids,
-        rows=np.searchsorted(first_token, index_tokens, side="right") - 1,
+        rows=rows,
         cols=cols.astype(np.int64) - 1,
         values=values,
         line_numbers=line_numbers.astype(np.int64),
         has_qid=has_qid,
     )
+
+
+def _has_duplicate_index(rows: np.ndarray, cols: np.ndarray) -> bool:
+    """Whether a line names a feature twice; lines with increasing indices (all LETOR files)
+    are checked without sorting."""
+    if len(cols) < 2:
+        return False
+    same_line = rows[1:] == rows[:-1]
+    if not np.any(same_line & (cols[1:] <= cols[:-1])):
+        return False
+    keys = rows * (MAX_FEATURE_INDEX + 1) + cols.astype(np.int64)
+    return len(np.unique(keys)) != len(keys)
 
 
 def _decimal_numbers(
@@ -273,12 +298,17 @@ def _parse_slow(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Pa
                 raise DataFormatError(
                     path, number, f"qid '{qid_text}' is not an integer ({_EXPECTED})"
                 )
+            if abs(int(qid_text)) >= MAX_QID:
+                raise DataFormatError(
+                    path, number, f"qid {qid_text} is out of range (|qid| < 2**53)"
+                )
             qids.append(float(qid_text))
             features = features[1:]
         elif features and features[0].startswith("qid:"):
             raise DataFormatError(
                 path, number, "qid: found, but earlier lines of this file had none"
             )
+        seen: dict[int, str] = {}
         for pair in features:
             index_text, sep, value_text = pair.partition(":")
             if not sep or not re.fullmatch(r"[+-]?\d+", index_text):
@@ -290,6 +320,21 @@ def _parse_slow(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Pa
                 raise DataFormatError(
                     path, number, f"feature index {index} in '{pair}' (indices are 1-based)"
                 )
+            if index > MAX_FEATURE_INDEX:
+                raise DataFormatError(
+                    path,
+                    number,
+                    f"feature index {index} in '{pair}' is above {MAX_FEATURE_INDEX:,} "
+                    "(features are stored dense)",
+                )
+            if index in seen:
+                raise DataFormatError(
+                    path,
+                    number,
+                    f"feature {index} is given twice ({seen[index]} and {value_text}); "
+                    "give each feature once per line",
+                )
+            seen[index] = value_text
             rows.append(len(labels) - 1)
             cols.append(index - 1)
             values.append(_number(value_text, path, number, f"value of feature {index}"))
@@ -312,7 +357,30 @@ def _number(text: str, path: Path, line: int, what: str) -> float:
         raise DataFormatError(path, line, f"bad {what} '{text}' (expected a number)") from None
     if not np.isfinite(value):
         raise DataFormatError(path, line, f"{what} is '{text}' (expected a finite number)")
+    if abs(value) > FLOAT32_MAX:
+        raise DataFormatError(
+            path,
+            line,
+            f"{what} is {text}, beyond the float32 range it is stored in "
+            f"(|x| <= {FLOAT32_MAX:.7g}); rescale it (e.g. log) or drop the line",
+        )
     return value
+
+
+def line_of_item(path: Path, item: int) -> int | None:
+    """The 1-based line number of the ``item``-th data line (blank and comment lines skipped),
+    for messages about one item; None when the file is shorter."""
+    seen = 0
+    try:
+        with open_text(Path(path)) as f:
+            for number, raw_line in enumerate(f, start=1):
+                if raw_line.split(b"#", 1)[0].strip():
+                    if seen == item:
+                        return number
+                    seen += 1
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None
 
 
 def _groups_from_qids(
@@ -342,6 +410,13 @@ def query_file_for(path: Path) -> Path:
 
 
 def _offsets_from_query_file(path: Path, n_items: int) -> np.ndarray:
+    sizes = query_sizes(path)
+    check_query_total(path, int(sizes.sum()), n_items)
+    return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+
+
+def query_sizes(path: Path) -> np.ndarray:
+    """The QG sizes in the ``.query`` file beside ``path`` (one positive integer per line)."""
     query_path = query_file_for(path)
     if not query_path.is_file():
         raise DataFormatError(
@@ -356,13 +431,16 @@ def _offsets_from_query_file(path: Path, n_items: int) -> np.ndarray:
                 query_path, number, f"'{line.strip()}' is not a group size (a positive integer)"
             )
         sizes.append(int(line))
-    if sum(sizes) != n_items:
+    return np.array(sizes, dtype=np.int64)
+
+
+def check_query_total(path: Path, total: int, n_items: int) -> None:
+    if total != n_items:
         raise DataFormatError(
-            query_path,
+            query_file_for(path),
             None,
-            f"group sizes add up to {sum(sizes)}, but {path.name} has {n_items} items",
+            f"group sizes add up to {total}, but {path.name} has {n_items} items",
         )
-    return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
 
 
 def write_letor(split: RankingSplit, path: str | Path, *, precision: int = 6) -> None:

@@ -237,6 +237,43 @@ def choose_gap(
     return gap_list[best], n_flagging > best
 
 
+def flagged_by_feature(
+    reference: np.ndarray,
+    split: RankingSplit,
+    *,
+    gap: int,
+    n_bins: int = 100,
+    max_tail_share: float = 0.01,
+) -> np.ndarray:
+    """``[d]``: how many QGs of ``split`` each feature's cut (`histogram_bounds`) flags."""
+    options = dict(gap=gap, n_bins=n_bins, max_tail_share=max_tail_share)
+    lower, upper = histogram_bounds(reference, **options)
+    qg_min, qg_max = _group_min_max(split)
+    return ((qg_max > upper) | (qg_min < lower)).sum(axis=0)
+
+
+def feature_histogram(
+    reference: np.ndarray,
+    *,
+    feature: int,
+    gap: int,
+    n_bins: int = 100,
+    max_tail_share: float = 0.01,
+) -> dict:
+    """One feature's reference histogram and the gap rule's cut on it (paper Figure 5):
+    ``{"edges" [n_bins + 1], "counts" [n_bins], "lower", "upper"}``, the bounds as in
+    `histogram_bounds` (infinite where no run of ``gap`` empty bins qualifies)."""
+    column = np.asarray(reference[:, feature : feature + 1], dtype=np.float64)
+    edges, counts = _histogram(column, n_bins=n_bins)
+    lower, upper = _bounds_from_counts(edges, counts, gap=gap, max_tail_share=max_tail_share)
+    return {
+        "edges": edges[0],
+        "counts": counts[0],
+        "lower": float(lower[0]),
+        "upper": float(upper[0]),
+    }
+
+
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` view the same memory with the same layout (not just equal)."""
     if a is b:

@@ -12,7 +12,7 @@ import numpy as np
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.datasets import load_dataset
-from scarce_ltr.data.outliers import detect_outlier_groups
+from scarce_ltr.data.outliers import detect_outlier_groups, histogram_bounds
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.scarcity import LabelSetting, apply_scarcity
 from scarce_ltr.data.transforms import FeatureTransform, fit_transform
@@ -29,6 +29,9 @@ class PreparedData:
     test_outliers: np.ndarray  # [n_test_groups] bool
     outlier_info: dict
     transform: FeatureTransform
+    # The histogram detector's per-feature raw bounds (``lower``, ``upper``), for bundles: a
+    # new file's QGs are outliers by the same rule. None for the other detectors.
+    outlier_bounds: dict[str, np.ndarray] | None = None
 
     @property
     def n_features(self) -> int:
@@ -61,6 +64,11 @@ def prepare_data(cfg) -> PreparedData:
         )
     except ValueError as exc:
         raise UserError(f"data.outliers: {exc}") from None
+    bounds = None
+    if out_cfg.method == "histogram":
+        options = dict(n_bins=out_cfg.n_bins, max_tail_share=out_cfg.max_tail_share)
+        lower, upper = histogram_bounds(reference, gap=outlier_info["gap"], **options)
+        bounds = {"lower": lower, "upper": upper}
     labels = apply_scarcity(train, vali, cfg.scarcity, seed=cfg.seed)
     return PreparedData(
         train=labels.train,
@@ -70,6 +78,7 @@ def prepare_data(cfg) -> PreparedData:
         test_outliers=test_outliers,
         outlier_info=outlier_info,
         transform=transform,
+        outlier_bounds=bounds,
     )
 
 

@@ -33,10 +33,10 @@ _TRAIN_STREAM, _VALI_STREAM, _GUMBEL_STREAM = 11, 12, 13
 
 @dataclass(frozen=True)
 class ScarcityConfig:
-    fraction: float = 1.0
-    val: str = "full"
-    binary_tau: float | None = None
-    binary_temperature: float = 4.0
+    fraction: float = 1.0  # share of train QGs with labels, drawn at random with the seed
+    val: str = "full"  # vali labels: full (the paper's) | same (the train fraction)
+    binary_tau: float | None = None  # implicit feedback: binary labels from Gumbel noise at tau
+    binary_temperature: float = 4.0  # temperature of the implicit-feedback Gumbel draw
     # The seed of the labeled QGs (and the Gumbel noise); None: the run's seed. Fixing it lets
     # runs that differ in their seed see the same labels: a seed ensemble under label scarcity.
     seed: int | None = None

@@ -20,7 +20,7 @@ class CommonConfig:
     data: DataConfig = field(default_factory=DataConfig)
     scarcity: ScarcityConfig = field(default_factory=ScarcityConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    seed: int = 0
+    seed: int = 0  # seeds the labeled QGs, the model and the batches
     run_dir: str | None = None  # default: runs/<data>/<stage>/<method>/<label setting>/seed=<s>
     epochs: int | None = None  # caps a training stage's epochs
     logger: str = "wandb"  # wandb (offline unless logged in) | none
@@ -28,5 +28,8 @@ class CommonConfig:
     def __post_init__(self) -> None:
         if self.logger not in LOGGERS:
             raise ValueError(f"logger must be one of {', '.join(LOGGERS)}")
-        if self.epochs is not None and self.epochs < 0:
-            raise ValueError("epochs must be >= 0")
+        if self.epochs is not None and self.epochs < 1:
+            # epochs=0 would finish (DONE) a run that learned nothing: refused, not obeyed.
+            raise ValueError(
+                f"epochs={self.epochs}: epochs must be >= 1 (leave it out for the stage's default)"
+            )

@@ -9,6 +9,11 @@
   published code did); needs no fit, and erases query-level shifts.
 
 Optional ``clip``: after the transform, values are clipped to ``[-clip, clip]``.
+
+Finite input gives finite output: statistics are summed in float64 around a reference row (no
+cancellation for columns far from 0), a constant column (or a single item) is only centred, and
+a result beyond float32's range (a vali value far outside a near-constant train column)
+saturates at the float32 limit instead of becoming inf.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from scarce_ltr.data.ranking_split import RankingSplit
 
 TRANSFORMS = ("none", "standardize", "log1p", "log1p-standardize", "qg-standardize")
 _ROWS_PER_STEP = 1 << 18  # work through memory-mapped features in pieces
+_ROWS_PER_BLOCK = 2048  # rows transformed at a time: float64 temporaries of ~2 MB
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def signed_log1p(x: np.ndarray) -> np.ndarray:
@@ -48,20 +55,31 @@ class FeatureTransform:
         if self.kind == "qg-standardize":
             out[:] = _standardize_within_groups(np.asarray(split.features), split.offsets)
         else:
-            for start in range(0, split.n_items, _ROWS_PER_STEP):
-                rows = slice(start, start + _ROWS_PER_STEP)
-                out[rows] = self._pointwise(np.asarray(split.features[rows], dtype=np.float64))
+            self._pointwise_into(out, split.features)
         if self.clip is not None:
             np.clip(out, -self.clip, self.clip, out=out)
         return split.with_features(out)
 
-    def _pointwise(self, x: np.ndarray) -> np.ndarray:
-        if self.kind in ("log1p", "log1p-standardize"):
-            x = signed_log1p(x)
-        if self.kind in ("standardize", "log1p-standardize"):
-            assert self.mean is not None and self.std is not None
-            x = (x - self.mean) / self.std
-        return x
+    def _pointwise_into(self, out: np.ndarray, features: np.ndarray) -> None:
+        """``out[:] = transform(features)`` in float64 blocks of `_ROWS_PER_BLOCK` rows, in
+        place: temporaries that stay in cache make it several times faster than whole-array
+        expressions, with the same arithmetic (the same bits)."""
+        n_items, n_features = features.shape
+        block = np.empty((min(n_items, _ROWS_PER_BLOCK), n_features))
+        scratch = np.empty_like(block)
+        for start in range(0, n_items, _ROWS_PER_BLOCK):
+            stop = min(start + _ROWS_PER_BLOCK, n_items)
+            x, tmp = block[: stop - start], scratch[: stop - start]
+            x[...] = features[start:stop]
+            if self.kind in ("log1p", "log1p-standardize"):  # sign(x) * log1p(|x|)
+                np.log1p(np.abs(x, out=tmp), out=tmp)
+                np.copysign(tmp, x, out=x)
+            if self.kind in ("standardize", "log1p-standardize"):
+                assert self.mean is not None and self.std is not None
+                np.subtract(x, self.mean, out=x)
+                np.divide(x, self.std, out=x)
+            np.clip(x, -_FLOAT32_MAX, _FLOAT32_MAX, out=x)
+            out[start:stop] = x
 
     def to_bundle(self) -> tuple[dict, dict[str, np.ndarray]]:
         """``({"kind", "clip"}, arrays)``: what a model bundle keeps of the fitted transform."""
@@ -80,14 +98,21 @@ def fit_transform(kind: str, train: RankingSplit, *, clip: float | None = None) 
     n = train.n_items
     total = np.zeros(train.n_features)
     total_sq = np.zeros(train.n_features)
+    reference = np.zeros(train.n_features)
     for start in range(0, n, _ROWS_PER_STEP):
         x = np.asarray(train.features[start : start + _ROWS_PER_STEP], dtype=np.float64)
         if kind == "log1p-standardize":
             x = signed_log1p(x)
+        if start == 0 and len(x):
+            # Sums of x - x[0]: E[x^2] - E[x]^2 would cancel to 0 (or below) for columns of
+            # large values with a small spread.
+            reference = x[0].copy()
+        x = x - reference
         total += x.sum(axis=0)
         total_sq += (x * x).sum(axis=0)
-    mean = total / max(n, 1)
-    var = np.maximum(total_sq / max(n, 1) - mean**2, 0.0)
+    shifted_mean = total / max(n, 1)
+    var = np.maximum(total_sq / max(n, 1) - shifted_mean**2, 0.0)
+    mean = shifted_mean + reference
     std = np.sqrt(var)
     # A constant feature would divide by zero; leave it centred at 0 instead.
     std[std < 1e-12] = 1.0

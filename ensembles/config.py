@@ -46,7 +46,7 @@ class EnsembleConfig(CommonConfig):
         """``ensemble:<member model>,...``; every ensemble keeps its runs in ``ensemble/``."""
         members = [run_model(run) or Path(run).name for run in self.runs]
         return RunIdentity(
-            dataset=self.data.name,
+            dataset=self.data.run_name,
             stage="ensemble",
             model=ENSEMBLE_PREFIX + ",".join(members),
             setting=self.scarcity.tag,

@@ -9,12 +9,13 @@ each QG (`ensembles.score_fusion`) and mixed with one weight per run:
 - ``weights=uniform``: the plain average, e.g. the seed ensemble DASALC-ens of Qin et al. (2021):
   3-5 runs of one configuration that differ in their seed.
 
-Members must come from the ensemble's data (name, files, transform) and the same vali and test
-QGs (their ``scores.npz`` holds the QG offsets and qids), and must have seen the same labels:
-the same label setting, and the same seed unless the setting labels every QG (fraction 1, no
-binary feedback), for labels drawn with other seeds would enlarge the label budget. The run
-directory gets ``report.json`` (metrics, chosen weights, every weight vector's vali score, the
-members), ``scores.npz`` and ``DONE``; a finished run with the same settings is skipped.
+Members must come from the ensemble's data (name, files; each has its own transform) and the
+same vali and test QGs (their ``scores.npz`` holds the QG offsets and qids), and must have seen
+the same labels: the same label setting, and the same seed unless the setting labels every QG
+(fraction 1, no binary feedback), for labels drawn with other seeds would enlarge the label
+budget. The run directory gets ``report.json`` (metrics, chosen weights, every weight vector's
+vali score, the members), ``scores.npz`` and ``DONE``; a finished run with the same settings is
+skipped.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix, simplex_grid
 
 SCORES = "scores.npz"
 _SPLIT_KEYS = ("vali_offsets", "test_offsets", "vali_qids", "test_qids")
-_DATA_KEYS = ("name", "path", "splits", "transform", "clip", "n_features")
+# The feature transform is not among them: a member scored raw items through its own fitted
+# transform (its bundle carries it), so DASALC's log1p mixes with a standardized ResNet.
+_DATA_KEYS = ("name", "path", "splits", "n_features")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The final embeddings (input of the head's last linear layer) of two or more finished finetuning
 runs are concatenated, normalized with BatchNorm, passed through dropout (``combine_dropout``,
-0.7 in the paper, 0 on Yahoo) and mapped to a score by one linear layer, the only layer trained.
+else the data preset's ``data.combine_dropout``: 0.7 in the paper, 0 on Yahoo) and mapped to a
+score by one linear layer, the only layer trained.
 Every run must come from this data set, transform and feature count, and from the same label
 setting and seed: a run finetuned on other labeled QGs would bring their labels along.
 """
@@ -28,8 +29,9 @@ def build_combined(
         members.append(model)
         specs.append(payload["spec"])
         methods.append(str(payload.get("source", {}).get("method") or "none"))
-    combined = CombinedRanker(members=members, dropout=cfg.combine_dropout)
-    spec = {"kind": "combined", "members": specs, "dropout": cfg.combine_dropout}
+    dropout = cfg.combination_dropout
+    combined = CombinedRanker(members=members, dropout=dropout)
+    spec = {"kind": "combined", "members": specs, "dropout": dropout}
     source = {
         "runs": [str(Path(r).resolve()) for r in cfg.runs],
         "pretrained": None,

@@ -23,28 +23,39 @@ from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
 STRATEGIES = ("lp", "mp", "full", "combine")
+DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 DEVICES = ("auto", "cpu", "cuda")
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
 
 
 @dataclass(frozen=True)
 class LossConfig:
-    name: str = "lambdarank"  # lambdarank | ranknet | softmax | approx-ndcg
-    sigma: float = 1.0  # lambdarank, ranknet: steepness of the pairwise logistic
-    k: int | None = None  # lambdarank: truncation (NDCG@k deltas); None: the whole list
-    temperature: float = 0.1  # approx-ndcg: smoothness of the approximate ranks
+    # lambdarank|ranknet|softmax|approx-ndcg|neural-ndcg|lambdaloss|listmle|listnet|rmse
+    name: str = "lambdarank"
+    sigma: float = 1.0  # lambdarank, ranknet, lambdaloss: steepness of the pairwise logistic
+    k: int | None = None  # lambdarank, lambdaloss, neural-ndcg: truncation; None: the whole list
+    # approx-ndcg, neural-ndcg: smoothness of the approximate ranks / sort. None: the loss's own
+    # default (0.1 for approx-ndcg, allRank's 1.0 for neural-ndcg), so one key serves both.
+    temperature: float | None = None
+    mu: float = 10.0  # lambdaloss: weight of the NDCGLoss2 term in NDCGLoss2++ (allRank's 10)
 
     def __post_init__(self) -> None:
         if self.name not in LOSSES:
             raise ValueError(f"loss.name must be one of {', '.join(LOSSES)}, got {self.name!r}")
-        if self.sigma <= 0 or self.temperature <= 0:
+        if self.sigma <= 0 or (self.temperature is not None and self.temperature <= 0):
             raise ValueError("loss.sigma and loss.temperature must be > 0")
         if self.k is not None and self.k < 1:
             raise ValueError("loss.k must be >= 1 (or null for no truncation)")
+        if self.mu < 0:
+            raise ValueError(f"loss.mu must be >= 0, got {self.mu}")
 
     def build(self):
-        """The loss function with this config's options bound: ``f(scores, labels, *, mask)``."""
+        """The loss function with this config's options bound: ``f(scores, labels, *, mask)``.
+
+        An option left at None is not passed, so the loss's own default applies.
+        """
         options = {name: getattr(self, name) for name in LOSS_OPTIONS[self.name]}
+        options = {name: value for name, value in options.items() if value is not None}
         return partial(LOSSES[self.name], **options)
 
 
@@ -58,6 +69,10 @@ class TrainOptions:
     eval_item_budget: int = 20000
     max_list_len: int | None = None
     patience: int | None = 30
+    noise_std: float = 0.0  # DASALC's Gaussian input noise in training (0: off)
+    optimizer: str = "adam"  # adam | adamw (core.optim)
+    schedule: str = "constant"  # constant | cosine, over each phase
+    warmup: float = 0.05  # cosine: share of a phase's steps warming up
 
 
 @dataclass(frozen=True)
@@ -101,11 +116,19 @@ class FinetuneConfig(CommonConfig):
     item_budget: int = 1000  # real items per training batch (paper: about 1000)
     eval_item_budget: int = 20000  # items per batch when scoring vali and test
     max_list_len: int | None = None  # truncate longer QGs in training (a random subset)
-    patience: int | None = 30  # epochs without a better vali NDCG@5 that end a phase
+    # Epochs without a better vali NDCG@5 that end a phase; null (the paper, A.2.3): every
+    # phase runs its epochs and the vali-best checkpoint is kept.
+    patience: int | None = None
+    # Gaussian noise on the inputs in training, DASALC's augmentation (qin2021 eq 7): N(0,
+    # noise_std^2) on every feature of every training batch, fresh and seeded; never at
+    # evaluation; 0: off
+    noise_std: float = 0.0
     amp: bool = True  # bf16 autocast on CUDA
     device: str = "auto"  # auto | cpu | cuda
     runs: list[str] = field(default_factory=list)  # combine: finetuning run dirs
-    combine_dropout: float = 0.7  # combine: paper A.3.7 (0.7, or 0 on Yahoo)
+    # combine: the dropout before its linear layer; null: the data preset's data.combine_dropout
+    # (paper A.3.7: 0.7 on MSLR and Istella, 0 on Yahoo), else 0.7
+    combine_dropout: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -117,11 +140,13 @@ class FinetuneConfig(CommonConfig):
             raise ValueError("head_hidden must be >= 1 and head_dropout in [0, 1)")
         if min(self.head_epochs, self.full_epochs) < 0:
             raise ValueError("head_epochs and full_epochs must be >= 0")
+        if self.head_epochs + self.full_epochs < 1:
+            raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
         check_training_keys(self)
         if any(lr <= 0 for lr in self.lrs) or len(set(self.lrs)) != len(self.lrs):
             raise ValueError("lrs must list distinct positive learning rates (or be empty)")
-        if not 0 <= self.combine_dropout < 1:
-            raise ValueError("combine_dropout must be in [0, 1)")
+        if not 0 <= self.combination_dropout < 1:
+            raise ValueError("combine_dropout (or data.combine_dropout) must be in [0, 1)")
         if self.strategy == "combine":
             if len(self.runs) < 2:
                 raise ValueError("combine needs runs=[<finetuning run dir>,<finetuning run dir>]")
@@ -148,7 +173,7 @@ class FinetuneConfig(CommonConfig):
         encoders finetuned alike never share a folder. ``combine`` keeps its runs in
         ``finetune/combine/`` and is named after its members' encoders."""
         return RunIdentity(
-            dataset=self.data.name,
+            dataset=self.data.run_name,
             stage="finetune",
             model=f"{self._encoder_name()}+{self.strategy}",
             setting=self.scarcity.tag,
@@ -164,9 +189,17 @@ class FinetuneConfig(CommonConfig):
             return "scratch"
         assert self.pretrained is not None
         try:
-            return read_config(self.pretrained, PretrainConfig).method
+            return read_config(self.pretrained, PretrainConfig).model_name
         except UserError:  # named again, with the reason, when the encoder is loaded
             return Path(self.pretrained).name
+
+    @property
+    def combination_dropout(self) -> float:
+        """combine's dropout: ``combine_dropout``, else the data preset's, else 0.7 (A.3.7)."""
+        for value in (self.combine_dropout, self.data.combine_dropout):
+            if value is not None:
+                return value
+        return DEFAULT_COMBINE_DROPOUT
 
     @property
     def from_scratch(self) -> bool:
@@ -183,10 +216,14 @@ class FinetuneConfig(CommonConfig):
         return TrainOptions(
             lr=self.optimizer.lr if lr is None else lr,
             weight_decay=self.optimizer.weight_decay,
+            optimizer=self.optimizer.name,
+            schedule=self.optimizer.schedule,
+            warmup=self.optimizer.warmup,
             item_budget=self.item_budget,
             eval_item_budget=self.eval_item_budget,
             max_list_len=self.max_list_len,
             patience=self.patience,
+            noise_std=self.noise_std,
         )
 
 
@@ -198,6 +235,8 @@ def check_training_keys(cfg, *, prefix: str = "") -> None:
         raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
     if cfg.patience is not None and cfg.patience < 1:
         raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
+    if not cfg.noise_std >= 0:
+        raise ValueError(f"{prefix}noise_std must be >= 0, got {cfg.noise_std}")
     if cfg.device not in DEVICES:
         raise ValueError(f"{prefix}device must be one of {', '.join(DEVICES)}, got {cfg.device}")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -24,10 +25,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from scarce_ltr.core.checkpointing import load_checkpoint, require_keys, save_checkpoint
 from scarce_ltr.core.device import Runtime
+from scarce_ltr.core.optim import make_optimizer, set_learning_rate
+from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state
 from scarce_ltr.core.selection import nan_low
 from scarce_ltr.data.batching import QueryGroupBatcher
@@ -35,6 +37,7 @@ from scarce_ltr.data.evaluation import SELECTION_METRIC, vali_metrics
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
 from scarce_ltr.finetune.config import Phase, TrainOptions
+from scarce_ltr.pretrain.augmentations import gaussian_noise
 
 CHECKPOINT = "checkpoint.pt"
 _STATE_KEYS = ("model", "optimizer", "best_model", "progress", "rng")
@@ -94,6 +97,11 @@ def selection_score(
     """NDCG@5 of the labeled vali QGs (the only vali QGs scored)."""
     labeled = np.flatnonzero(prepared.labels.vali_labeled)
     scores = predict(model, prepared.vali, runtime=runtime, item_budget=item_budget, groups=labeled)
+    if np.isnan(scores[rows_of_groups(prepared.vali.offsets, labeled)]).any():
+        # A diverged model (too high a learning rate): NaN ranks below every score
+        # (core.selection.nan_low), so that epoch is never the one kept.
+        print("warning: vali scores are NaN (training diverged; lower the lr)", file=sys.stderr)
+        return float("nan")
     k = int(SELECTION_METRIC.partition("@")[2])
     return vali_metrics(prepared, scores, replace(metrics_cfg, ks=[k]))[SELECTION_METRIC]
 
@@ -105,20 +113,52 @@ def train_epoch(
     loss_fn: LossFn,
     *,
     runtime: Runtime,
+    noise_std: float = 0.0,
+    generator: torch.Generator | None = None,
+    schedule: Callable[[float], None] | None = None,
 ) -> float:
-    """One pass over the batches; the mean batch loss."""
+    """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
+    before each step with the share of the epoch done, to set the learning rate.
+
+    ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
+    and added to every feature of every real item of each training batch.
+    """
+    if noise_std > 0 and generator is None:
+        raise ValueError("noise_std > 0 needs a generator (the noise is seeded)")
     model.train()
     total, count = 0.0, 0
-    for batch in batches:
+    n_steps = max(len(batches), 1)
+    for step, batch in enumerate(batches):
+        if schedule is not None:
+            schedule(step / n_steps)
         b = batch.to(runtime.device)
+        features = b.features
+        if noise_std > 0:
+            features = gaussian_noise(features, b.mask, scale=noise_std, generator=generator)
         with runtime.autocast():
-            scores = model(b.features, b.mask)
+            scores = model(features, b.mask)
         loss = loss_fn(scores.float(), b.labels, mask=b.mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         total, count = total + float(loss.detach()), count + 1
     return total / max(count, 1)
+
+
+def _schedule(optimizer, options, phase_epoch: int, phase_epochs: int) -> Callable[[float], None]:
+    """Sets the learning rate of a phase's step from the share of the phase done."""
+
+    def at(epoch_share: float) -> None:
+        progress = (phase_epoch + epoch_share) / max(phase_epochs, 1)
+        set_learning_rate(
+            optimizer,
+            options.lr,
+            schedule=options.schedule,
+            warmup=options.warmup,
+            progress=progress,
+        )
+
+    return at
 
 
 def training_groups(prepared: PreparedData) -> np.ndarray:
@@ -156,6 +196,7 @@ def fit(
         best_state, opt_state = state["best_model"], state["optimizer"]
         progress = Progress(**state["progress"])
         restore_rng_state(state["rng"])
+        print(f"{desc}: resuming from {checkpoint} after epoch {progress.epoch}", file=sys.stderr)
     batches = QueryGroupBatcher(
         prepared.train,
         item_budget=options.item_budget,
@@ -179,12 +220,14 @@ def fit(
         progress.best_score, best_state = nan_low(score), _copy_state(model)
         progress.history.append({"epoch": 0, "phase": "init", "vali_ndcg@5": score})
     total = sum(p.epochs for p in phases)
-    bar = tqdm(total=total, initial=progress.epoch, desc=desc, unit="epoch", disable=None)
+    bar = progress_bar(total=total, initial=progress.epoch, desc=desc, unit="epoch")
     while progress.phase < len(phases):
         phase = phases[progress.phase]
         _set_phase(model, phase)
         trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.Adam(trainable, lr=options.lr, weight_decay=options.weight_decay)
+        optimizer = make_optimizer(
+            trainable, name=options.optimizer, lr=options.lr, weight_decay=options.weight_decay
+        )
         if opt_state is not None:
             optimizer.load_state_dict(opt_state)
             opt_state = None
@@ -192,7 +235,16 @@ def fit(
         while progress.phase_epoch < phase.epochs and not stop:
             batches.set_epoch(progress.epoch)
             start = time.perf_counter()
-            loss = train_epoch(model, batches, optimizer, loss_fn, runtime=runtime)
+            loss = train_epoch(
+                model,
+                batches,
+                optimizer,
+                loss_fn,
+                runtime=runtime,
+                noise_std=options.noise_std,
+                generator=_noise_generator(seed, progress.epoch, runtime),
+                schedule=_schedule(optimizer, options, progress.phase_epoch, phase.epochs),
+            )
             progress.train_seconds += time.perf_counter() - start
             score = evaluate()
             progress.epoch += 1
@@ -208,8 +260,8 @@ def fit(
             stop = options.patience is not None and progress.since_best >= options.patience
             if log is not None:
                 log({**row, "best_vali_ndcg@5": progress.best_score})
+            bar.set_postfix(loss=f"{loss:.4f}", vali=f"{score:.4f}")  # before: lines show it
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.4f}", vali=f"{score:.4f}")
             if checkpoint is not None:
                 _save(checkpoint, model, optimizer, best_state, progress, meta)
         bar.update(phase.epochs - progress.phase_epoch)  # epochs skipped by early stopping
@@ -229,6 +281,13 @@ def fit(
         train_seconds_per_epoch=progress.train_seconds / trained,
         history=progress.history,
     )
+
+
+def _noise_generator(seed: int, epoch: int, runtime: Runtime) -> torch.Generator:
+    """The input noise of one epoch, seeded by (seed, epoch): a resumed run draws what an
+    uninterrupted one would have drawn."""
+    generator = torch.Generator(device=runtime.device)
+    return generator.manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]))
 
 
 def _set_phase(model: nn.Module, phase: Phase) -> None:

@@ -152,8 +152,15 @@ def load_model(run_dir: str | Path, *, kinds: ModelKinds | None = None) -> tuple
         raise UserError(f"{run_dir}: no such run directory")
     path = run_dir / MODEL_FILE
     if not path.is_file():
-        raise UserError(f"{run_dir}: no {MODEL_FILE}; not a finished finetuning run")
-    payload = load_checkpoint(path, what="saved model")
+        raise UserError(
+            f"{run_dir}: no {MODEL_FILE}; not a finished finetuning run (run its ./run.sh "
+            "finetune command again to finish it)"
+        )
+    advice = (
+        "delete it and run the same ./run.sh finetune command again (a finished run rebuilds "
+        f"{MODEL_FILE} from its checkpoint.pt)"
+    )
+    payload = load_checkpoint(path, what="saved model", advice=advice)
     require_keys(payload, ("format", "spec", "state_dict", "data"), path=path, what="saved model")
     if payload["format"] != FORMAT:
         raise UserError(f"{path}: format {payload['format']!r}, expected {FORMAT!r}")

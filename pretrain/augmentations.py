@@ -16,6 +16,10 @@ and the padded and item forms give the same items. Compose them with `compose`.
 - `marginal_corruption`: each entry replaced with probability ``p`` by the same feature of a
   uniformly drawn item of the batch, i.e. a draw from the feature's empirical marginal (SCARF's
   corruption, VIME's and SubTab's swap noise); also returns which entries were drawn.
+- `scarf_corruption`: SCARF's own, exactly ``floor(rate * d)`` features of each item replaced
+  by draws from the whole training set's marginals.
+- `swap_noise`: SubTab's, entries swapped with other items of the batch along per-feature
+  permutations.
 - `mixup_noise`: DACL's Mixup-noise, ``lambda x + (1 - lambda) x'`` with ``lambda ~ U(alpha, 1)``
   per item and ``x'`` another item of the batch.
 - `keep_features`: zero every feature outside a subset (SubTab's feature subsets).
@@ -89,6 +93,50 @@ def marginal_corruption(
     donors = torch.randint(n, (n, d), generator=generator, device=items.device)
     replaced = torch.where(drawn, items.gather(0, donors), items)
     return _restore(replaced, mask), _restore(drawn, mask)
+
+
+def scarf_corruption(
+    features: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    rate: float,
+    table: torch.Tensor,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """SCARF's corruption (Bahri et al., 2021, section 2): in each real item exactly
+    ``floor(rate * d)`` features, chosen uniformly without replacement, are replaced by the same
+    feature of a uniformly drawn row of ``table`` (``[M, d]``, the whole training set: a draw
+    from the feature's empirical marginal)."""
+    items = _items(features, mask)
+    n, d = items.shape
+    n_corrupt = int(rate * d)
+    if n == 0 or n_corrupt == 0:
+        return _restore(items.clone(), mask)
+    if table.ndim != 2 or table.shape[1] != d or table.shape[0] == 0:
+        raise ValueError(f"table must be a non-empty [M, {d}] tensor, got {tuple(table.shape)}")
+    # The n_corrupt smallest of d uniform keys: a uniform subset of that size per row.
+    keys = _uniform((n, d), items, generator)
+    chosen = keys.topk(n_corrupt, dim=1, largest=False).indices  # [n, n_corrupt]
+    donors = torch.randint(table.shape[0], (n, n_corrupt), generator=generator, device=items.device)
+    corrupted = items.clone()
+    corrupted.scatter_(1, chosen, table[donors, chosen].to(items.dtype))
+    return _restore(corrupted, mask)
+
+
+def swap_noise(
+    features: torch.Tensor, mask: torch.Tensor | None, *, p: float, generator: torch.Generator
+) -> torch.Tensor:
+    """SubTab's swap noise (Ucar et al., 2021): each entry, with probability ``p``, takes the
+    value of the same feature in another item of the batch, each feature's column shuffled by
+    its own random permutation of the real items."""
+    items = _items(features, mask)
+    n, d = items.shape
+    if n == 0:
+        return features.clone()
+    swapped = _uniform((n, d), items, generator) < p
+    permutations = _uniform((n, d), items, generator).argsort(dim=0)  # one per column
+    shuffled = items.gather(0, permutations)
+    return _restore(torch.where(swapped, shuffled, items), mask)
 
 
 def corrupt(

@@ -23,6 +23,7 @@ from scarce_ltr.core.checkpointing import (
     save_checkpoint,
 )
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import read_report
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 ENCODER_FILE = "encoder.pt"
@@ -66,12 +67,23 @@ def load_pretrained_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such pretraining run directory")
     path = run_dir / ENCODER_FILE
+    kind = _other_kind(run_dir)
+    if kind:
+        raise UserError(
+            f"pretrained={run_dir} is {kind}, not a pretraining run; give the folder of a "
+            "./run.sh pretrain run (or pretrained=none)"
+        )
     if not path.is_file():
         raise UserError(
             f"{run_dir}: no {ENCODER_FILE}; the pretraining run has not finished "
-            "(run the same ./run.sh pretrain command again to resume it)"
+            "(run the same ./run.sh pretrain command again: it resumes, or rebuilds "
+            f"{ENCODER_FILE} from its checkpoint)"
         )
-    state = load_checkpoint(path, what="pretrained encoder")
+    advice = (
+        "delete it and run the same ./run.sh pretrain command again (a finished run rebuilds "
+        f"{ENCODER_FILE} from its checkpoint.pt)"
+    )
+    state = load_checkpoint(path, what="pretrained encoder", advice=advice)
     require_keys(state, _KEYS, path=path, what="pretrained encoder")
     known = {f.name for f in fields(EncoderConfig)}
     raw = state["encoder_config"]
@@ -93,3 +105,18 @@ def load_pretrained_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
         "path": str(path),
     }
     return encoder, info
+
+
+def _other_kind(run_dir: Path) -> str | None:
+    """``"a finetune run (model scratch+full)"`` when ``run_dir`` holds a run of another stage."""
+    report = read_report(run_dir) or {}
+    stage = report.get("stage")
+    if stage and stage != "pretrain":
+        return f"a {stage} run (model {report.get('model') or 'unknown'})"
+    config = run_dir / "config.yaml"
+    if not report and config.is_file():
+        text = config.read_text(errors="replace")
+        for key, stage in (("strategy:", "finetune"), ("gbdt:", "baseline"), ("runs:", "ensemble")):
+            if any(line.startswith(key) for line in text.splitlines()):
+                return f"a {stage} run"
+    return None

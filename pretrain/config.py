@@ -7,15 +7,17 @@ epochs. See docs/pretrain.md for every key.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from scarce_ltr.core.config import OptimizerConfig
-from scarce_ltr.core.runs import RunIdentity
+from scarce_ltr.core.runs import VARIANT_MARK, RunIdentity
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.pretrain.objectives import OBJECTIVES  # the one list of methods
 
 DEVICES = ("auto", "cpu", "cuda")
+SSL_VAL_CRITERIA = ("loss", "none")  # pretrain/ssl_val.py
 DEFAULT_EPOCHS = 40
 
 
@@ -90,7 +92,7 @@ class MonitorConfig:
 
 @dataclass(frozen=True)
 class PretrainConfig(CommonConfig):
-    method: str = "simclr-rank"
+    method: str = "simclr-rank"  # the objective: the command-line name
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     heads: HeadsConfig = field(default_factory=HeadsConfig)
@@ -101,7 +103,13 @@ class PretrainConfig(CommonConfig):
     # Batch QGs of similar size together: far less padding at large item budgets (a GPU's
     # 200,000 items), so collating stops being the bottleneck; see data/batching.py.
     length_buckets: bool = False
-    include_vali: bool = True  # pretrain on vali features too (the paper's default); no labels
+    # Pretrain on the vali QGs' features too (no labels). Off: the paper's Table 5 keeps them
+    # apart as SSL Val; on is a deviation (more data, but then SSL Val is seen in training).
+    include_vali: bool = False
+    # The checkpoint finetuning loads: loss = the epoch of the lowest objective loss on the vali
+    # QGs (SSL Val, labels unread), none = the last epoch (pretrain/ssl_val.py).
+    ssl_val: str = "loss"
+    variant: str = ""  # a sweep's name for these settings: the run's model is <method>@<variant>
     temperature: float = 0.1  # contrastive objectives
     vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation
     amp: bool = True  # bf16 autocast on CUDA
@@ -121,15 +129,28 @@ class PretrainConfig(CommonConfig):
             raise ValueError(f"vime_alpha must be >= 0, got {self.vime_alpha}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device}")
+        if self.ssl_val not in SSL_VAL_CRITERIA:
+            raise ValueError(
+                f"ssl_val must be one of {', '.join(SSL_VAL_CRITERIA)}, got {self.ssl_val}"
+            )
+        if self.variant and not re.fullmatch(r"[A-Za-z0-9._-]+", self.variant):
+            raise ValueError(
+                f"variant may hold letters, digits, '.', '_' and '-' only, got {self.variant!r}"
+            )
 
     def identity(self) -> RunIdentity:
         return RunIdentity(
-            dataset=self.data.name,
+            dataset=self.data.run_name,
             stage="pretrain",
-            model=self.method,
+            model=self.model_name,
             setting=self.scarcity.tag,
             seed=self.seed,
         )
+
+    @property
+    def model_name(self) -> str:
+        """``<method>`` or ``<method>@<variant>``: what a sweep and a finetuning run call it."""
+        return f"{self.method}{VARIANT_MARK}{self.variant}" if self.variant else self.method
 
     @property
     def n_epochs(self) -> int:

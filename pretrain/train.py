@@ -1,7 +1,9 @@
 """``./run.sh pretrain <method>``: self-supervised pretraining of an item encoder.
 
-``main(cfg, out_dir)`` trains the objective of ``cfg.method`` on the train QGs (+ vali features)
-and leaves in ``out_dir``: ``encoder.pt`` (what finetuning loads, pretrain/checkpoint.py),
+``main(cfg, out_dir)`` trains the objective of ``cfg.method`` on the train QGs (+ vali features
+with ``include_vali``), measures its loss on the vali QGs (SSL Val, pretrain/ssl_val.py) after
+every epoch and leaves in ``out_dir``: ``encoder.pt`` (the SSL-Val-best epoch's encoder, what
+finetuning loads, pretrain/checkpoint.py),
 ``report.json`` (loss curve, timings, monitors per epoch), ``checkpoint.pt`` (the training state
 after the last finished epoch) and ``DONE``. A finished run is skipped; an unfinished one resumes
 from ``checkpoint.pt`` and ends with the same weights as an uninterrupted run, because every
@@ -16,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
@@ -28,6 +31,8 @@ from scarce_ltr.core.checkpointing import (
 from scarce_ltr.core.collectives import sync_batchnorm
 from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.optim import make_optimizer, set_learning_rate
+from scarce_ltr.core.progress import duration, eta
 from scarce_ltr.core.runs import Run, is_done, read_report
 from scarce_ltr.core.seeding import capture_rng_state, derive_seed, generator, restore_rng_state
 from scarce_ltr.core.tracking import ProgressBar
@@ -44,6 +49,7 @@ from scarce_ltr.pretrain.pretraining_set import (
     make_batcher,
     pretraining_split,
 )
+from scarce_ltr.pretrain.ssl_val import Choice, SslVal, ssl_val_split
 
 CHECKPOINT = "checkpoint.pt"
 CRASH_ENV = "LTR_CRASH_AFTER_STEPS"  # tests: raise SimulatedCrash after this many steps
@@ -71,6 +77,7 @@ class _Progress:
     wandb_id: str | None = None
     seconds: float = 0.0
     warnings: list = field(default_factory=list)
+    choice: Choice = field(default_factory=Choice)  # the SSL-Val-best epoch and its encoder
 
 
 def main(cfg: PretrainConfig, out_dir: Path | None = None) -> dict:
@@ -99,7 +106,11 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     torch.manual_seed(cfg.seed)
     prepared = prepare_data(cfg)
     split = pretraining_split(prepared, include_vali=cfg.include_vali)
+    ssl_val = _ssl_val(cfg, prepared)
     objective, optimizer = _build(cfg, split.n_features, runtime)
+    if objective.needs_training_items:  # SCARF's marginals: the whole pretraining set
+        items = np.ascontiguousarray(split.features, dtype=np.float32)
+        objective.set_training_items(torch.from_numpy(items).to(runtime.device))
     progress = _resume(out_dir / CHECKPOINT, objective, optimizer, cfg, split.n_features)
     check_pretraining_set(
         split,
@@ -122,15 +133,22 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
         progress.raw_probe = monitor.raw_probe(cfg.metrics.policy)
         tracker.log({"monitor": progress.initial}, step=0)
     crash = _CrashAfter()
+    first_epoch, loop_start = progress.epoch, time.perf_counter()  # the ETA: this process's pace
     for epoch in range(progress.epoch, cfg.n_epochs):
         batcher = _batcher(split, cfg, runtime, epoch=epoch)
         stats = _train_epoch(model, optimizer, batcher, cfg, runtime, epoch, crash)
         if monitor is not None and _monitor_due(cfg, epoch):
             stats["monitor"] = _measure(monitor, objective, cfg, runtime)
+        if ssl_val is not None:
+            loss = ssl_val.loss(objective, device=runtime.device, autocast=runtime.autocast)
+            stats["ssl_val_loss"] = loss
+            progress.choice.offer(epoch + 1, loss, objective.encoder)
         progress.epoch, progress.seconds = epoch + 1, progress.seconds + stats["seconds"]
         progress.history.append(stats)
         if runtime.is_main:
-            _log_epoch(cfg, stats, progress, objective.width)
+            elapsed = time.perf_counter() - loop_start
+            left = eta(elapsed, epoch + 1 - first_epoch, cfg.n_epochs - first_epoch)
+            _log_epoch(cfg, stats, progress, objective.width, left)
             _save_training_state(out_dir / CHECKPOINT, objective, optimizer, cfg, split, progress)
             the_run.write_report(_report(cfg, split, objective, runtime, progress, done=False))
             tracker.log(stats, step=epoch + 1)
@@ -151,10 +169,25 @@ def _build(cfg: PretrainConfig, n_features: int, runtime: Runtime):
     if objective.sync_batchnorm:
         objective = sync_batchnorm(objective, runtime.device)
     objective.to(runtime.device)
-    optimizer = torch.optim.Adam(
-        objective.parameters(), lr=cfg.optimizer.lr, weight_decay=cfg.optimizer.weight_decay
+    optimizer = make_optimizer(
+        objective.parameters(),
+        name=cfg.optimizer.name,
+        lr=cfg.optimizer.lr,
+        weight_decay=cfg.optimizer.weight_decay,
     )
     return objective, optimizer
+
+
+def _ssl_val(cfg: PretrainConfig, prepared) -> SslVal | None:
+    if cfg.ssl_val == "none":
+        return None
+    return SslVal(
+        ssl_val_split(prepared, method=cfg.method),
+        item_budget=cfg.item_budget,
+        max_list_len=cfg.max_list_len,
+        seed=cfg.seed,
+        fake_groups=OBJECTIVES[cfg.method].fake_groups,
+    )
 
 
 def _measure(monitor: Monitor, objective: Objective, cfg: PretrainConfig, runtime) -> dict:
@@ -198,7 +231,15 @@ def _train_epoch(model, optimizer, batcher, cfg, runtime: Runtime, epoch: int, c
     bar = ProgressBar(
         batcher, total=len(batcher), desc=f"epoch {epoch + 1}", enabled=runtime.is_main
     )
+    n_steps = max(len(batcher), 1)
     for step, batch in enumerate(bar):
+        set_learning_rate(
+            optimizer,
+            cfg.optimizer.lr,
+            schedule=cfg.optimizer.schedule,
+            warmup=cfg.optimizer.warmup,
+            progress=(epoch + step / n_steps) / max(cfg.n_epochs, 1),
+        )
         features = batch.features.to(runtime.device, non_blocking=True)
         mask = batch.mask.to(runtime.device, non_blocking=True)
         n_items = int(batch.mask.sum())
@@ -242,7 +283,9 @@ def _monitor_due(cfg: PretrainConfig, epoch: int) -> bool:
     return (epoch + 1) % cfg.monitor.every == 0 or epoch + 1 == cfg.n_epochs
 
 
-def _log_epoch(cfg: PretrainConfig, stats: dict, progress: _Progress, width: int) -> None:
+def _log_epoch(
+    cfg: PretrainConfig, stats: dict, progress: _Progress, width: int, left: float
+) -> None:
     line = (
         f"pretrain {cfg.method} epoch {stats['epoch']}/{cfg.n_epochs}: loss {stats['loss']:.4f}, "
         f"{stats['items_per_s']:,.0f} items/s"
@@ -252,7 +295,11 @@ def _log_epoch(cfg: PretrainConfig, stats: dict, progress: _Progress, width: int
         line += f", effective rank {monitor['effective_rank']:.1f}/{width}"
         if "knn_ndcg@5" in monitor:
             line += f", knn-probe vali NDCG@5 {monitor['knn_ndcg@5']:.4f}"
-    print(line, file=sys.stderr)
+    if "ssl_val_loss" in stats:
+        line += f", SSL-Val loss {stats['ssl_val_loss']:.4f}"
+    if stats["epoch"] < cfg.n_epochs:
+        line += f", ETA {duration(left)}"
+    print(line, file=sys.stderr, flush=True)
     if monitor.get("collapsed"):
         message = (
             f"epoch {stats['epoch']}: effective rank {monitor['effective_rank']:.1f} of "
@@ -295,6 +342,7 @@ def _resume(path: Path, objective, optimizer, cfg: PretrainConfig, n_features: i
         wandb_id=state.get("wandb_id"),
         seconds=float(state.get("seconds", 0.0)),
         warnings=list(state.get("warnings", [])),
+        choice=Choice.from_state(state.get("ssl_val_choice")),
     )
 
 
@@ -316,6 +364,7 @@ def _save_training_state(path, objective, optimizer, cfg, split, progress: _Prog
             "wandb_id": progress.wandb_id,
             "seconds": progress.seconds,
             "warnings": progress.warnings,
+            "ssl_val_choice": progress.choice.to_state(),
         },
     )
 
@@ -340,6 +389,7 @@ def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, don
         },
         "epochs": progress.epoch,
         "loss_curve": [h["loss"] for h in progress.history],
+        "ssl_val": _ssl_val_report(cfg, progress),
         "seconds": progress.seconds,
         "items_per_s": items / max(progress.seconds, 1e-9),
         "parameters": {"encoder": n_encoder, "heads": n_total - n_encoder, "total": n_total},
@@ -353,8 +403,23 @@ def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, don
     }
 
 
+def _ssl_val_report(cfg: PretrainConfig, progress: _Progress) -> dict:
+    """The criterion, its curve and the epoch ``encoder.pt`` holds."""
+    curve = [h.get("ssl_val_loss") for h in progress.history]
+    chosen = progress.choice.epoch if cfg.ssl_val != "none" else progress.epoch
+    return {"criterion": cfg.ssl_val, "curve": curve, "chosen_epoch": chosen}
+
+
 def _finish(the_run: Run, cfg, split, objective, progress, report) -> dict:
     out_dir = the_run.folder
+    if cfg.ssl_val != "none" and progress.choice.state is not None:
+        # The SSL-Val-best epoch's weights, not the last one's, are what finetuning loads.
+        objective.encoder.load_state_dict(progress.choice.state)
+        print(
+            f"pretrain: encoder of epoch {progress.choice.epoch} (lowest SSL-Val loss "
+            f"{progress.choice.loss:.4f}) of {progress.epoch}",
+            file=sys.stderr,
+        )
     save_encoder(
         out_dir,
         objective.encoder,
@@ -366,6 +431,6 @@ def _finish(the_run: Run, cfg, split, objective, progress, report) -> dict:
     )
     last = progress.history[-1].get("monitor", {}) if progress.history else {}
     loss = report["loss_curve"][-1] if report["loss_curve"] else None
-    report = the_run.finish(report, summary={"loss": loss, **last})
     print(f"pretrain: wrote {out_dir / 'encoder.pt'}", file=sys.stderr)
+    report = the_run.finish(report, summary={"loss": loss, **last})
     return report

@@ -5,12 +5,14 @@ or ``.gz``, with or without ``qid:``, ``.query`` files beside it), or of every s
 folder (``train``, ``vali``/``valid``, ``test``). Per file it writes a CSV, one row per item in
 file order: ``qid``, ``position`` (0-based, within its QG), ``score``, ``rank`` (1 = the top of its
 QG; ties keep file order, as the project's NDCG does). When the file has labels it prints NDCG@k
-with the project's convention. The CSV is written atomically: an error leaves no half file.
+with the project's convention, and Outlier-NDCG over the QGs that the run's histogram detector
+(its fitted raw bounds, in the bundle) names outliers. Files stream through in pieces of whole
+QGs (`scarce_ltr.data.letor_stream`) with a progress bar, so memory does not grow with the
+file's features. The CSV is written atomically: an error leaves no half file.
 """
 
 from __future__ import annotations
 
-import io
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +21,12 @@ import numpy as np
 
 from scarce_ltr.core.config import POLICIES
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_write_text
+from scarce_ltr.core.files import atomic_text_writer
 from scarce_ltr.core.metrics import evaluate_ranking
+from scarce_ltr.core.progress import progress_bar
+from scarce_ltr.data.letor_stream import stream_letor, total_bytes
 from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.serving.ranker import BundledRanker, load_ranker
+from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
 
 SPLIT_STEMS = ("train", "vali", "valid", "test")
 SUFFIXES = ("", ".txt", ".txt.gz", ".gz")
@@ -59,20 +63,110 @@ def main(cfg: PredictConfig, out_dir: Path | None = None) -> dict:
     results = {}
     for path in inputs:
         target = output_path(cfg, ranker, path, several=len(inputs) > 1)
-        split, scores = ranker.score_file(path)
-        atomic_write_text(target, predictions_csv(split, scores))
-        metrics = None
-        if np.any(split.labels != 0):
-            metrics = evaluate_ranking(
-                scores, split.labels, split.offsets, ks=cfg.ks, policy=cfg.policy
-            )
-            shown = ", ".join(f"NDCG@{k} {metrics[f'ndcg@{k}']:.4f}" for k in cfg.ks)
-            print(f"{path}: {split.n_groups} QGs, {split.n_items} items; {shown}")
-        else:
-            print(f"{path}: {split.n_groups} QGs, {split.n_items} items (no labels)")
+        results[str(path)] = predict_file(cfg, ranker, path, target)
         print(f"predictions: {target}", file=sys.stderr)
-        results[str(path)] = {"out": str(target), "metrics": metrics}
     return results
+
+
+def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: Path) -> dict:
+    """Stream ``path`` through the ranker piece by piece (whole QGs), writing the CSV as it
+    goes; the metrics (when the file has labels) from the scores and labels kept on the way
+    (12 bytes per item: features are never held whole)."""
+    too_wide = f"the {ranker.n_features} features the model of {ranker.folder} takes"
+    kept = _Kept()
+    size = total_bytes(path)
+    with (
+        atomic_text_writer(target) as out,
+        _ByteProgress(size, f"predict {path.name}") as progress,
+    ):
+        out.write(CSV_HEADER)
+        pieces = stream_letor(
+            path, n_features=ranker.n_features, too_wide=too_wide, progress=progress
+        )
+        for piece in pieces:
+            scores = ranker.score_split(piece)
+            out.write(predictions_rows(piece, scores))
+            kept.add(piece, scores, ranker.outlier_groups(piece))
+    metrics = kept.metrics(cfg) if kept.has_labels else None
+    print(f"{path}: {kept.n_groups} QGs, {kept.n_items} items" + _shown(cfg, metrics))
+    return {"out": str(target), "metrics": metrics}
+
+
+class _Kept:
+    """Scores, labels, QG sizes and outlier flags of the pieces scored so far."""
+
+    def __init__(self) -> None:
+        self.scores: list[np.ndarray] = []
+        self.labels: list[np.ndarray] = []
+        self.sizes: list[np.ndarray] = []
+        self.outliers: list[np.ndarray] | None = []
+
+    def add(self, piece: RankingSplit, scores: np.ndarray, outliers: np.ndarray | None) -> None:
+        self.scores.append(scores)
+        self.labels.append(np.asarray(piece.labels, dtype=np.float32))
+        self.sizes.append(np.diff(piece.offsets))
+        if outliers is None or self.outliers is None:
+            self.outliers = None
+        else:
+            self.outliers.append(outliers)
+
+    @property
+    def n_items(self) -> int:
+        return int(sum(len(s) for s in self.scores))
+
+    @property
+    def n_groups(self) -> int:
+        return int(sum(len(s) for s in self.sizes))
+
+    @property
+    def has_labels(self) -> bool:
+        return any(np.any(labels != 0) for labels in self.labels)
+
+    def metrics(self, cfg: PredictConfig) -> dict:
+        sizes = np.concatenate(self.sizes)
+        offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        outliers = None if self.outliers is None else np.concatenate(self.outliers)
+        return evaluate_ranking(
+            np.concatenate(self.scores),
+            np.concatenate(self.labels),
+            offsets,
+            ks=cfg.ks,
+            policy=cfg.policy,
+            outlier_groups=outliers,
+        )
+
+
+def _shown(cfg: PredictConfig, metrics: dict | None) -> str:
+    if metrics is None:
+        return " (no labels)"
+    shown = ", ".join(f"NDCG@{k} {metrics[f'ndcg@{k}']:.4f}" for k in cfg.ks)
+    if "n_outlier_groups" not in metrics:
+        return f"; {shown}; Outlier-NDCG: the run's outlier detector needs its own data"
+    n = metrics["n_outlier_groups"]
+    if not n:
+        return f"; {shown}; Outlier-NDCG: no outlier QG by the run's histogram bounds"
+    k = 5 if 5 in cfg.ks else cfg.ks[0]
+    return f"; {shown}; Outlier-NDCG@{k} {metrics[f'outlier_ndcg@{k}']:.4f} (n={n})"
+
+
+class _ByteProgress:
+    """A progress bar over the megabytes of a file (of its items when gzip hides the size)."""
+
+    def __init__(self, size: int | None, desc: str) -> None:
+        self.total = max(1, -(-size // MB)) if size else 0
+        self.bar = progress_bar(total=self.total, desc=desc, unit="MB")
+        self.seen = 0
+
+    def update(self, n_bytes: int) -> None:
+        before = self.seen // MB
+        self.seen += n_bytes
+        self.bar.update(min(self.seen // MB, self.total or self.seen) - before)
+
+    def __enter__(self) -> _ByteProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
 
 
 def input_files(path: Path) -> list[Path]:
@@ -101,12 +195,20 @@ def output_path(cfg: PredictConfig, ranker: BundledRanker, source: Path, *, seve
         return Path(cfg.out)
     if cfg.out:
         return Path(cfg.out) / name
-    run_folder = ranker.folder.parent if ranker.folder.name == "bundle" else ranker.folder
-    return run_folder / "predictions" / name
+    return run_folder_of(ranker) / "predictions" / name
+
+
+CSV_HEADER = "qid,position,score,rank\n"
+MB = 1 << 20
 
 
 def predictions_csv(split: RankingSplit, scores: np.ndarray) -> str:
-    """``qid,position,score,rank`` per item, in file order."""
+    """``qid,position,score,rank`` per item, in file order, with the header."""
+    return CSV_HEADER + predictions_rows(split, scores)
+
+
+def predictions_rows(split: RankingSplit, scores: np.ndarray) -> str:
+    """The CSV rows of a piece of whole QGs (see `predictions_csv`)."""
     sizes = np.diff(split.offsets)
     group_of = np.repeat(np.arange(split.n_groups), sizes)
     position = np.arange(split.n_items) - np.repeat(split.offsets[:-1], sizes)
@@ -114,9 +216,6 @@ def predictions_csv(split: RankingSplit, scores: np.ndarray) -> str:
     order = np.lexsort((position, -scores, group_of))
     rank = np.empty(split.n_items, dtype=np.int64)
     rank[order] = np.arange(split.n_items) - np.repeat(split.offsets[:-1], sizes) + 1
-    buffer = io.StringIO()
-    buffer.write("qid,position,score,rank\n")
     qids = np.repeat(split.qids, sizes)
-    for row in zip(qids.tolist(), position.tolist(), scores.tolist(), rank.tolist(), strict=True):
-        buffer.write(f"{row[0]},{row[1]},{row[2]!r},{row[3]}\n")
-    return buffer.getvalue()
+    rows = zip(qids.tolist(), position.tolist(), scores.tolist(), rank.tolist(), strict=True)
+    return "".join(f"{q},{p},{v!r},{r}\n" for q, p, v, r in rows)

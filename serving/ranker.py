@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from scarce_ltr.core.bundle import bundle_folder, read_manifest, read_npz, read_tensors
+from scarce_ltr.core.bundle import BUNDLE_DIR, bundle_folder, read_manifest, read_npz, read_tensors
 from scarce_ltr.core.checkpointing import load_module_state
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
@@ -39,6 +39,18 @@ class BundledRanker:
     @property
     def kind(self) -> str:
         return str(self.manifest["model"]["kind"])
+
+    def outlier_groups(self, raw: RankingSplit) -> np.ndarray | None:
+        """``[n_groups]`` bool: the QGs of ``raw`` (raw features, the bundle's width) that the
+        run's histogram detector names outliers (paper A.2.2, with the run's fitted bounds);
+        None when the run used another detector (knn needs its train features, qids its QGs)."""
+        info = self.manifest.get("outliers") or {}
+        if not info.get("file"):
+            return None
+        from scarce_ltr.data.outliers import outlier_groups_from_bounds
+
+        bounds = read_npz(self.folder, info["file"])
+        return outlier_groups_from_bounds(raw, bounds["lower"], bounds["upper"])
 
     def predict(
         self, features: np.ndarray, qids: np.ndarray | None = None, *, offsets=None
@@ -88,6 +100,11 @@ def load_ranker(run_or_bundle: str | Path) -> BundledRanker:
     return BundledRanker(bundle_folder(run_or_bundle))
 
 
+def run_folder_of(ranker: BundledRanker) -> Path:
+    """The run folder a bundle sits in (the bundle folder itself when it was moved out)."""
+    return ranker.folder.parent if ranker.folder.name == BUNDLE_DIR else ranker.folder
+
+
 class _TorchModel:
     def __init__(self, folder: Path, info: dict) -> None:
         from scarce_ltr.baselines.deep.models import build_model
@@ -120,13 +137,83 @@ class _LightGBMModel:
         if info.get("pca"):
             self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
             self.k = int(info["pca"]["k"])
+        self.embedding = _Embedding(folder, info["embedding"]) if info.get("embedding") else None
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
-        features = np.asarray(transform(raw).features, dtype=np.float32)
+        split = transform(raw)
+        features = np.asarray(split.features, dtype=np.float32)
         if self.pca is not None:
             extra = self.pca(features)[:, : self.k]
             features = np.ascontiguousarray(np.hstack([features, extra]))
+        if self.embedding is not None:
+            features = np.ascontiguousarray(np.hstack([features, self.embedding(split)]))
         return np.asarray(self.booster.predict(features), dtype=np.float64)
+
+
+class _Embedding:
+    """gbdt-ssl's extra columns: a pretrained encoder's item embeddings of the transformed
+    features, whole or as the first k components of their PCA."""
+
+    def __init__(self, folder: Path, info: dict) -> None:
+        from scarce_ltr.baselines.gbdt.semi_supervised import Projection
+        from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
+
+        config = dict(info["encoder"])
+        n_features = int(config.pop("n_features"))
+        try:
+            self.encoder = build_encoder(EncoderConfig(**config), n_features=n_features)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{folder}: bad encoder description ({exc})") from None
+        state = read_tensors(folder, info["weights"])
+        load_module_state(self.encoder, state, path=folder, what="the bundle's encoder")
+        self.encoder.eval()
+        self.item_budget = int(info["item_budget"])
+        self.pca, self.k = None, 0
+        if info.get("pca"):
+            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
+            self.k = int(info["pca"]["k"])
+
+    def __call__(self, split: RankingSplit) -> np.ndarray:
+        from scarce_ltr.baselines.hybrid.embedding_features import embed_split
+
+        embedding = embed_split(self.encoder, split, item_budget=self.item_budget)
+        return embedding if self.pca is None else self.pca(embedding)[:, : self.k]
+
+
+class _CatBoostModel:
+    def __init__(self, folder: Path, info: dict) -> None:
+        from scarce_ltr.baselines.tuning import require_backend
+
+        catboost = require_backend("catboost", "catboost")
+        self.pool = catboost.Pool
+        self.model = catboost.CatBoost()
+        # CatBoost's own binary format: trees and borders, no code.
+        self.model.load_model(blob=(folder / info["model"]).read_bytes())
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        features = np.asarray(transform(raw).features, dtype=np.float32)
+        if len(features) == 0:
+            return np.zeros(0)
+        scores = self.model.predict(
+            self.pool(features), prediction_type="RawFormulaVal", thread_count=1
+        )
+        return np.asarray(scores, dtype=np.float64)
+
+
+class _XGBoostModel:
+    def __init__(self, folder: Path, info: dict) -> None:
+        from scarce_ltr.baselines.tuning import require_backend
+
+        self.xgb = require_backend("xgboost", "xgboost-cpu")
+        self.booster = self.xgb.Booster()
+        # XGBoost's UBJSON model: trees and parameters, no code.
+        self.booster.load_model(bytearray((folder / info["model"]).read_bytes()))
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        features = np.asarray(transform(raw).features, dtype=np.float32)
+        if len(features) == 0:
+            return np.zeros(0)
+        return np.asarray(self.booster.predict(self.xgb.DMatrix(features)), dtype=np.float64)
 
 
 class _Ensemble:
@@ -148,7 +235,13 @@ class _Ensemble:
 
 
 def _build(folder: Path, info: dict):
-    kinds = {"torch": _TorchModel, "lightgbm": _LightGBMModel, "ensemble": _Ensemble}
+    kinds = {
+        "torch": _TorchModel,
+        "lightgbm": _LightGBMModel,
+        "catboost": _CatBoostModel,
+        "xgboost": _XGBoostModel,
+        "ensemble": _Ensemble,
+    }
     kind = info.get("kind")
     if kind not in kinds:
         raise UserError(f"{folder}: model kind {kind!r}; this version scores {', '.join(kinds)}")

@@ -11,22 +11,35 @@ after them, and every member must be a model of the sweep itself. ``seed-ensembl
 the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of ``<model>`` with
 seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
 uses the encoder of seed s), averaged with uniform weights.
+
+A variant ``<method>@<name>`` (``simclr-rank@zero0.1+full``) pretrains the method with the
+sweep's ``variants.<name>`` overrides on top of ``overrides.pretrain`` and
+``overrides.per_method.<method>``, in a pretraining folder of its own
+(``pretrain/<method>@<name>``); the report's tuned table lets the validation-best variant
+stand for the method (paper A.2.3).
+``<method>+<method>[+...]+combine`` (``simclr-rank+simsiam+combine``, paper A.3.7) is a
+``./run.sh finetune combine`` job over the ``<method>+full`` cells of the same data set, label
+setting and seed, which must be models of the sweep; it runs after them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import (
     ENSEMBLE_PREFIX,
     HYBRID_BASELINES,
     SEED_ENSEMBLE_PREFIX,
+    combine_methods,
     ensemble_members,
     model_group,
     run_folder,
+    split_variant,
 )
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
@@ -83,6 +96,132 @@ def check_ensembles(models: list[str]) -> None:
                     f"sweep model '{model}': member '{member}' is not a (non-ensemble) model "
                     f"of this sweep; add it to models: {', '.join(models)}"
                 )
+
+
+# Keys a sweep sets on every job itself, and the sweep key that says them instead. One given in
+# overrides too would be beaten (or would beat the sweep) without a word, so it is refused.
+SWEEP_KEYS = {
+    "data": "datasets",
+    "seed": "seeds",
+    "scarcity.fraction": "fractions",
+    "scarcity.binary_tau": "binary_taus",
+    "scarcity.val": "val",
+    "logger": "logger",
+    "run_dir": "run_dir",
+    "pretrained": "models (a sweep plans the encoders)",
+    "runs": "models (ensemble:<model>,<model>)",
+}
+
+
+def check_overrides(overrides) -> None:
+    """Stop when an override sets a key the sweep sets itself, naming the sweep key to use."""
+    lists = {name: getattr(overrides, name) for name in ("common", *STAGE_LISTS)}
+    lists.update({f"per_model.{m}": items for m, items in overrides.per_model.items()})
+    lists.update({f"per_method.{m}": items for m, items in overrides.per_method.items()})
+    for where, items in lists.items():
+        for item in items:
+            key = item.split("=", 1)[0].strip()
+            if key in SWEEP_KEYS:
+                raise UserError(
+                    f"overrides.{where}: '{item}' sets '{key}', which the sweep sets on every "
+                    f"job itself; use the sweep key {SWEEP_KEYS[key]} instead"
+                )
+
+
+STAGE_LISTS = ("pretrain", "finetune", "baseline", "ensemble")
+COMBINE_MEMBER = "full"  # the finetuning strategy of a combination's members
+# A variant's name goes into a folder name and a model name: no separator of either.
+VARIANT_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# Keys a variant may not set: they name the run, not a setting of the method.
+VARIANT_FIXED = ("method", "variant")
+
+
+def combine_members(model: str) -> list[str] | None:
+    """The sweep models a combination combines (``<method>+full`` each); None for others."""
+    methods = combine_methods(model)
+    return None if methods is None else [f"{m}+{COMBINE_MEMBER}" for m in methods]
+
+
+def check_combines(models: list[str]) -> None:
+    """Stop unless every combination's members are models of the sweep."""
+    for model in models:
+        for member in combine_members(model) or []:
+            if member not in models:
+                raise UserError(
+                    f"sweep model '{model}': member '{member}' is not a model of this sweep; "
+                    f"add it to models: {', '.join(models)}"
+                )
+
+
+def pretraining_methods(models: list[str]) -> list[str]:
+    """Every ``<method>[@<variant>]`` the sweep pretrains, in order of first mention."""
+    found: list[str] = []
+    for model in models:
+        for member in ensemble_members(model) if model.startswith(ENSEMBLE_PREFIX) else [model]:
+            member = member.removeprefix(SEED_ENSEMBLE_PREFIX)
+            methods = combine_methods(member)
+            if methods is None:
+                method, stage, _ = _sweep_job(member)
+                methods = [method] if method is not None and stage != "ensemble" else []
+            found += [m for m in methods if m not in found]
+    return found
+
+
+def check_variants(cfg) -> None:
+    """Stop when a model names an undeclared variant, or a variant or ``per_method`` list sets
+    a key the method's pretraining config does not have (checked as ``./run.sh pretrain``
+    would load it)."""
+    for name, items in cfg.variants.items():
+        if not VARIANT_NAME.fullmatch(name):
+            raise UserError(
+                f"variants.{name}: a variant's name may hold letters, digits, '.', '_' and '-' "
+                "only (it goes into model and folder names)"
+            )
+        for item in items:
+            key = item.split("=", 1)[0].strip()
+            if key in SWEEP_KEYS or key in VARIANT_FIXED:
+                raise UserError(
+                    f"variants.{name}: '{item}' sets '{key}', which names the run; a variant "
+                    "sets pretraining settings (augment.*, item_budget, encoder.*, epochs, ...)"
+                )
+    pretraining = available_methods()
+    for method in cfg.overrides.per_method:
+        if method not in pretraining:
+            raise UserError(
+                f"overrides.per_method.{method}: unknown pretraining method; valid: "
+                f"{', '.join(pretraining)}"
+            )
+    for method in pretraining_methods(list(cfg.models)):
+        base, variant = split_variant(method)
+        if variant is not None and variant not in cfg.variants:
+            declared = ", ".join(cfg.variants) or "none"
+            raise UserError(
+                f"sweep model naming '{method}': no variant '{variant}' under variants: "
+                f"(declared: {declared})"
+            )
+        overrides = [*cfg.overrides.pretrain, *cfg.overrides.per_method.get(base, [])]
+        where = f"overrides.pretrain / overrides.per_method.{base}"
+        if variant is not None:
+            overrides += cfg.variants[variant]
+            where += f" / variants.{variant}"
+        _check_pretrain_overrides(base, overrides, where)
+
+
+def available_methods() -> list[str]:
+    from scarce_ltr.core.config import available
+
+    return available("pretrain")
+
+
+def _check_pretrain_overrides(method: str, overrides: list[str], where: str) -> None:
+    from scarce_ltr.pretrain.config import PretrainConfig
+
+    try:
+        load_config(
+            PretrainConfig, overrides, stage_file=CONFIG_ROOT / "pretrain" / f"{method}.yaml"
+        )
+    except UserError as exc:
+        raise UserError(f"{where} (pretraining {method}): {exc}") from None
 
 
 def _sweep_job(model: str) -> tuple[str | None, str, str]:
@@ -145,7 +284,7 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
                             job_key=job.key,
                         )
                     )
-    stage_order = {"pretrain": 0, "ensemble": 2}  # finetune and baseline jobs: 1
+    stage_order = {"pretrain": 0, "combine": 2, "ensemble": 3}  # finetune and baseline: 1
     ordered = sorted(planner.jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
     return ordered, cells
 
@@ -183,10 +322,36 @@ class _Planner:
             )
         if model.startswith(ENSEMBLE_PREFIX):
             members = [
-                self._training_job(dataset, m, seed, tag, setting) for m in ensemble_members(model)
+                self._model_job(dataset, m, seed, tag, setting) for m in ensemble_members(model)
             ]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
-        return self._training_job(dataset, model, seed, tag, setting)
+        return self._model_job(dataset, model, seed, tag, setting)
+
+    def _model_job(self, dataset: str, model: str, seed: int, tag: str, setting: list[str]) -> Job:
+        combined = combine_members(model)
+        if combined is None:
+            return self._training_job(dataset, model, seed, tag, setting)
+        members = [self._training_job(dataset, m, seed, tag, setting) for m in combined]
+        return self._combine_job(dataset, model, seed, tag, setting, members)
+
+    def _combine_job(
+        self,
+        dataset: str,
+        model: str,
+        seed: int,
+        tag: str,
+        setting: list[str],
+        members: list[Job],
+    ) -> Job:
+        """``./run.sh finetune combine runs=[...]``. Of the sweep's finetuning overrides it takes
+        none: combine.yaml sets its own layer's epochs and lr, and the dropout comes from the
+        data preset (``data.combine_dropout``) or ``per_model``."""
+        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        runs = f"runs=[{','.join(json.dumps(str(m.run_dir)) for m in members)}]"
+        extra = [runs, *self.cfg.overrides.per_model.get(model, [])]
+        depends = [m.key for m in members]
+        overrides = [*shared, *extra]
+        return self._add(dataset, model, "combine", "combine", seed, tag, overrides, depends)
 
     def _training_job(
         self,
@@ -243,14 +408,21 @@ class _Planner:
         overrides: list[str],
         depends: list[str],
     ) -> Job:
+        folder_stage = cli_stage(stage)
         run_dir = run_folder(
-            self.folder, dataset=dataset, stage=stage, name=model, setting=tag, seed=seed
+            self.folder, dataset=dataset, stage=folder_stage, name=model, setting=tag, seed=seed
         )
         key = f"{dataset}/{model}/{tag}/seed={seed}"
         tags = [model, tag, f"seed={seed}", dataset]
         job = Job(key, stage, name, [*overrides, f"run_dir={run_dir}"], run_dir, depends, tags)
         self.jobs[key] = job
         return job
+
+
+def cli_stage(stage: str) -> str:
+    """The ``./run.sh`` stage of a job's stage: a combination is a finetuning run that a sweep
+    runs after the other finetuning runs."""
+    return "finetune" if stage == "combine" else stage
 
 
 def _key_of(override: str) -> str:
@@ -268,18 +440,24 @@ def _pretrain_job(cfg, root: Path, dataset: str, method: str, seed: int, common:
     run_dir = run_folder(
         root, dataset=dataset, stage="pretrain", name=method, setting=None, seed=seed
     )
+    base, variant = split_variant(method)
+    # The most specific list last, so that it wins: a variant over its method's over the stage's.
+    specific = [*cfg.overrides.per_method.get(base, [])]
+    if variant is not None:
+        specific += [*cfg.variants[variant], f"variant={variant}"]
     overrides = [
         f"data={dataset}",
         *common,
         f"seed={seed}",
         *probe,
         *cfg.overrides.pretrain,
+        *specific,
         f"run_dir={run_dir}",
     ]
     return Job(
         f"{dataset}/pretrain/{method}/seed={seed}",
         "pretrain",
-        method,
+        base,
         overrides,
         run_dir,
         tags=[method, "pretrain", f"seed={seed}", dataset],

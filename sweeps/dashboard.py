@@ -1,7 +1,8 @@
 """The dashboard: ONE self-contained HTML file that opens offline.
 
-Images are embedded as base64 PNG ``data:`` URIs and the style sheet is inline; there is no
-script and no external resource. Per data set and curve (label fractions, or binary tau):
+Images are embedded as base64 PNG ``data:`` URIs, the style sheet and the script
+(`sweeps.interactive`: sortable tables, cost, training curves, per-QG view) are inline; there is
+no external resource. Per data set and curve (label fractions, or binary tau):
 the group table (paper Figure 1 / Table 2: mean ± std over seeds, one-sided Welch p-value
 against the validation-best GBDT), the crossover, the group curves, every model's table and
 curves (Table 1 / Figure 3), and which member stood for each group; then t-SNE plots (Figure 4)
@@ -14,6 +15,7 @@ import base64
 import math
 from html import escape
 
+from scarce_ltr.sweeps import interactive
 from scarce_ltr.sweeps.stats import best_in_column
 
 CSS = """
@@ -33,7 +35,7 @@ img{max-width:100%;border:1px solid #ddd;margin:6px 0}
 def render(report: dict) -> str:
     """The whole page; ``report`` is what `sweeps.report.build` assembles."""
     k, alpha = report["k"], report["alpha"]
-    parts = [_header(report)]
+    parts = [_header(report), _notes(report.get("notes") or [])]
     for section in report["sections"]:
         parts.append(_section(section, k=k, select_k=report["select_k"], alpha=alpha))
     if report.get("tsne_png") or report.get("tsne_errors"):
@@ -41,7 +43,15 @@ def render(report: dict) -> str:
         if report.get("tsne_png"):
             parts.append(_img(report["tsne_png"], "t-SNE of item embeddings"))
         parts += [f"<p class='err'>{escape(e)}</p>" for e in report.get("tsne_errors", [])]
+    for figure in report.get("outlier_figures", []):  # paper Figure 5
+        parts.append(f"<h2>Outlier QGs of {escape(figure['dataset'])}: the histogram rule</h2>")
+        if figure["png"]:
+            parts.append(_img(figure["png"], f"outlier histogram {figure['dataset']}"))
+        if figure.get("note"):
+            parts.append(f"<p class='note'>{escape(figure['note'])}</p>")
     parts.append(_problems(report["problems"]))
+    empty = {"runs": [], "colours": {}, "k": k}
+    parts.append(interactive.render(report.get("interactive") or empty))
     body = "\n".join(parts)
     title = escape(report["title"])
     return (
@@ -58,7 +68,9 @@ def _header(report: dict) -> str:
 &middot; cells: {escape(counts)} &middot; validation labels: {escape(report["val_labels"])}
 &middot; empty-QG policy: {escape(report["policy"])}</p>
 <p class="note">Numbers are test NDCG@{k} and Outlier-NDCG@{k} (NDCG over the test QGs flagged
-as outliers): mean &plusmn; sample standard deviation over seeds (n = seeds). A group (GBDT, no
+as outliers): mean &plusmn; sample standard deviation over seeds (n = seeds). MRR and MAP
+(relevant: label &gt; 0) and ERR@{k} (graded) follow for the same members and seeds; they choose
+nothing and carry no p-value. A group (GBDT, no
 pretrain DL, pretrained DL, hybrid) is represented per data set and label setting by its
 <b>validation-best member</b>: the member model with the highest validation NDCG@{sk} averaged
 over its seeds (ties: more seeds, then name); test numbers never take part in the choice, and the
@@ -75,17 +87,27 @@ def _section(section: dict, *, k: int, select_k: int, alpha: float) -> str:
     head = f"{section['dataset']} &middot; {escape(section['series'])}"
     settings = section["settings"]
     parts = [f"<h2>{head}</h2>", "<h3>Groups (validation-best member of each)</h3>"]
-    for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
+    note = section.get("outlier_note")
+    for metric, label in _metrics(k, note):
         parts.append(_table(section["groups"], settings, "group", metric, label, alpha))
+    if note:  # in place of an Outlier-NDCG table and chart of n=0 everywhere
+        parts.append(f"<p class='note'><b>Outlier-NDCG@{k}</b>: {escape(note)}.</p>")
     parts.append(f"<p>{escape(section['crossover_text'])}</p>")
     parts.append(_img(section["group_png"], f"group curves {section['dataset']}"))
     parts.append("<h3>Every model</h3>")
-    for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
+    for metric, label in _metrics(k, note):
         parts.append(_table(section["models"], settings, "model", metric, label, alpha))
     parts.append(_img(section["model_png"], f"model curves {section['dataset']}"))
     parts.append("<h3>Which member stood for each group</h3>")
     parts.append(_selection(section["groups"], section["models"], select_k))
     return "\n".join(parts)
+
+
+def _metrics(k: int, outlier_note: str | None) -> list[tuple[str, str]]:
+    metrics = [("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")]
+    metrics = metrics[:1] if outlier_note else metrics
+    # The metrics users compare with (same member, same seeds; NDCG@k alone chooses and tests).
+    return [*metrics, ("mrr", "MRR"), ("map", "MAP"), ("err", f"ERR@{k}")]
 
 
 def _table(
@@ -122,7 +144,7 @@ def _cell(entry: dict | None, metric: str, mark: str, alpha: float, show_member:
     if mark:
         text = f"<{mark}>{text}</{mark}>"
     p = entry.get(f"p_{metric}", math.nan)
-    extra = [f"n={entry['n_seeds'] if metric == 'test' else entry['n_outlier_seeds']}"]
+    extra = [f"n={entry['n_outlier_seeds'] if metric == 'outlier' else entry['n_seeds']}"]
     if math.isfinite(p):
         star = "<span class='sig'>*</span>" if p < alpha else ""
         extra.append(f"p={escape(fmt_p(p))}{star}")
@@ -150,6 +172,14 @@ def _selection(groups: list[dict], models: list[dict], select_k: int) -> str:
         f"<th class='name'>chosen member</th><th>mean vali NDCG@{select_k}</th>"
         f"<th class='name'>candidates (mean vali NDCG@{select_k})</th></tr>{''.join(rows)}</table>"
     )
+
+
+def _notes(notes: list[str]) -> str:
+    """Runs left out because another run of the same cell was kept (report without a sweep)."""
+    if not notes:
+        return ""
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    return f"<h2>Runs that competed for one cell</h2><ul class='note'>{items}</ul>"
 
 
 def _problems(rows: list[dict]) -> str:

@@ -4,7 +4,9 @@
   validation-best member against the label setting, error bars one std over seeds, the
   crossover of pretrained DL marked with a dotted line;
 - `model_curves` (Figure 3): the same with every model's own curve;
-- `tsne_panels` (Figure 4): t-SNE of item embeddings, coloured and sized by relevance.
+- `tsne_panels` (Figure 4): t-SNE of item embeddings, coloured and sized by relevance;
+- `outlier_histogram` (Figure 5): one feature's validation histogram, the cut of the gap rule
+  and the test values beyond it.
 
 Curves of label fractions use a log x axis (percent of labeled train QGs); curves of the binary
 threshold tau a linear one.
@@ -19,6 +21,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from scarce_ltr.sweeps.interactive import model_colours
+
 GROUP_STYLE = {
     "gbdt": ("GBDT", "tab:green", "s"),
     "no-pretrain-dl": ("No pretrain DL", "tab:orange", "^"),
@@ -31,10 +35,18 @@ METRICS = (("test", "NDCG@{k}"), ("outlier", "Outlier-NDCG@{k}"))
 DPI = 110
 
 
-def group_curves(groups: list[dict], crossovers: dict[str, dict], *, title: str, k: int) -> bytes:
-    """``groups``: the group entries of one (data set, series); ``crossovers`` per metric."""
-    fig, axes = _figure(len(METRICS))
-    for ax, (metric, label) in zip(axes, METRICS, strict=True):
+def group_curves(
+    groups: list[dict],
+    crossovers: dict[str, dict],
+    *,
+    title: str,
+    k: int,
+    metrics: tuple = METRICS,
+) -> bytes:
+    """``groups``: the group entries of one (data set, series); ``crossovers`` per metric;
+    ``metrics`` drops the Outlier-NDCG panel when no outlier QG was flagged."""
+    fig, axes = _figure(len(metrics))
+    for ax, (metric, label) in zip(axes, metrics, strict=True):
         for name, (legend, color, marker) in _ordered(GROUP_STYLE, {g["group"] for g in groups}):
             _curve(ax, [g for g in groups if g["group"] == name], metric, legend, color, marker)
         _mark_crossover(ax, crossovers.get(metric, {}))
@@ -43,19 +55,21 @@ def group_curves(groups: list[dict], crossovers: dict[str, dict], *, title: str,
     return _png(fig)
 
 
-def model_curves(models: list[dict], *, title: str, k: int) -> bytes:
+def model_curves(models: list[dict], *, title: str, k: int, metrics: tuple = METRICS) -> bytes:
     """``models``: the model entries of one (data set, series); one curve per model.
 
-    A model takes its group's colour; members of one group differ in line style and marker.
+    Every model has a colour of its own (the dashboard's script uses the same ones); members of
+    one group share a marker shape family and differ in line style.
     """
-    fig, axes = _figure(len(METRICS))
+    fig, axes = _figure(len(metrics))
     names = sorted({m["model"] for m in models}, key=lambda n: (_group_rank(models, n), n))
     groups = {n: next(m["group"] for m in models if m["model"] == n) for n in names}
-    for ax, (metric, label) in zip(axes, METRICS, strict=True):
+    colours = model_colours(names)
+    for ax, (metric, label) in zip(axes, metrics, strict=True):
         for name in names:
             group = groups[name]
             nth = [n for n in names if groups[n] == group].index(name)
-            color = GROUP_STYLE.get(group, (group, "tab:gray", "x"))[1]
+            color = colours[name]
             entries = [m for m in models if m["model"] == name]
             _curve(ax, entries, metric, f"{name} ({group})", color, MARKERS[nth % len(MARKERS)],
                    STYLES[nth % len(STYLES)])  # fmt: skip
@@ -85,6 +99,29 @@ def tsne_panels(panels: list, *, title: str) -> bytes:
         ax.set_yticks([])
     if scatter is not None:
         fig.colorbar(scatter, ax=fig.axes, label="relevance label", shrink=0.8)
+    fig.suptitle(title)
+    return _png(fig)
+
+
+def outlier_histogram(hist: dict, test_values: np.ndarray, *, title: str) -> bytes:
+    """``hist``: `data.outliers.feature_histogram`; ``test_values``: the feature's test values.
+    Bars: vali counts per bin (log scale); dashed lines: the cut; red ticks: test values beyond
+    it, the values that make their QGs outliers."""
+    fig, (ax,) = _figure(1)
+    edges, counts = hist["edges"], hist["counts"]
+    ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue", alpha=0.7,
+           label="vali values (bins)")  # fmt: skip
+    ax.set_yscale("symlog", linthresh=1)
+    beyond = test_values[(test_values > hist["upper"]) | (test_values < hist["lower"])]
+    for bound in (hist["lower"], hist["upper"]):
+        if math.isfinite(bound):
+            ax.axvline(bound, color="black", linestyle="--", linewidth=1)
+    if beyond.size:
+        ax.plot(beyond, np.full(beyond.shape, 0.5), "|", color="tab:red", markersize=14,
+                label=f"test values beyond the cut ({beyond.size})")  # fmt: skip
+    ax.set_xlabel("raw feature value")
+    ax.set_ylabel("count")
+    ax.legend(fontsize=8)
     fig.suptitle(title)
     return _png(fig)
 

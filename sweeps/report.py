@@ -19,15 +19,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
+from scarce_ltr.core.runs import read_config, read_report
 from scarce_ltr.core.runs import runs_root as default_runs_root
-from scarce_ltr.sweeps import dashboard, plots, results, stats
+from scarce_ltr.data.info import NO_OUTLIERS_HINT
+from scarce_ltr.sweeps import dashboard, interactive, plots, results, stats
 
 SUMMARY_FIELDS = [
     "kind", "dataset", "series", "setting", "x", "name", "group", "member", "n_seeds",
     "vali_mean", "test_mean", "test_std", "outlier_mean", "outlier_std", "n_outlier_seeds",
     "p_test", "p_outlier", "reference", "seeds",
+    "mrr_mean", "mrr_std", "map_mean", "map_std", "err_mean", "err_std",
 ]  # fmt: skip
 
 
@@ -44,6 +49,10 @@ class ReportConfig:
     tsne_items: int = 1000  # test items per t-SNE panel
     tsne_perplexity: float = 30.0
     seed: int = 0  # of the t-SNE item draw and layout
+    # Figure 5: the LETOR feature number (1-based) whose histogram shows the outlier cut; null:
+    # the feature whose cut flags the most test QGs
+    outlier_feature: int | None = None
+    outlier_figure: bool = True  # draw Figure 5 (reads each data set's vali and test once)
 
     def __post_init__(self) -> None:
         if not self.ks or min(self.ks) < 1:
@@ -56,6 +65,8 @@ class ReportConfig:
             raise ValueError("tsne_items must be >= 10")
         if self.tsne_perplexity <= 0:
             raise ValueError("tsne_perplexity must be positive")
+        if self.outlier_feature is not None and self.outlier_feature < 1:
+            raise ValueError("outlier_feature is a LETOR feature number: >= 1")
 
     @property
     def cutoffs(self) -> list[int]:
@@ -65,6 +76,7 @@ class ReportConfig:
 def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
     """Gather, summarize, plot and write; returns the assembled report (tables, PNG bytes)."""
     root = runs_root(cfg)
+    notes: list[str] = []  # runs left out when two compete for one cell, and why
     if cfg.sweep:
         manifest = results.manifest_path(cfg.sweep, root)
         rows = results.rows_from_manifest(manifest, cfg.cutoffs)
@@ -72,14 +84,17 @@ def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
     else:
         if not root.is_dir():
             raise UserError(f"no runs folder {root}; run a stage or a sweep first")
-        rows = results.rows_from_scan(root, cfg.cutoffs)
+        rows = results.rows_from_scan(root, cfg.cutoffs, notes)
         source, default_out, manifest = str(root), root / "report", None
         if not rows:
             raise UserError(f"no finished ranking run (report.json with test metrics) under {root}")
     folder = Path(cfg.out) if cfg.out else default_out
     tsne_dirs = resolve_tsne(cfg.tsne, rows, [p for p in (manifest, root) if p is not None])
     report = build(cfg, rows, source=source, tsne_dirs=tsne_dirs)
+    report["notes"] = notes
     write(report, rows, folder, cfg)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     print(text_tables(report) or "no finished cell to tabulate")
     if report["problems"]:
         print(f"{len(report['problems'])} cell(s) failed or did not finish; see the dashboard")
@@ -116,9 +131,14 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
         "problems": [r for r in rows if r.get("status") != "done"],
         "tsne_png": None,
         "tsne_errors": [],
+        # Curves, costs and per-QG NDCG read from the run folders for the page's script.
+        "interactive": interactive.collect(
+            rows, k=cfg.k, policy=_only(done, "policy", default="skip")
+        ),
     }
     if tsne_dirs:
         report["tsne_png"], report["tsne_errors"] = _tsne(tsne_dirs, cfg)
+    report["outlier_figures"] = _outlier_figures(done, cfg) if cfg.outlier_figure else []
     return report
 
 
@@ -132,13 +152,16 @@ def write(report: dict, rows: list[dict], folder: Path, cfg: ReportConfig) -> No
         atomic_write_bytes(folder / f"models_{slug}.png", section["model_png"])
     if report["tsne_png"]:
         atomic_write_bytes(folder / "tsne.png", report["tsne_png"])
+    for figure in report.get("outlier_figures", []):
+        if figure["png"]:
+            atomic_write_bytes(folder / f"outliers_{_slug(figure['dataset'])}.png", figure["png"])
     atomic_write_text(folder / "dashboard.html", dashboard.render(report))
 
 
 def summary_rows(summary: dict) -> list[dict]:
     out = []
-    for kind, name_key in (("group", "group"), ("model", "model")):
-        for entry in summary[f"{kind}s"]:
+    for kind, name_key in (("group", "group"), ("model", "model"), ("tuned", "model")):
+        for entry in summary["tuned" if kind == "tuned" else f"{kind}s"]:
             row = {f: entry.get(f) for f in SUMMARY_FIELDS}
             row |= {
                 "kind": kind,
@@ -155,6 +178,10 @@ def text_tables(report: dict) -> str:
     for section in report["sections"]:
         settings = section["settings"]
         for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
+            if metric == "outlier" and section.get("outlier_note"):
+                note = section["outlier_note"]
+                lines.append(f"\n{section['dataset']} · Outlier-NDCG@{k}: {note}")
+                continue
             lines.append(
                 f"\n{section['dataset']} · {section['series']} · test {label} "
                 "(mean ± std over seeds; p: one-sided Welch vs validation-best GBDT)"
@@ -168,7 +195,22 @@ def text_tables(report: dict) -> str:
             for row in table:
                 lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
         lines.append(section["crossover_text"])
+    lines += _tuned_lines(report["summary"].get("tuned", []), k)
     return "\n".join(lines).lstrip("\n")
+
+
+def _tuned_lines(tuned: list[dict], k: int) -> list[str]:
+    """Each tuned model's validation-best variant per setting (paper A.2.3)."""
+    if not tuned:
+        return []
+    lines = [f"\ntuned variants (chosen on vali NDCG; test NDCG@{k} of the chosen one)"]
+    for entry in tuned:
+        lines.append(
+            f"  {entry['dataset']} {entry['setting']} {entry['model']}: {entry['member']} of "
+            f"{entry['n_candidates']} (vali {entry['vali_mean']:.4f}, "
+            f"test {_text_cell(entry, 'test')})"
+        )
+    return lines
 
 
 def resolve_tsne(entries: list[str], rows: list[dict], bases: list[Path]) -> list[Path]:
@@ -193,9 +235,12 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
 
     models, groups = pick(summary["models"]), pick(summary["groups"])
     settings = [s for _, s in sorted({(m["x"], m["setting"]) for m in models})]
+    # No outlier QG flagged in any run of this curve: say so instead of drawing empty panels.
+    has_outliers = any(math.isfinite(m["outlier_mean"]) for m in models)
+    shown = plots.METRICS if has_outliers else plots.METRICS[:1]
     crossovers = {}
     if series.startswith("%"):
-        for metric in ("test", "outlier"):
+        for metric in ("test", "outlier") if has_outliers else ("test",):
             crossovers[metric] = stats.crossover(
                 summary["groups"], dataset=dataset, series=series, metric=f"{metric}_mean"
             )
@@ -208,9 +253,69 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
         "groups": groups,
         "crossovers": crossovers,
         "crossover_text": _crossover_text(crossovers, cfg.k),
-        "group_png": plots.group_curves(groups, crossovers, title=title, k=cfg.k),
-        "model_png": plots.model_curves(models, title=f"{title} · every model", k=cfg.k),
+        "outlier_note": None if has_outliers else NO_OUTLIERS_HINT,
+        "group_png": plots.group_curves(groups, crossovers, title=title, k=cfg.k, metrics=shown),
+        "model_png": plots.model_curves(
+            models, title=f"{title} · every model", k=cfg.k, metrics=shown
+        ),
     }
+
+
+def _outlier_figures(done: list[dict], cfg: ReportConfig) -> list[dict]:
+    """Figure 5 per data set: the histogram rule's cut on one feature, from the first finished
+    run of the data set that used the rule (its data settings and its gap G)."""
+    figures = []
+    for dataset in sorted({r["dataset"] for r in done}):
+        for row in (r for r in done if r["dataset"] == dataset):
+            outliers = ((read_report(row["run_dir"]) or {}).get("metrics") or {}).get("outliers")
+            if outliers and outliers.get("method") == "histogram" and outliers.get("gap"):
+                figures.append(_outlier_figure(dataset, Path(row["run_dir"]), outliers, cfg))
+                break
+    return figures
+
+
+def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConfig) -> dict:
+    from scarce_ltr.data.datasets import load_dataset
+    from scarce_ltr.data.outliers import feature_histogram, flagged_by_feature
+    from scarce_ltr.data.stage_config import CommonConfig
+
+    gap = int(outliers["gap"])
+    entry = {"dataset": dataset, "gap": gap, "feature": None, "png": None, "note": None}
+    try:
+        data = read_config(run_dir, CommonConfig).data
+        raw = load_dataset(data)
+    except UserError as exc:  # the data is not on this machine: the page says so
+        return entry | {"note": f"Figure 5 of {dataset} not drawn: {exc}"}
+    vali, test = raw["vali"], raw["test"]
+    spec = data.outliers
+    options = dict(gap=gap, n_bins=spec.n_bins, max_tail_share=spec.max_tail_share)
+    flagged = flagged_by_feature(vali.features, test, **options)
+    if cfg.outlier_feature is None:
+        column = int(flagged.argmax())
+    elif cfg.outlier_feature <= vali.n_features:
+        column = cfg.outlier_feature - 1
+    else:
+        raise UserError(
+            f"outlier_feature={cfg.outlier_feature}: data set {dataset} has "
+            f"{vali.n_features} features (numbered 1..{vali.n_features})"
+        )
+    hist = feature_histogram(vali.features, feature=column, **options)
+    values = np.asarray(test.features[:, column], dtype=np.float64)
+    title = (
+        f"{dataset} · feature {column + 1}: vali histogram, cut of G = {gap}; "
+        f"{int(flagged[column])} test QGs flagged by it"
+    )
+    png = plots.outlier_histogram(hist, values, title=title)
+    return entry | {"feature": column + 1, "png": png, "flagged": int(flagged[column])}
+
+
+def _percents(xs: list[float]) -> str:
+    return ", ".join(f"{x:g}%" for x in xs)
+
+
+def _only(rows: list[dict], key: str, *, default: str) -> str:
+    values = {r.get(key) for r in rows if r.get(key)}
+    return values.pop() if len(values) == 1 else default
 
 
 def _crossover_text(crossovers: dict, k: int) -> str:
@@ -231,6 +336,14 @@ def _crossover_text(crossovers: dict, k: int) -> str:
             )
         else:
             what = "no crossover (pretrained DL or the other groups are missing)"
+        # A curve may cross back: name every fraction on each side, not the first switch alone.
+        won = [x for x, w in info.get("wins", []) if w]
+        lost = [x for x, w in info.get("wins", []) if not w]
+        if status in ("crossover", "never") and won and max(won) > min(lost):
+            what = (
+                f"pretrained DL leads the best other group at {_percents(won)} labeled QGs and "
+                f"trails it at {_percents(lost)}"
+            )
         texts.append(f"{names[metric]}: {what}.")
     return "Crossover (group means). " + " ".join(texts) if texts else ""
 

@@ -17,9 +17,12 @@ import csv
 import io
 import json
 import math
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_text
@@ -34,12 +37,15 @@ IDENTITY = (
     "val_labels", "policy", "seed", "status", "error", "seconds", "run_dir",
 )  # fmt: skip
 COUNTS = ("n_vali_groups", "n_test_groups", "n_outlier_groups")
+OTHER_METRICS = ("test_mrr", "test_map")  # no cutoff: the whole list
 STATUSES = ("done", "failed", "pending", "skipped")
 
 
 def metric_columns(ks: list[int]) -> list[str]:
-    """``vali_ndcg@k``, ``test_ndcg@k`` and ``test_outlier_ndcg@k`` for every k."""
-    return [f"{split}@{k}" for k in ks for split in ("vali_ndcg", "test_ndcg", "test_outlier_ndcg")]
+    """``vali_ndcg@k``, ``test_ndcg@k``, ``test_outlier_ndcg@k`` and ``test_err@k`` for every k,
+    then ``test_mrr`` and ``test_map``."""
+    per_k = ("vali_ndcg", "test_ndcg", "test_outlier_ndcg", "test_err")
+    return [f"{split}@{k}" for k in ks for split in per_k] + [*OTHER_METRICS]
 
 
 def columns(ks: list[int]) -> list[str]:
@@ -88,17 +94,91 @@ def rows_from_manifest(path: Path, ks: list[int]) -> list[dict]:
     return rows
 
 
-def rows_from_scan(runs_root: Path, ks: list[int]) -> list[dict]:
-    """One row per finished run with test metrics under ``runs_root``; the newest of duplicates."""
-    newest: dict[str, tuple[float, dict]] = {}
+def rows_from_scan(runs_root: Path, ks: list[int], notes: list[str] | None = None) -> list[dict]:
+    """One row per cell (data set, model, label setting, seed) under ``runs_root``.
+
+    Two runs of one cell compete; the one kept is the one whose settings most other runs of that
+    model share (an ad-hoc 4-epoch run never stands in for the sweep's 200-epoch ones), the newer
+    on a tie. Every such choice is appended to ``notes``, naming both runs, the keys in which they
+    differ, the one kept and why.
+    """
+    found: dict[str, list[tuple[float, dict, dict]]] = {}
     for report in sorted(runs_root.rglob(REPORT)):
         row = _scanned_row(report.parent, ks)
         if row is None:
             continue
-        mtime = report.stat().st_mtime
-        if row["id"] not in newest or newest[row["id"]][0] < mtime:
-            newest[row["id"]] = (mtime, row)
-    return [row for _, row in sorted(newest.values(), key=lambda item: item[1]["id"])]
+        settings = _settings(report.parent)
+        found.setdefault(row["id"], []).append((report.stat().st_mtime, row, settings))
+    # How many cells of each (data set, model) run with each settings: the majority is the norm.
+    usage = Counter(
+        (row["dataset"], row["model"], _fingerprint(settings))
+        for runs in found.values()
+        for _, row, settings in runs
+    )
+    kept = []
+    for cell_id in sorted(found):
+        runs = found[cell_id]
+        best = max(runs, key=lambda r: (r[1]["status"] == "done", usage[_usage_key(r)], r[0]))
+        kept.append(best[1])
+        for other in runs:
+            if other is not best and notes is not None:
+                notes.append(_competition_note(cell_id, best, other, usage))
+    return kept
+
+
+# Keys that do not change what a run measures: where it lives, its logger and device, and the
+# cell's own coordinates (label setting and seed are in the cell id; an encoder run is a path).
+UNSETTING_KEYS = ("run_dir", "logger", "device", "amp", "seed", "scarcity", "pretrained", "runs")
+
+
+def _settings(run_dir: Path) -> dict:
+    """A run's config.yaml, flattened, without `UNSETTING_KEYS`."""
+    try:
+        raw = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict) and node:
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            flat[prefix[:-1]] = node
+
+    walk({k: v for k, v in raw.items() if k not in UNSETTING_KEYS}, "")
+    return flat
+
+
+def _fingerprint(settings: dict) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _usage_key(run: tuple[float, dict, dict]) -> tuple[str, str, str]:
+    return (run[1]["dataset"], run[1]["model"], _fingerprint(run[2]))
+
+
+def _competition_note(
+    cell_id: str, kept: tuple[float, dict, dict], dropped: tuple[float, dict, dict], usage: Counter
+) -> str:
+    keys = sorted(set(kept[2]) | set(dropped[2]))
+    differ = [k for k in keys if kept[2].get(k) != dropped[2].get(k)]
+    shown = ", ".join(f"{k}: {kept[2].get(k)!r} vs {dropped[2].get(k)!r}" for k in differ[:6])
+    if kept[1]["status"] != dropped[1]["status"]:
+        why = f"the other one is {dropped[1]['status']}"
+    elif not differ:
+        why = "same settings; kept the newer run"
+    elif usage[_usage_key(kept)] != usage[_usage_key(dropped)]:
+        why = (
+            f"settings differ ({shown}); kept the run whose settings {usage[_usage_key(kept)]} "
+            f"run(s) of {kept[1]['model']} share, against {usage[_usage_key(dropped)]}"
+        )
+    else:
+        why = f"settings differ ({shown}); as common as each other, so kept the newer run"
+    return (
+        f"{cell_id}: two runs, {kept[1]['run_dir']} (kept) and {dropped[1]['run_dir']} "
+        f"(left out): {why}. Report a sweep (./run.sh report <sweep>) or move one away to choose."
+    )
 
 
 def write_csv(rows: list[dict], path: Path, fields: list[str]) -> None:
@@ -148,6 +228,9 @@ def _read_metrics(run_dir: Path, ks: list[int]) -> dict:
         out[f"vali_ndcg@{k}"] = _number(vali.get(f"ndcg@{k}"))
         out[f"test_ndcg@{k}"] = _number(test.get(f"ndcg@{k}"))
         out[f"test_outlier_ndcg@{k}"] = _number(test.get(f"outlier_ndcg@{k}"))
+        out[f"test_err@{k}"] = _number(test.get(f"err@{k}"))  # NaN in reports older than ERR
+    for column in OTHER_METRICS:
+        out[column] = _number(test.get(column.removeprefix("test_")))
     return out
 
 
@@ -162,7 +245,8 @@ def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
         row = _empty_row(ks) | {"id": str(run_dir), "status": "failed", "run_dir": str(run_dir)}
         return row | {"error": f"{run_dir / 'config.yaml'} is missing or unreadable"}
     scarcity = config.get("scarcity") or {}
-    dataset = (config.get("data") or {}).get("name") or "unknown"
+    # The report's name tells letor folders apart (letor-<folder>); older reports lack it.
+    dataset = report.get("dataset") or (config.get("data") or {}).get("name") or "unknown"
     model, group = identify_model(report)
     setting = report.get("label_setting") or _setting_tag(scarcity)
     seed = report.get("seed", config.get("seed"))

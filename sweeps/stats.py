@@ -10,6 +10,10 @@ Rows are the done rows of `sweeps.results` (one per data set, model, label setti
   seeds, is chosen; ties go to the member with more seeds, then to the first name in
   alphabetical order. Test metrics never enter the choice. The same member then stands for the
   group in every seed of that setting, and the group's numbers are that member's test numbers.
+- Tuned methods (paper A.2.3): the variants of a model (``simclr-rank@zero0.1+full``,
+  ``simclr-rank@noise1+full``, and ``simclr-rank+full`` itself when the sweep has it) are the
+  candidates of ``simclr-rank+full``; by the same rule, on validation only, one of them stands
+  for it in each (data set, label setting): the ``tuned`` table.
 - p-values: one-sided Welch t-test (``scipy.stats.ttest_ind(a, b, equal_var=False,
   alternative="greater")``) of a model's (or group's) per-seed test values against those of the
   validation-best GBDT of the same (data set, label setting); H1: the model's mean is higher.
@@ -27,9 +31,12 @@ from collections.abc import Iterable
 import numpy as np
 from scipy import stats as scipy_stats
 
+from scarce_ltr.core.runs import VARIANT_MARK, variant_family
+
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 REFERENCE_GROUP = "gbdt"
 CHALLENGER_GROUP = "pretrained-dl"
+EXTRA_METRICS = ("mrr", "map", "err")  # test MRR, MAP, ERR@k: mean and std, no test
 
 
 def finite(values: Iterable[float | None]) -> list[float]:
@@ -89,6 +96,10 @@ def model_table(rows: list[dict], *, k: int, select_k: int) -> list[dict]:
             "vali": [r.get(f"vali_ndcg@{select_k}") for r in members],
             "test": [r.get(f"test_ndcg@{k}") for r in members],
             "outlier": [r.get(f"test_outlier_ndcg@{k}") for r in members],
+            # the metrics users compare with, shown beside NDCG; never used to choose
+            "mrr": [r.get("test_mrr") for r in members],
+            "map": [r.get("test_map") for r in members],
+            "err": [r.get(f"test_err@{k}") for r in members],
         }
         table.append(entry | _moments(entry))
     return table
@@ -116,7 +127,7 @@ def group_table(models: list[dict], chosen: dict[tuple[str, str, str], str]) -> 
         entry = {k: member[k] for k in ("dataset", "setting", "series", "x", "seeds")}
         count = _count(models, dataset, setting, group)
         entry |= {"group": group, "member": model, "n_candidates": count}
-        entry |= {k: member[k] for k in ("vali", "test", "outlier")}
+        entry |= {k: member[k] for k in ("vali", "test", "outlier", *EXTRA_METRICS)}
         table.append(entry | _moments(entry))
     return table
 
@@ -147,7 +158,27 @@ def summarize(rows: list[dict], *, k: int = 5, select_k: int = 5) -> dict:
     ref_models = {key: by_model[(*key, g["member"])] for key, g in ref_groups.items()}
     add_p_values(models, ref_models, "model")
     add_p_values(groups, ref_groups, "group")
-    return {"models": models, "groups": groups, "chosen": chosen}
+    return {"models": models, "groups": groups, "chosen": chosen, "tuned": tuned_table(models)}
+
+
+def tuned_table(models: list[dict]) -> list[dict]:
+    """One entry per (data set, setting, model with variants): its validation-best variant's
+    numbers, ``model`` the family's name and ``member`` the variant (module docstring)."""
+    families: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    for entry in models:
+        families[(entry["dataset"], entry["setting"], variant_family(entry["model"]))].append(entry)
+    table = []
+    for (_, _, family), entries in sorted(families.items()):
+        if not any(VARIANT_MARK in e["model"] for e in entries):
+            continue
+        best = choose_best(entries)
+        candidates = sorted(e["model"] for e in entries)
+        table.append(
+            best
+            | {"model": family, "member": best["model"], "n_candidates": len(entries)}
+            | {"candidates": candidates}
+        )
+    return table
 
 
 def crossover(groups: list[dict], *, dataset: str, series: str, metric: str) -> dict:
@@ -208,7 +239,11 @@ def _moments(entry: dict) -> dict:
     vali_mean, _, _ = mean_std(entry["vali"])
     test_mean, test_std, n = mean_std(entry["test"])
     outlier_mean, outlier_std, n_outlier = mean_std(entry["outlier"])
-    return {
+    extra = {}
+    for metric in EXTRA_METRICS:
+        mean, std, _ = mean_std(entry.get(metric, []))
+        extra |= {f"{metric}_mean": mean, f"{metric}_std": std}
+    return extra | {
         "n_seeds": n,
         "vali_mean": vali_mean,
         "test_mean": test_mean,

@@ -5,12 +5,15 @@ values) and seeds. A model is a baseline (``gbdt``, ``resnet``, ...), ``<pretrai
 method>+<finetuning strategy>`` (``simclr-rank+full``), a hybrid baseline on a pretrained encoder
 (``gbdt-ssl+simclr-rank``) or an ensemble of other models of the sweep
 (``ensemble:simclr-rank+full,gbdt``), which runs after its members, or a seed ensemble
-(``seed-ensemble:simclr-rank+full``). Pretraining runs once per (data set, method, seed) and its
-encoder serves every label setting. Each job is a separate process running ``cli``, its output
-kept in ``log.txt`` in its run directory, so a crashing cell is recorded with its error and the
-sweep goes on. A job whose run directory holds ``DONE`` is skipped; an unfinished one resumes from
-its checkpoint. ``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run
-directory; ``./run.sh report <name>`` turns it into tables and plots.
+(``seed-ensemble:simclr-rank+full``), a variant of a method's pretraining
+(``simclr-rank@zero0.1+full`` with ``variants: {zero0.1: [augment.zero_p=0.1]}``) or a
+combination of finetuned rankers (``simclr-rank+simsiam+combine``). Pretraining runs once per
+(data set, method or variant, seed) and its encoder serves every label setting. Each job is a
+separate process running ``cli``, its output kept in ``log.txt`` in its run directory, so a
+crashing cell is recorded with its error and the sweep goes on. A job whose run directory holds
+``DONE`` is skipped; an unfinished one resumes from its checkpoint.
+``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run directory;
+``./run.sh report <name>`` turns it into tables and plots.
 
 Every run is logged to wandb with group = the sweep and tags for model, label setting and seed
 (``WANDB_RUN_GROUP`` / ``WANDB_TAGS``), when ``logger=wandb``.
@@ -27,16 +30,34 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scarce_ltr.core.config import LOGGERS
-from scarce_ltr.core.files import write_json
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import TEMP_SUFFIX, file_error, make_folder, write_json
+from scarce_ltr.core.locks import WAIT_ENV, FolderLock
+from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import is_done, model_group, runs_root
-from scarce_ltr.sweeps.cells import Job, SweepCell, check_ensembles, plan_cells
+from scarce_ltr.sweeps.cells import (
+    Job,
+    SweepCell,
+    check_combines,
+    check_ensembles,
+    check_overrides,
+    check_variants,
+    cli_stage,
+    plan_cells,
+    pretraining_methods,
+)
 
 MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
 class StageOverrides:
-    """Extra ``key=value`` overrides for the jobs of each stage (``common`` goes to all)."""
+    """Extra ``key=value`` overrides for the jobs of each stage (``common`` goes to all).
+
+    A key in two lists takes the most specific one's value: ``per_model`` over a stage's list
+    over ``common``; for pretraining, a sweep variant's list over ``per_method`` over
+    ``pretrain``. Keys the sweep sets itself (``logger``, ``seed``, ...) are refused here.
+    """
 
     common: list[str] = field(default_factory=list)
     pretrain: list[str] = field(default_factory=list)
@@ -44,24 +65,29 @@ class StageOverrides:
     baseline: list[str] = field(default_factory=list)
     ensemble: list[str] = field(default_factory=list)  # e.g. [normalize=rank]
     per_model: dict[str, list[str]] = field(default_factory=dict)  # e.g. {resnet: [epochs=60]}
+    # Pretraining jobs of one method, e.g. {simclr: [item_budget=2000]} (paper A.2.3 (9)).
+    per_method: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    name: str = "sweep"
-    datasets: list[str] = field(default_factory=lambda: ["synthetic"])
-    models: list[str] = field(default_factory=lambda: ["gbdt"])
-    fractions: list[float] = field(default_factory=lambda: [1.0])
+    name: str = "sweep"  # the sweep's folder: runs/sweeps/<name>
+    datasets: list[str] = field(default_factory=lambda: ["synthetic"])  # configs/data names
+    models: list[str] = field(default_factory=lambda: ["gbdt"])  # see the module docstring
+    fractions: list[float] = field(default_factory=lambda: [1.0])  # labeled shares of train QGs
     binary_taus: list[float] = field(default_factory=list)  # implicit-feedback settings
-    seeds: list[int] = field(default_factory=lambda: [0])
+    seeds: list[int] = field(default_factory=lambda: [0])  # one cell per seed
     val: str = "full"  # validation labels: full | same
     overrides: StageOverrides = field(default_factory=StageOverrides)
-    workers: int = 1
+    # Named pretraining settings a model picks with <method>@<name>, e.g.
+    # {zero0.1: [augment.zero_p=0.1, augment.noise_scale=0.0]}: see docs/sweeps.md.
+    variants: dict[str, list[str]] = field(default_factory=dict)
+    workers: int = 1  # jobs run at the same time
     seed_ensemble_size: int = 3  # runs per seed-ensemble:<model> cell (DASALC-ens: 3-5)
-    dry_run: bool = False
+    dry_run: bool = False  # --dry-run: list the jobs, run nothing
     run_dir: str | None = None  # default runs/sweeps/<name>
     report: bool = True  # end with ./run.sh report <name>: the table and the dashboard
-    logger: str = "wandb"
+    logger: str = "wandb"  # every job's logger: wandb | none
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -78,7 +104,9 @@ class SweepConfig:
             raise ValueError(f"logger must be one of {', '.join(LOGGERS)}")
         for model in [*self.models, *self.overrides.per_model]:
             model_group(model)  # raises on an unknown model
+        check_overrides(self.overrides)
         check_ensembles(list(self.models))
+        check_combines(list(self.models))
 
 
 def sweep_dir(cfg: SweepConfig) -> Path:
@@ -88,12 +116,29 @@ def sweep_dir(cfg: SweepConfig) -> Path:
 def check_datasets(cfg: SweepConfig) -> None:
     """Stop before any cell runs when a data set is unknown or its files are missing."""
     from scarce_ltr.core.config import load_config
-    from scarce_ltr.data.datasets import check_files
+    from scarce_ltr.data.datasets import check_files, split_file
     from scarce_ltr.data.stage_config import CommonConfig
 
+    ssl_val = "ssl_val=none" not in [o.replace(" ", "") for o in cfg.overrides.pretrain]
+    pretrains = ssl_val and bool(pretraining_methods(list(cfg.models)))
     for dataset in cfg.datasets:
         data_cfg, _ = load_config(CommonConfig, [f"data={dataset}", *_data_overrides(cfg)])
-        check_files(data_cfg.data)
+        try:
+            check_files(data_cfg.data)
+        except UserError as exc:
+            if not cfg.dry_run:
+                raise
+            # A plan needs no data: list it, and say what a real run would stop at.
+            print(f"warning: {exc}; a run (without --dry-run) stops here", file=sys.stderr)
+            continue
+        vali = split_file(data_cfg.data, "vali")
+        # Pretraining chooses its checkpoint on the vali QGs (SSL Val, unless ssl_val=none).
+        if pretrains and vali is not None and vali.stat().st_size == 0:
+            raise UserError(
+                f"data set {dataset}: the vali file {vali} is empty, and pretraining chooses its "
+                "checkpoint on the vali QGs (SSL Val); give vali QGs, or "
+                "overrides.pretrain=[ssl_val=none] to keep the last epoch"
+            )
 
 
 def _data_overrides(cfg: SweepConfig) -> list[str]:
@@ -102,24 +147,54 @@ def _data_overrides(cfg: SweepConfig) -> list[str]:
 
 def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
     folder = sweep_dir(cfg)
+    check_variants(cfg)
     check_datasets(cfg)
     jobs, cells = plan_cells(cfg, folder)
     if cfg.dry_run:
         for job in jobs:
             state = "done" if is_done(job.run_dir) else "to run"
-            print(f"[{state:>6}] {' '.join(filter(None, [job.stage, job.name, *job.overrides]))}")
+            print(
+                f"[{state:>6}] "
+                + " ".join(filter(None, [cli_stage(job.stage), job.name, *job.overrides]))
+            )
         print(f"{len(cells)} cells, {len(jobs)} jobs; run folder {folder}")
         return [c.to_dict() for c in cells]
-    folder.mkdir(parents=True, exist_ok=True)
-    runner = _Runner(cfg, folder, jobs, cells)
-    runner.run()
-    print(runner.summary_line())
-    if cfg.report and any(c.status == "done" for c in runner.cells):
-        from scarce_ltr.sweeps.report import ReportConfig
-        from scarce_ltr.sweeps.report import main as report
+    make_folder(folder)
+    with FolderLock(folder, what="sweep"):  # one process per sweep; its jobs lock their runs
+        for stale in folder.glob(f".*{TEMP_SUFFIX}"):  # the manifest's; jobs clear their own
+            stale.unlink(missing_ok=True)
+        finished = sum(is_done(job.run_dir) for job in jobs)
+        if (folder / MANIFEST).is_file():
+            print(
+                f"sweep {cfg.name}: resuming; {finished} of {len(jobs)} jobs finished before",
+                file=sys.stderr,
+            )
+        runner = _Runner(cfg, folder, jobs, cells)
+        runner.run()
+        print(runner.summary_line())
+        if cfg.report and any(c.status == "done" for c in runner.cells):
+            from scarce_ltr.sweeps.report import ReportConfig
+            from scarce_ltr.sweeps.report import main as report
 
-        report(ReportConfig(sweep=str(folder)))
-    return [c.to_dict() for c in runner.cells]
+            report(ReportConfig(sweep=str(folder)))
+    return SweepResult(runner.cells, folder)
+
+
+class SweepResult(list):
+    """The cells as dicts; ``exit_code`` 1 when any cell did not finish (the command line exits
+    with it, after the other cells ran), and a line saying how many."""
+
+    def __init__(self, cells: list[SweepCell], folder: Path) -> None:
+        super().__init__(c.to_dict() for c in cells)
+        failed = [c for c in cells if c.status != "done"]
+        self.exit_code = 1 if failed else 0
+        if failed:
+            print(
+                f"error: {len(failed)} of {len(cells)} cells of the sweep did not finish (see "
+                f"{folder / MANIFEST} and each cell's log.txt); run the same command again to "
+                "retry them (finished cells are skipped)",
+                file=sys.stderr,
+            )
 
 
 class _Runner:
@@ -132,12 +207,11 @@ class _Runner:
         self.bar = None
 
     def run(self) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=len(self.jobs), desc=f"sweep {self.cfg.name}", unit="job")
+        # A bar on a terminal; plain lines with an ETA when the sweep's output goes to a file.
+        self.bar = progress_bar(total=len(self.jobs), desc=f"sweep {self.cfg.name}", unit="job")
         self._write_manifest()
         try:
-            for phase in (["pretrain"], ["finetune", "baseline"], ["ensemble"]):
+            for phase in (["pretrain"], ["finetune", "baseline"], ["combine"], ["ensemble"]):
                 todo = [j for j in self.jobs if j.stage in phase]
                 with ThreadPoolExecutor(self.cfg.workers) as pool:
                     for _ in pool.map(self._run_job, todo):
@@ -155,15 +229,20 @@ class _Runner:
         elif is_done(job.run_dir):
             self.results[job.key] = ("done", None, 0.0)
         else:
-            self.results[job.key] = self._execute(job)
+            try:
+                self.results[job.key] = self._execute(job)
+            except (UserError, OSError) as exc:  # the job's folder or log: the cell fails alone
+                error = exc if isinstance(exc, UserError) else file_error(exc, "use")
+                self.results[job.key] = ("failed", str(error), 0.0)
         assert self.bar is not None
         self.bar.update(1)
         self._write_manifest()
 
     def _execute(self, job: Job) -> tuple[str, str | None, float]:
-        job.run_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(job.run_dir)
         name = [job.name] if job.name else []  # ./run.sh ensemble takes no method name
-        command = [sys.executable, "-m", "scarce_ltr", job.stage, *name, *job.overrides]
+        stage = cli_stage(job.stage)
+        command = [sys.executable, "-m", "scarce_ltr", stage, *name, *job.overrides]
         threads = max(1, (os.cpu_count() or 1) // self.cfg.workers)
         env = {
             # Jobs running side by side share the cores: no OpenMP spin-waiting, fair threads.
@@ -172,6 +251,9 @@ class _Runner:
             **os.environ,
             "WANDB_RUN_GROUP": self.cfg.name,
             "WANDB_TAGS": ",".join(job.tags),
+            # A job still running from an earlier, killed sweep holds its folder: wait for it
+            # (its run then counts as done) rather than fail the cell.
+            WAIT_ENV: os.environ.get(WAIT_ENV, str(24 * 3600)),
         }
         start = time.time()
         with open(job.run_dir / "log.txt", "ab") as log:
@@ -206,9 +288,11 @@ class _Runner:
             counts[cell.status] = counts.get(cell.status, 0) + 1
         parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         minutes = (time.time() - self.started) / 60
+        # A sweep in a folder of its own (run_dir=) is not found by its name: give the folder.
+        target = str(self.folder) if self.cfg.run_dir else self.cfg.name
         return (
             f"sweep {self.cfg.name}: {len(self.cells)} cells ({parts}) in {minutes:.1f} min; "
-            f"manifest {self.folder / MANIFEST}; next: ./run.sh report {self.cfg.name}"
+            f"manifest {self.folder / MANIFEST}; next: ./run.sh report {target}"
         )
 
 

@@ -73,7 +73,81 @@ def naive_approx_ndcg(s: torch.Tensor, y: list[float], temperature: float):
     return 1.0 - dcg / _ideal(y, None), True
 
 
+def _rank_of(s: torch.Tensor) -> dict[int, int]:
+    """0-based rank of each item by descending score, ties by input order."""
+    order = sorted(range(len(s)), key=lambda i: (-float(s[i].detach()), i))
+    return {item: r for r, item in enumerate(order)}
+
+
+def naive_lambdaloss(s: torch.Tensor, y: list[float], sigma: float, k: int | None, mu: float):
+    rank = {i: r + 1 for i, r in _rank_of(s).items()}  # 1-based
+    top = k or len(y)
+    ideal, total, pairs = _ideal(y, top), s.sum() * 0.0, 0
+    for i in range(len(y)):
+        for j in range(len(y)):
+            if y[i] > y[j] and rank[i] <= top and rank[j] <= top:
+                gap = abs(rank[i] - rank[j])
+                delta = 1 / math.log2(1 + gap) - 1 / math.log2(2 + gap)
+                lam = abs(1 / math.log2(1 + rank[i]) - 1 / math.log2(1 + rank[j]))
+                w = (mu * delta + lam) * abs(_gain(y[i]) - _gain(y[j])) / ideal
+                total = total - w * torch.log2(torch.sigmoid(sigma * (s[i] - s[j])))
+                pairs += 1
+    return total, pairs > 0
+
+
+def naive_listmle(s: torch.Tensor, y: list[float]):
+    if max(y) <= 0:
+        return s.sum() * 0.0, False
+    order = sorted(range(len(y)), key=lambda i: (-y[i], -float(s[i].detach()), i))
+    total = s.sum() * 0.0
+    for pos, item in enumerate(order):
+        rest = torch.stack([s[j] for j in order[pos:]])
+        total = total + torch.logsumexp(rest, dim=0) - s[item]
+    return total, True
+
+
+def naive_listnet(s: torch.Tensor, y: list[float]):
+    if max(y) <= 0:
+        return s.sum() * 0.0, False
+    target = torch.softmax(torch.tensor(y), dim=0)
+    log_p = torch.log_softmax(s, dim=0)
+    return -sum(target[i] * log_p[i] for i in range(len(y))), True
+
+
+def naive_rmse(s: torch.Tensor, y: list[float]):
+    if max(y) <= 0:
+        return s.sum() * 0.0, False
+    mse = sum((s[i] - y[i]) ** 2 for i in range(len(y))) / len(y)
+    return torch.sqrt(mse.clamp(min=1e-12)), True
+
+
+def naive_neural_ndcg(s: torch.Tensor, y: list[float], temperature: float, k: int | None):
+    if max(y) <= 0:
+        return s.sum() * 0.0, False
+    n = len(y)
+    rows = []
+    for i in range(1, n + 1):
+        logits = [
+            ((n + 1 - 2 * i) * s[j] - sum(abs(s[j] - s[m]) for m in range(n))) / temperature
+            for j in range(n)
+        ]
+        rows.append(torch.softmax(torch.stack(logits), dim=0))
+    p = torch.stack(rows)
+    for _ in range(50):  # Sinkhorn, the loss's fixed iteration count
+        p = p / p.sum(dim=0, keepdim=True)
+        p = p / p.sum(dim=1, keepdim=True)
+    top = min(k or n, n)
+    gains = torch.tensor([_gain(v) for v in y])
+    dcg = sum((p[i] * gains).sum() / math.log2(i + 2) for i in range(top))
+    return 1.0 - dcg / _ideal(y, top), True
+
+
 NAIVE = {
+    "lambdaloss": lambda s, y: naive_lambdaloss(s, y, sigma=1.0, k=None, mu=10.0),
+    "listmle": naive_listmle,
+    "listnet": naive_listnet,
+    "rmse": naive_rmse,
+    "neural-ndcg": lambda s, y: naive_neural_ndcg(s, y, temperature=1.0, k=None),
     "lambdarank": lambda s, y: naive_lambdarank(s, y, sigma=1.0, k=None),
     "ranknet": lambda s, y: naive_ranknet(s, y, sigma=1.0),
     "softmax": naive_softmax,
@@ -212,3 +286,71 @@ def test_bad_shapes_and_mask(name: str) -> None:
         LOSSES[name](torch.zeros(2, 3), torch.zeros(2, 4), mask=torch.ones(2, 3, dtype=torch.bool))
     with pytest.raises(ValueError):
         LOSSES[name](torch.zeros(2, 3), torch.zeros(2, 3), mask=torch.ones(2, 3))
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "naive"),
+    [
+        ("lambdaloss", {"k": 2, "mu": 3.0, "sigma": 2.0},
+         lambda s, y: naive_lambdaloss(s, y, 2.0, 2, 3.0)),
+        ("lambdaloss", {"k": 3, "mu": 0.0}, lambda s, y: naive_lambdaloss(s, y, 1.0, 3, 0.0)),
+        ("neural-ndcg", {"k": 2, "temperature": 0.5}, lambda s, y: naive_neural_ndcg(s, y, 0.5, 2)),
+    ],
+)  # fmt: skip
+def test_truncated_listwise_losses_match_naive(name: str, options: dict, naive) -> None:
+    qgs = [qg for qg in groups() if len(qg[0]) > 1]
+    scores, labels, mask = pad(qgs, 6, fill=0.0)
+    loss = LOSSES[name](scores, labels, mask=mask, **options)
+    loss.backward()
+    leaves = [torch.tensor(s, requires_grad=True) for s, _ in qgs]
+    values = [naive(leaf, y) for leaf, (_, y) in zip(leaves, qgs, strict=True)]
+    reference = sum(v for v, active in values if active) / sum(a for _, a in values)
+    reference.backward()
+    assert torch.allclose(loss, reference.detach(), **TOL)
+    for row, leaf in enumerate(leaves):
+        expected = leaf.grad if leaf.grad is not None else torch.zeros(len(leaf))
+        assert torch.allclose(scores.grad[row, : len(leaf)], expected, **TOL)
+
+
+@pytest.mark.parametrize(
+    ("name", "scores", "labels", "options", "expected"),
+    [  # the docstring examples, computed by hand
+        ("neural-ndcg", [1.0, 0.0], [1.0, 0.0], {}, 1 - (0.7310586 + 0.2689414 / math.log2(3))),
+        ("lambdaloss", [0.0, 0.0], [1.0, 0.0], {"mu": 0.0}, 1 - 1 / math.log2(3)),
+        ("lambdaloss", [0.0, 0.0], [1.0, 0.0], {"mu": 1.0}, 2 * (1 - 1 / math.log2(3))),
+        ("listmle", [0.0, 0.0], [1.0, 0.0], {}, math.log(2)),
+        ("listmle", [2.0, 0.0], [1.0, 0.0], {}, math.log(1 + math.exp(-2))),
+        ("listnet", [0.0, 0.0], [1.0, 0.0], {}, math.log(2)),
+        ("rmse", [1.0, 0.0], [2.0, 0.0], {}, math.sqrt(0.5)),
+    ],
+)
+def test_hand_computed_values(name, scores, labels, options, expected) -> None:
+    mask = torch.ones(1, 2, dtype=torch.bool)
+    value = LOSSES[name](torch.tensor([scores]), torch.tensor([labels]), mask=mask, **options)
+    assert value.item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_loss_config_passes_only_set_options() -> None:
+    from scarce_ltr.finetune.config import LossConfig
+
+    # temperature None: each loss keeps its own default (approx-ndcg 0.1, neural-ndcg 1.0)
+    assert LossConfig(name="neural-ndcg").build().keywords == {}
+    assert LossConfig(name="neural-ndcg", temperature=0.5, k=5).build().keywords == {
+        "temperature": 0.5,
+        "k": 5,
+    }
+    assert LossConfig(name="lambdaloss").build().keywords == {"sigma": 1.0, "mu": 10.0}
+    with pytest.raises(ValueError, match="loss.mu"):
+        LossConfig(name="lambdaloss", mu=-1.0)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_extreme_scores_give_finite_values_and_gradients(name: str) -> None:
+    # every real score far below the padding's 0, and far apart from each other
+    scores = torch.tensor([[-500.0, -600.0, 0.0], [300.0, -300.0, 0.0]], requires_grad=True)
+    labels = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, True, False]])
+    loss = LOSSES[name](scores, labels, mask=mask)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.all(torch.isfinite(scores.grad))
+    assert torch.all(scores.grad[~mask] == 0)

@@ -78,6 +78,10 @@ def test_evaluate_ranking_reports_every_cutoff_and_the_outliers() -> None:
         "ndcg@3",
         "outlier_ndcg@1",
         "outlier_ndcg@3",
+        "err@1",
+        "err@3",
+        "mrr",
+        "map",
         "n_groups_evaluated",
         "n_outlier_groups",
     }
@@ -86,7 +90,8 @@ def test_evaluate_ranking_reports_every_cutoff_and_the_outliers() -> None:
     assert report["n_groups_evaluated"] == 3
     assert report["n_outlier_groups"] == 2  # QG 3 has no relevant item, so it is skipped
     plain = evaluate_ranking(HAND_SCORES, HAND_LABELS, HAND_OFFSETS, policy="zero")
-    assert set(plain) == {"ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "n_groups_evaluated"}
+    cutoffs = {f"{metric}@{k}" for metric in ("ndcg", "err") for k in (1, 3, 5, 10)}
+    assert set(plain) == cutoffs | {"mrr", "map", "n_groups_evaluated"}
     assert plain["n_groups_evaluated"] == 5
 
 
@@ -245,3 +250,89 @@ def test_numpy_matches_sklearn_ndcg_score_per_query_under_policy_zero() -> None:
             for a, b in zip(offsets[:-1], offsets[1:], strict=True)
         ]
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
+
+
+# ---- MRR, MAP, ERR@k ----------------------------------------------------------------------------
+
+
+def hand_other_metrics(policy: str) -> dict[str, np.ndarray]:
+    """MRR, MAP, ERR@2, ERR@3 of the hand QGs, worked out on paper (max grade 3: R = gain / 8).
+
+    QG 0 ranks labels 0, 1, 2: first relevant at rank 2; AP = (1/2 + 2/3) / 2; R = 0, 1/8, 3/8.
+    QG 1 (tie, input order) ranks labels 0, 1. QG 2 is one item of label 3 (R = 7/8). QGs 3 and 4
+    have no relevant item: the policy's value, as for NDCG.
+    """
+    f = FILL[policy]
+    err3 = 1 / 16 + (1 - 1 / 8) * (3 / 8) / 3
+    return {
+        "mrr": np.array([0.5, 0.5, 1.0, f, f]),
+        "map": np.array([(0.5 + 2 / 3) / 2, 0.5, 1.0, f, f]),
+        "err@2": np.array([1 / 16, 1 / 16, 7 / 8, f, f]),
+        "err@3": np.array([err3, 1 / 16, 7 / 8, f, f]),
+    }
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_mrr_map_err_hand_computed(policy: str) -> None:
+    from scarce_ltr.core.metrics import err_per_group, map_per_group, mrr_per_group
+
+    want = hand_other_metrics(policy)
+    args = (HAND_SCORES, HAND_LABELS, HAND_OFFSETS)
+    got = {
+        "mrr": mrr_per_group(*args, policy=policy),
+        "map": map_per_group(*args, policy=policy),
+        "err@2": err_per_group(*args, k=2, policy=policy),
+        "err@3": err_per_group(*args, k=3, max_grade=3, policy=policy),
+    }
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-12, err_msg=key)
+    report = evaluate_ranking(*args, ks=[2, 3], policy=policy)
+    for key in want:
+        assert report[key] == pytest.approx(np.nanmean(want[key]), abs=1e-12), key
+    assert report["n_groups_evaluated"] == (3 if policy == "skip" else 5)
+    # a higher max grade lowers every stop probability: R = 7/16 for label 3
+    qg2 = err_per_group(*args, k=1, max_grade=4, policy=policy)[2]
+    assert qg2 == pytest.approx(7 / 16, abs=1e-12)
+    with pytest.raises(ValueError, match="max_grade"):
+        err_per_group(*args, k=1, max_grade=2)
+
+
+def _naive_other(scores, labels, offsets, k: int, max_grade: float) -> list[tuple]:
+    out = []
+    for g in range(len(offsets) - 1):
+        s, y = scores[offsets[g] : offsets[g + 1]], labels[offsets[g] : offsets[g + 1]]
+        order = sorted(range(len(s)), key=lambda i: (-s[i], i))
+        ranked = [y[i] for i in order]
+        if not any(v > 0 for v in ranked):
+            out.append((math.nan, math.nan, math.nan))
+            continue
+        mrr = next(1 / (r + 1) for r, v in enumerate(ranked) if v > 0)
+        hits, ap = 0, 0.0
+        for r, v in enumerate(ranked):
+            if v > 0:
+                hits += 1
+                ap += hits / (r + 1)
+        err, reach = 0.0, 1.0
+        for r, v in enumerate(ranked[:k]):
+            stop = (2**v - 1) / 2**max_grade
+            err += reach * stop / (r + 1)
+            reach *= 1 - stop
+        out.append((mrr, ap / hits, err))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mrr_map_err_match_a_naive_loop(seed: int) -> None:
+    from scarce_ltr.core.metrics import err_per_group, map_per_group, mrr_per_group
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 12, size=40)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    labels = rng.integers(0, 5, size=offsets[-1]) * (rng.random(offsets[-1]) < 0.4)
+    scores = rng.integers(0, 4, size=offsets[-1]).astype(float)  # many ties
+    want = np.array(_naive_other(scores, labels, offsets, k=5, max_grade=4), dtype=float)
+    args = (scores, labels, offsets)
+    np.testing.assert_allclose(mrr_per_group(*args), want[:, 0], atol=1e-12)
+    np.testing.assert_allclose(map_per_group(*args), want[:, 1], atol=1e-12)
+    got = err_per_group(*args, k=5, max_grade=4)
+    np.testing.assert_allclose(got, want[:, 2], atol=1e-12)

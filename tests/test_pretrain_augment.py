@@ -15,6 +15,8 @@ from scarce_ltr.pretrain.augmentations import (
     keep_features,
     marginal_corruption,
     mixup_noise,
+    scarf_corruption,
+    swap_noise,
     view_augmentation,
     zero_features,
 )
@@ -115,13 +117,41 @@ def test_compose_applies_in_order():
     torch.testing.assert_close(composed(features, mask, generator=gen_a), by_hand)
 
 
-def test_subtab_subsets_overlap_and_cover_every_feature():
-    members = feature_subsets(40, subsets=4, overlap=0.75, seed=0)
-    assert members.shape == (4, 40) and members.any(0).all()
-    sizes = members.sum(1)
-    assert sizes.min() > 10  # a block (10) widened by the overlap
-    assert (members[0] & members[1]).any()
+def test_subtab_subsets_are_subtabs_equal_overlapping_blocks():
+    members = feature_subsets(136, subsets=4, overlap=0.75)
+    assert members.shape == (4, 136) and members.any(0).all()
+    assert members.sum(1).tolist() == [59, 59, 59, 59]  # 34 + floor(0.75 * 34)
+    starts = [int(torch.nonzero(m)[0, 0]) for m in members]
+    assert starts == [0, 9, 43, 77] and bool(members[3, 135])
+    assert [int((members[k] & members[k + 1]).sum()) for k in range(3)] == [50, 25, 25]
+    assert not feature_subsets(46, subsets=4, overlap=0.75)[:, 44:].any()  # SubTab drops 2
     features, mask = _batch()
     kept = keep_features(features, mask, columns=torch.tensor([0, 2]))
     assert torch.all(kept[..., [1, 3, 4]] == 0)
     torch.testing.assert_close(kept[..., [0, 2]], features[..., [0, 2]])
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.6, 0.9])
+def test_scarf_corrupts_exactly_floor_c_d_features_from_the_training_set(rate):
+    features, mask = _batch()
+    n_features = features.shape[-1]
+    rows = torch.arange(50, dtype=torch.float32)[:, None]
+    table = 1000.0 + 100.0 * rows + torch.arange(n_features, dtype=torch.float32)[None, :]
+    out = scarf_corruption(features, mask, rate=rate, table=table, generator=_gen(3))
+    changed = (out != features)[mask]
+    assert changed.sum(1).tolist() == [int(rate * n_features)] * int(mask.sum())
+    donors = out[mask][changed]
+    columns = torch.nonzero(changed)[:, 1]
+    assert torch.all(donors >= 1000) and torch.all(donors % 100 == columns)  # same feature
+    assert len(torch.unique((donors - 1000) // 100)) > 1  # rows of the table, not one
+    assert torch.all(out[~mask] == 0)
+
+
+def test_swap_noise_swaps_within_each_feature_of_the_batch():
+    features, mask = _batch()
+    out = swap_noise(features, mask, p=0.5, generator=_gen(4))
+    items, noisy = features[mask], out[mask]
+    for j in range(items.shape[1]):  # a feature's values come from the same feature
+        assert set(noisy[:, j].tolist()) <= set(items[:, j].tolist())
+    share = float((noisy != items).float().mean())
+    assert 0.2 < share < 0.6  # p = 0.5 less the swaps that land on an equal value

@@ -39,11 +39,11 @@ def _check_gather(rank: int) -> None:
     part = slice(0, 4) if rank == 0 else slice(4, 10)  # ranks hold different numbers of rows
     z0 = z0_all[part].clone().requires_grad_(True)
     simclr_loss(z0, z1_all[part], temperature=0.5).backward()
-    # The global objective: mean over ranks of each rank's mean anchor loss.
+    # The global objective: mean over ranks of each rank's mean over items of l^0 + l^1.
     ref0 = z0_all.clone().requires_grad_(True)
     per_anchor = _reference_per_anchor(ref0, z1_all, 0.5)
     ranks = [slice(0, 4), slice(4, 10)]
-    means = [torch.cat([per_anchor[:10][s], per_anchor[10:][s]]).mean() for s in ranks]
+    means = [(per_anchor[:10][s] + per_anchor[10:][s]).mean() for s in ranks]
     (sum(means) / WORLD).backward()
     # DDP then averages over ranks, so each rank holds WORLD times its share.
     torch.testing.assert_close(z0.grad, WORLD * ref0.grad[part], atol=1e-5, rtol=1e-4)

@@ -31,7 +31,8 @@ def _naive_infonce(anchor: int, pool: torch.Tensor, positive: int, tau: float) -
 
 
 def _naive_simclr_rank(z0, z1, sizes: list[int], tau: float) -> float:
-    """Eq. 3 with a Python loop over QGs and items; mean over items of QGs with >= 2 items."""
+    """Eq. 3 with a Python loop over QGs and items: each item's l^0 + l^1, averaged over the
+    items of QGs with >= 2 items."""
     total, count = 0.0, 0
     for q, n in enumerate(sizes):
         if n < 2:
@@ -39,7 +40,7 @@ def _naive_simclr_rank(z0, z1, sizes: list[int], tau: float) -> float:
         pool = torch.cat([z0[q, :n], z1[q, :n]]).double()
         for i in range(n):
             total += _naive_infonce(i, pool, n + i, tau) + _naive_infonce(n + i, pool, i, tau)
-            count += 2
+            count += 1
     return total / count
 
 
@@ -106,7 +107,7 @@ def test_simclr_matches_the_naive_batch_wide_loss():
     torch.testing.assert_close(
         got.double(), torch.tensor(naive, dtype=torch.float64), atol=1e-5, rtol=0
     )
-    assert float(simclr_loss(z0, z1, temperature=TAU)) == pytest.approx(sum(naive) / 14, abs=1e-5)
+    assert float(simclr_loss(z0, z1, temperature=TAU)) == pytest.approx(sum(naive) / 7, abs=1e-5)
 
 
 def test_scarf_and_simsiam_losses_by_hand():

@@ -47,6 +47,9 @@ def _metrics(vali: float, test: float, outlier: float) -> dict:
         "test": {
             **{f"ndcg@{k}": test - 0.01 * (k != 5) for k in KS},
             **{f"outlier_ndcg@{k}": outlier - 0.01 * (k != 5) for k in KS},
+            **{f"err@{k}": test - 0.2 - 0.01 * (k != 5) for k in KS},
+            "mrr": test + 0.1,
+            "map": test + 0.05,
             "n_groups_evaluated": 100,
             "n_outlier_groups": 7,
         },
@@ -217,7 +220,7 @@ def test_dashboard_is_self_contained(built) -> None:
     assert "Failed cells" in html and "LightGBM boom" in html
     assert "<b>0.4733 ± 0.0153</b>" in html  # pretrained DL at 2%, best in its column
     assert not re.search(r"(src|href)=['\"]?(https?:|//)", html)
-    assert "<script" not in html
+    assert "<script src" not in html  # the script is inline: nothing loads at view time
 
 
 def test_unknown_sweep_lists_the_sweeps(tmp_path: Path) -> None:
@@ -296,3 +299,20 @@ def test_dashboard_renders_in_headless_chromium(built, tmp_path: Path) -> None:
     # The plots' curves (GBDT in tab:green) appear only if the embedded images were decoded.
     green = np.abs(pixels - np.array([44, 160, 44]) / 255).max(axis=-1) < 0.08
     assert green.sum() > 200
+
+
+def test_mrr_map_err_beside_ndcg(built) -> None:
+    report, folder, _ = built
+    header = (folder / "results.csv").read_text().splitlines()[0].split(",")
+    assert {"test_mrr", "test_map", "test_err@5", "test_err@10"} <= set(header)
+    for (model, fraction), _ in VALUES.items():
+        entry = _entry(report["summary"]["models"], model=model, setting=f"frac={fraction:g}")
+        test = column(model, fraction, 1)
+        assert entry["mrr_mean"] == pytest.approx(np.mean(test) + 0.1)
+        assert entry["map_mean"] == pytest.approx(np.mean(test) + 0.05)
+        assert entry["err_mean"] == pytest.approx(np.mean(test) - 0.2)  # ERR@k of the table's k
+        assert entry["err_std"] == pytest.approx(np.std(test, ddof=1))
+    assert "mrr_mean" in (folder / "summary.csv").read_text().splitlines()[0]
+    html = (folder / "dashboard.html").read_text()
+    for caption in ("test MRR", "test MAP", "test ERR@5"):
+        assert f"<caption>{caption}</caption>" in html

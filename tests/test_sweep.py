@@ -62,7 +62,7 @@ def test_pretrained_models_share_one_pretraining_per_seed(tmp_path: Path, capsys
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("models=[gbdt,xgboost]", "unknown sweep model 'xgboost'"),
+        ("models=[gbdt,lambdamart]", "unknown sweep model 'lambdamart'"),
         ("models=[nope+full]", "unknown pretraining method 'nope'"),
         ("modles=[gbdt]", "unknown config key 'modles'"),
         ("datasets=[mslr-web30k]", "mslr-web30k"),

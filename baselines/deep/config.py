@@ -1,9 +1,10 @@
 """Options of the non-pretrained deep baselines: the ``deep:`` section of a baseline config.
 
-``./run.sh baseline resnet|deepfm|dcnv2 deep.<key>=<value>`` (paper 4.1.1, A.2.3): the tabular
-ResNet with the 3-layer MLP head from random init, 300 epochs, lr in {1e-2, 1e-3, 1e-4};
+``./run.sh baseline resnet|deepfm|dcnv2|dasalc deep.<key>=<value>`` (paper 4.1.1, A.2.3): the
+tabular ResNet with the 3-layer MLP head from random init, 300 epochs, lr in {1e-2, 1e-3, 1e-4};
 DeepFM with lr in {5e-2, 5e-3, 5e-4}; DCNv2 with lr in {5e-2, 5e-3, 5e-4} and cross layers in
-{2, 3, 4}. Near-categorical features (at most ``max_categories`` distinct train values) are
+{2, 3, 4}; DASALC (qin2021, `baselines.deep.dasalc`) with the lrs of its config.
+Near-categorical features (at most ``max_categories`` distinct train values) are
 embedded in ``embedding_dim`` dimensions by DeepFM and DCNv2. Every grid point is trained with
 early stopping on vali NDCG@5, and the point with the best vali NDCG@5 is kept.
 """
@@ -34,12 +35,16 @@ class DeepBaselineOptions:
     hidden: int = 128  # width of the deep part
     n_layers: int = 2  # layers of the deep part
     dropout: float = 0.1
+    # dasalc: its tower is hidden x n_layers (above), its context these attention layers
+    attention_layers: int = 3
+    n_heads: int = 4  # dasalc: attention heads; must divide hidden
     # training, as in finetuning
     loss: LossConfig = field(default_factory=LossConfig)
     item_budget: int = 1000
     eval_item_budget: int = 20000
     max_list_len: int | None = None
     patience: int | None = 30
+    noise_std: float = 0.0  # Gaussian noise on the inputs in training (DASALC); 0: off
     amp: bool = True
     device: str = "auto"
 
@@ -48,12 +53,14 @@ class DeepBaselineOptions:
             raise ValueError("deep.lrs must be a non-empty list of positive learning rates")
         if not self.cross_layers or min(self.cross_layers) < 1:
             raise ValueError("deep.cross_layers must be a non-empty list of integers >= 1")
-        if self.max_epochs < 0 or self.weight_decay < 0:
-            raise ValueError("deep.max_epochs and deep.weight_decay must be >= 0")
+        if self.max_epochs < 1 or self.weight_decay < 0:
+            raise ValueError("deep.max_epochs must be >= 1 and deep.weight_decay >= 0")
         if self.head not in HEADS:
             raise ValueError(f"deep.head must be one of {', '.join(HEADS)}")
         if min(self.head_hidden, self.embedding_dim, self.hidden, self.n_layers) < 1:
             raise ValueError("deep.head_hidden, embedding_dim, hidden and n_layers must be >= 1")
+        if min(self.attention_layers, self.n_heads) < 1:
+            raise ValueError("deep.attention_layers and deep.n_heads must be >= 1")
         if self.max_categories < 1:
             raise ValueError("deep.max_categories must be >= 1")
         if not (0 <= self.dropout < 1 and 0 <= self.head_dropout < 1):
@@ -71,4 +78,5 @@ class DeepBaselineOptions:
             eval_item_budget=self.eval_item_budget,
             max_list_len=self.max_list_len,
             patience=self.patience,
+            noise_std=self.noise_std,
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from torch import nn
 
-from scarce_ltr.baselines.deep import dcnv2, deepfm
+from scarce_ltr.baselines.deep import dasalc, dcnv2, deepfm
 from scarce_ltr.finetune import model as finetune_model
 
 
@@ -23,4 +23,4 @@ def load_model(run_dir: str | Path) -> tuple[nn.Module, dict]:
     return finetune_model.load_model(run_dir, kinds=MODEL_KINDS)
 
 
-MODEL_KINDS = {"deepfm": deepfm.build, "dcnv2": dcnv2.build}
+MODEL_KINDS = {"deepfm": deepfm.build, "dcnv2": dcnv2.build, "dasalc": dasalc.build}

@@ -4,8 +4,10 @@
   init, the whole network trained for 300 epochs; lr in {1e-2, 1e-3, 1e-4}.
 - ``deepfm``: DeepFM (`baselines.deep.deepfm`); lr in {5e-2, 5e-3, 5e-4}.
 - ``dcnv2``: DCNv2 (`baselines.deep.dcnv2`); lr in {5e-2, 5e-3, 5e-4} x cross layers in {2, 3, 4}.
+- ``dasalc``: DASALC (`baselines.deep.dasalc`, qin2021): log1p inputs, Gaussian input noise,
+  self-attention with latent cross, softmax loss (``configs/baseline/dasalc.yaml``).
 
-Every grid point trains on the labeled train QGs with `finetune.loop.fit` (LambdaRank, early
+Every grid point trains on the labeled train QGs with `finetune.loop.fit` (``deep.loss``, early
 stopping on vali NDCG@5, the validation-best epoch kept) in a folder of its own,
 ``grid/<point>/``, which is skipped once done, so an interrupted grid resumes. The point with the
 best vali NDCG@5 is then scored once on vali and test through `data.evaluation`; the run dir gets
@@ -66,6 +68,16 @@ def model_spec(
             hidden=options.head_hidden,
             dropout=options.head_dropout,
         )
+    if method == "dasalc":
+        return {
+            "kind": method,
+            "n_features": n_features,
+            "hidden": options.hidden,
+            "n_layers": options.n_layers,
+            "attention_layers": options.attention_layers,
+            "n_heads": options.n_heads,
+            "dropout": options.dropout,
+        }
     spec = {
         "kind": method,
         "layout": layout.to_dict(),
@@ -92,7 +104,7 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
         require_relevant_labels(prepared)
         require_labeled_vali(prepared)
         layout = None
-        if cfg.method != "resnet":
+        if cfg.method not in ("resnet", "dasalc"):  # the models with field embeddings
             layout = detect_fields(prepared.train.features, max_values=options.max_categories)
         results = []
         for i, point in enumerate(grid(cfg.method, options)):

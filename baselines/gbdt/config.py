@@ -8,8 +8,24 @@ boosting rounds and the PCA size are all chosen on the labeled validation QGs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 GRIDS = ("paper", "full")
+# paper-grid: the paper's baseline (``grid``); optuna: a seeded TPE search of `search_space`.
+SEARCHES = ("paper-grid", "optuna")
+OBJECTIVES = ("lambdarank", "rank_xendcg")
+# LightGBM parameters the project sets itself, and the key a user sets them with instead.
+RESERVED_PARAMS = {
+    "objective": "gbdt.objective (gbdt.objectives for search=optuna)",
+    "metric": "nothing: selection is the project's vali NDCG@5",
+    "eval_at": "nothing: selection is the project's vali NDCG@5",
+    "num_iterations": "gbdt.max_rounds",
+    "early_stopping_round": "gbdt.early_stopping_rounds",
+    "learning_rate": "gbdt.learning_rate",
+    "num_threads": "gbdt.num_threads",
+    "seed": "seed",
+}
+GRID_PARAMS = ("num_leaves", "min_data_in_leaf", "feature_fraction")  # lists of the paper grid
 PSEUDO_BINNINGS = ("width", "quantile")
 MAX_LIGHTGBM_LABEL = 30  # LightGBM's default label_gain table holds 2^i - 1 for i = 0..30
 
@@ -23,7 +39,14 @@ class GBDTOptions:
     combination of the three lists.
     """
 
-    grid: str = "paper"  # paper | full
+    search: str = "paper-grid"  # paper-grid | optuna
+    grid: str = "paper"  # paper | full (search=paper-grid)
+    objective: str = "lambdarank"  # search=paper-grid: lambdarank | rank_xendcg
+    objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))  # searched (optuna)
+    n_trials: int = 40  # search=optuna
+    # Any LightGBM parameter, the same in every fit (gbdt.params.lambda_l2=1); the search
+    # leaves the ones given here out.
+    params: dict[str, Any] = field(default_factory=dict)
     num_leaves: list[int] = field(default_factory=lambda: [31, 96, 200])
     min_data_in_leaf: list[int] = field(default_factory=lambda: [20, 60, 200])
     feature_fraction: list[float] = field(default_factory=lambda: [0.5, 0.9, 1.0])
@@ -36,6 +59,25 @@ class GBDTOptions:
     pseudo_binning: str = "width"  # width: equal-width bins of the score range | quantile
 
     def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise ValueError(
+                f"gbdt.search must be one of {', '.join(SEARCHES)}, got {self.search!r}"
+            )
+        for objective in [self.objective, *self.objectives]:
+            if objective not in OBJECTIVES:
+                raise ValueError(
+                    f"gbdt.objective(s): {objective!r} is not one of {', '.join(OBJECTIVES)}"
+                )
+        if not self.objectives:
+            raise ValueError("gbdt.objectives must name at least one objective")
+        if self.n_trials < 1:
+            raise ValueError(f"gbdt.n_trials must be >= 1, got {self.n_trials}")
+        main_params = lightgbm_param_names(self.params)
+        if self.search == "paper-grid":
+            for key in set(main_params.values()) & set(GRID_PARAMS):
+                raise ValueError(
+                    f"gbdt.params.{key}: the paper grid varies it; set the list gbdt.{key}"
+                )
         if self.grid not in GRIDS:
             raise ValueError(f"gbdt.grid must be one of {', '.join(GRIDS)}, got {self.grid!r}")
         _check_list("gbdt.num_leaves", self.num_leaves, low=2)
@@ -59,6 +101,27 @@ class GBDTOptions:
     def rounds(self, epochs: int | None) -> int:
         """Boosting rounds at most: ``max_rounds``, capped by the common ``epochs`` key."""
         return self.max_rounds if epochs is None else min(self.max_rounds, epochs)
+
+
+def lightgbm_param_names(params: dict[str, Any]) -> dict[str, str]:
+    """Each key of ``params`` -> LightGBM's main name of it; `ValueError` naming the backend and
+    the key for one LightGBM does not know or the project sets itself."""
+    if not params:
+        return {}
+    import lightgbm as lgb
+
+    # LightGBM's own table: main parameter name -> its aliases (the name included).
+    aliases = lgb.basic._ConfigAliases._get_all_param_aliases()
+    main_of = {alias: main for main, names in aliases.items() for alias in names}
+    out = {}
+    for key in params:
+        if key not in main_of:
+            raise ValueError(f"gbdt.params.{key}: LightGBM has no parameter {key!r}")
+        main = main_of[key]
+        if main in RESERVED_PARAMS:
+            raise ValueError(f"gbdt.params.{key}: set by the project; use {RESERVED_PARAMS[main]}")
+        out[key] = main
+    return out
 
 
 def _check_list(key: str, values: list[int], *, low: int) -> None:

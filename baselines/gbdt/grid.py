@@ -66,9 +66,12 @@ class PointResult:
     best_rounds: int
     vali_ndcg: float
     seconds: float
+    choices: dict = field(default_factory=dict)  # a search trial's other choices
+    pruned: bool = False  # a search trial its pruner stopped: never chosen
 
     def as_dict(self) -> dict:
         return {
+            **self.choices,
             "phase": self.phase,
             "pca_components": self.pca_components,
             "num_leaves": self.leaves.num_leaves,
@@ -78,6 +81,7 @@ class PointResult:
             "rounds": self.best_rounds,
             "vali_ndcg@5": None if math.isnan(self.vali_ndcg) else self.vali_ndcg,
             "seconds": round(self.seconds, 3),
+            **({"pruned": True} if self.pruned else {}),
         }
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import lightgbm as lgb
 import numpy as np
@@ -47,6 +48,8 @@ class TrainingOptions:
     early_stopping_rounds: int
     num_threads: int
     seed: int
+    objective: str = "lambdarank"
+    params: dict[str, Any] = field(default_factory=dict)  # gbdt.params: in every fit, last
 
     @classmethod
     def from_config(cls, cfg) -> TrainingOptions:
@@ -57,6 +60,8 @@ class TrainingOptions:
             early_stopping_rounds=cfg.gbdt.early_stopping_rounds,
             num_threads=cfg.gbdt.num_threads,
             seed=cfg.seed,
+            objective=cfg.gbdt.objective,
+            params=dict(cfg.gbdt.params),
         )
 
 
@@ -65,6 +70,9 @@ class Fit:
     booster: lgb.Booster
     best_rounds: int  # 1-based; predictions use the first best_rounds trees
     seconds: float
+    # LightGBM's own vali NDCG@5 after each round (its convention for QGs without a relevant
+    # item): the training curve that W&B and the dashboard show.
+    vali_curve: list[float] = field(default_factory=list)
 
     def predict(self, features: np.ndarray, *, num_threads: int) -> np.ndarray:
         """``[n_items]`` float64 scores for ``[n_items, n_features]`` features."""
@@ -112,8 +120,17 @@ class RankingData:
     needs more items than a leaf may hold.
     """
 
-    def __init__(self, *, train: RankingSplit, vali: RankingSplit, num_threads: int) -> None:
-        """``train`` and ``vali`` hold only QGs whose labels the learner may see."""
+    def __init__(
+        self,
+        *,
+        train: RankingSplit,
+        vali: RankingSplit,
+        num_threads: int,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        """``train`` and ``vali`` hold only QGs whose labels the learner may see; ``params``
+        (``gbdt.params``) reach the datasets too, since binning ones (max_bin, ...) cannot
+        change after the datasets are built."""
         if train.n_groups == 0 or vali.n_groups == 0:
             raise ValueError("train and vali need at least one QG each")
         self.n_train_items = train.n_items
@@ -123,6 +140,7 @@ class RankingData:
             "min_data_in_bin": min(DEFAULT_MIN_DATA_IN_BIN, self.cap),
             "num_threads": num_threads,
             "verbosity": -1,
+            **(params or {}),
         }
         self.train = lgb.Dataset(
             np.asarray(train.features),
@@ -143,10 +161,13 @@ class RankingData:
             self.vali.construct()
 
 
-def lightgbm_params(leaves: LeafSettings, options: TrainingOptions, data: RankingData) -> dict:
-    """LightGBM's parameters for one fit; every other parameter keeps LightGBM's default."""
+def lightgbm_params(
+    leaves: LeafSettings, options: TrainingOptions, data: RankingData, extra: dict | None = None
+) -> dict:
+    """LightGBM's parameters for one fit; ``extra`` (a search trial's) and then the user's
+    ``gbdt.params`` take precedence; every other parameter keeps LightGBM's default."""
     return {
-        "objective": "lambdarank",
+        "objective": options.objective,
         "metric": "ndcg",
         "eval_at": [SELECTION_K],
         "learning_rate": options.learning_rate,
@@ -161,6 +182,8 @@ def lightgbm_params(leaves: LeafSettings, options: TrainingOptions, data: Rankin
         "seed": options.seed,
         "verbosity": -1,
         **data.dataset_params,
+        **(extra or {}),
+        **options.params,
     }
 
 
@@ -170,17 +193,23 @@ def fit(
     data: RankingData,
     *,
     history: dict | None = None,
+    extra: dict | None = None,
+    report: Callable[[int, float], None] | None = None,
 ) -> Fit:
     """Boost up to ``options.rounds`` trees, keep the round with the best vali NDCG@5.
 
-    ``history``, when given, receives LightGBM's per-round ``{"vali": {"ndcg@5": [...]}}``.
+    ``history``, when given, receives LightGBM's per-round ``{"vali": {"ndcg@5": [...]}}``;
+    ``extra`` overrides parameters (a search trial's); ``report(round, vali ndcg@5)`` is called
+    after every round (a search's pruner, which may raise to stop the fit).
     """
-    params = lightgbm_params(leaves, options, data)
+    params = lightgbm_params(leaves, options, data, extra)
     callbacks = [
         lgb.early_stopping(options.early_stopping_rounds, first_metric_only=True, verbose=False)
     ]
-    if history is not None:
-        callbacks.append(lgb.record_evaluation(history))
+    if report is not None:
+        callbacks.append(_reporter(report))
+    history = history if history is not None else {}
+    callbacks.append(lgb.record_evaluation(history))
     start = time.perf_counter()
     with _quiet():
         booster = lgb.train(
@@ -192,7 +221,22 @@ def fit(
             callbacks=callbacks,
         )
     best = booster.best_iteration or booster.current_iteration()
-    return Fit(booster=booster, best_rounds=int(best), seconds=time.perf_counter() - start)
+    curve = [float(v) for v in history.get("vali", {}).get(f"ndcg@{SELECTION_K}", [])]
+    seconds = time.perf_counter() - start
+    return Fit(booster=booster, best_rounds=int(best), seconds=seconds, vali_curve=curve)
+
+
+def _reporter(report: Callable[[int, float], None]) -> Callable:
+    """A LightGBM callback passing the round and its vali NDCG@5 on (Optuna's LightGBM pruning
+    callback does the same; the project's search keeps its own, backend-neutral report)."""
+
+    def callback(env: lgb.callback.CallbackEnv) -> None:
+        for _, name, value, _ in env.evaluation_result_list:
+            if name == f"ndcg@{SELECTION_K}":
+                report(env.iteration, float(value))
+
+    callback.order = 40  # after early stopping's bookkeeping (order 30)
+    return callback
 
 
 @contextmanager

@@ -23,16 +23,9 @@ from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
-from tqdm import tqdm
 
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.gbdt.grid import (
-    GridOutcome,
-    PointResult,
-    grid_points,
-    n_fits,
-    run_grid,
-)
+from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     SELECTION_K,
     Fit,
@@ -41,9 +34,11 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     check_labels,
     min_data_cap,
 )
+from scarce_ltr.baselines.gbdt.search import run_search, search_fits
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text, npz_bytes
+from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Run
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
@@ -111,8 +106,15 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     tracker = run.open_tracker(asdict(cfg))
     candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)
     report, bundle = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
+    log_rounds(tracker, report["rounds_vali_ndcg@5"])
     write_run_bundle(run, prepared, report["metrics"], *bundle)
     return finish_run(run, report, start=start)
+
+
+def log_rounds(tracker: Tracker, curve: list[float]) -> None:
+    """The chosen model's vali NDCG@5 after each boosting round, as a W&B curve."""
+    for i, value in enumerate(curve):
+        tracker.log({"round/index": i + 1, "round/vali_ndcg@5": value})
 
 
 def prepare_tree_data(cfg: BaselineConfig) -> PreparedData:
@@ -144,13 +146,8 @@ def _fit_all(
     tracker: Tracker,
 ) -> list[Candidate]:
     """One candidate per PCA size (``[0]``: none), each chosen on vali within its feature set."""
-    with tqdm(
-        total=_total_fits(cfg, prepared, variant, len(ks)),
-        desc=cfg.method,
-        unit="fit",
-        file=sys.stderr,
-        leave=False,
-        disable=not sys.stderr.isatty(),  # as core.tracking.ProgressBar: terminals only
+    with progress_bar(
+        total=_total_fits(cfg, prepared, variant, len(ks)), desc=cfg.method, unit="fit"
     ) as progress:
 
         def on_point(result: PointResult) -> None:
@@ -234,14 +231,14 @@ def _fit_features(
         scores = model.predict(vali.features, num_threads=training.num_threads)
         return vali_metrics(prepared, scores, selection)[f"ndcg@{SELECTION_K}"]
 
-    points = grid_points(cfg.gbdt)
     grid = dict(training=training, score_vali=score_vali, pca_components=k, on_point=on_point)
     data = RankingData(
         train=train.subset(np.flatnonzero(labels.train_labeled)),
         vali=labeled_vali,
         num_threads=training.num_threads,
+        params=training.params,
     )
-    outcome = run_grid(points, data=data, phase="labeled", **grid)
+    outcome = run_search(cfg.gbdt, data=data, phase="labeled", **grid)
     if not variant.pseudo:
         return Candidate(k=k, outcome=outcome)
     if labels.train_labeled.all():
@@ -249,8 +246,13 @@ def _fit_features(
         return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
     del data  # the teacher's LightGBM datasets
     student_train, pseudo = _pseudo_labeled(cfg, train, labels.train_labeled, outcome.best_fit)
-    data = RankingData(train=student_train, vali=labeled_vali, num_threads=training.num_threads)
-    student = run_grid(points, data=data, phase="pseudo", **grid)
+    data = RankingData(
+        train=student_train,
+        vali=labeled_vali,
+        num_threads=training.num_threads,
+        params=training.params,
+    )
+    student = run_search(cfg.gbdt, data=data, phase="pseudo", **grid)
     return Candidate(k=k, outcome=student, teacher=outcome, pseudo=pseudo)
 
 
@@ -271,9 +273,9 @@ def _total_fits(
     cfg: BaselineConfig, prepared: PreparedData, variant: Variant, n_feature_sets: int
 ) -> int:
     labeled = prepared.labels.labeled_train().n_items
-    per_set = n_fits(cfg.gbdt, min_data_cap(labeled))
+    per_set = search_fits(cfg.gbdt, min_data_cap(labeled))
     if variant.pseudo and not prepared.labels.train_labeled.all():
-        per_set += n_fits(cfg.gbdt, min_data_cap(prepared.train.n_items))
+        per_set += search_fits(cfg.gbdt, min_data_cap(prepared.train.n_items))
     return per_set * n_feature_sets
 
 
@@ -295,7 +297,10 @@ def _report(
         "teacher": chosen.teacher.best_result.as_dict() if chosen.teacher else None,
         "pseudo_labels": chosen.pseudo,
         "grid": [result.as_dict() for c in candidates for result in _all(c)],
+        "rounds_vali_ndcg@5": model.vali_curve,  # LightGBM's per-round vali NDCG@5
         "selection": f"vali ndcg@{SELECTION_K}, policy {cfg.metrics.policy}",
+        "search": cfg.gbdt.search,
+        "objective": best.choices.get("objective", cfg.gbdt.objective),
         "n_train_items": prepared.train.n_items,
         "n_train_labeled_items": labels.labeled_train().n_items,
         "n_train_labeled_groups": int(labels.train_labeled.sum()),
@@ -323,6 +328,7 @@ def _all(candidate: Candidate) -> Iterator[PointResult]:
 # Command-line name -> what the method adds to the plain GBDT.
 VARIANTS: dict[str, Variant] = {
     "gbdt": Variant(pca=False, pseudo=False),
+    "gbdt-optuna": Variant(pca=False, pseudo=False),  # configs/baseline/gbdt-optuna.yaml
     "gbdt-pseudo": Variant(pca=False, pseudo=True),
     "gbdt-pca": Variant(pca=True, pseudo=False),
     "gbdt-pca-pseudo": Variant(pca=True, pseudo=True),

@@ -44,6 +44,8 @@ class Embeddings:
     vali: np.ndarray
     test: np.ndarray
     source: dict  # run, kind (pretrain | finetune), model, dim, cached, seconds
+    encoder: nn.Module | None = None  # the encoder that made them (CPU, eval mode)
+    encoder_config: dict | None = None  # its `EncoderConfig` fields, to rebuild it in a bundle
 
     @property
     def dim(self) -> int:
@@ -73,6 +75,7 @@ def load_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
             "n_features": info["n_features"],
             "transform": info["data"].get("transform"),
             "file": info["path"],
+            "encoder_config": info["encoder_config"].to_dict(),
         }
     if (run_dir / MODEL_FILE).is_file():
         model, payload = load_model(run_dir)
@@ -88,6 +91,7 @@ def load_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
             "n_features": data.get("n_features"),
             "transform": data.get("transform"),
             "file": str(run_dir / MODEL_FILE),
+            "encoder_config": dict(payload["spec"]["encoder"]),
         }
     raise UserError(
         f"pretrained={run_dir}: neither encoder.pt nor model.pt; gbdt-ssl needs a finished "
@@ -149,7 +153,10 @@ def compute_embeddings(
         "cached": cached,
         "seconds": round(time.perf_counter() - start, 3),
     }
-    return Embeddings(**arrays, source=source)
+    encoder.to("cpu")
+    return Embeddings(
+        **arrays, source=source, encoder=encoder, encoder_config=info["encoder_config"]
+    )
 
 
 def source_model(run_dir: str | Path) -> str:

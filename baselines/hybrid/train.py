@@ -24,24 +24,36 @@ import lightgbm as lgb
 import numpy as np
 
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult, grid_points, run_grid
+from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     SELECTION_K,
     Fit,
     RankingData,
     TrainingOptions,
 )
+from scarce_ltr.baselines.gbdt.search import run_search
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
-from scarce_ltr.baselines.gbdt.train import finish_run, prepare_tree_data, save_chosen
+from scarce_ltr.baselines.gbdt.train import (
+    finish_run,
+    lightgbm_bundle,
+    prepare_tree_data,
+    save_chosen,
+)
 from scarce_ltr.baselines.hybrid.embedding_features import SPLITS, Embeddings, compute_embeddings
+from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import npz_bytes
 from scarce_ltr.core.runs import Run
 from scarce_ltr.core.tracking import Tracker
+from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import evaluation_report, vali_metrics
 from scarce_ltr.data.pipeline import (
     PreparedData,
 )
 from scarce_ltr.data.ranking_split import RankingSplit
+
+EMBEDDING_WEIGHTS = "encoder.safetensors"  # in the bundle
+EMBEDDING_PCA = "embedding_pca.npz"
 
 
 @dataclass
@@ -92,7 +104,32 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     tracker = run.open_tracker(asdict(cfg))
     candidates = [_fit(cfg, prepared, features, n, k, training, tracker) for n, k in options]
     report = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
+    chosen = next(c for c in candidates if c.name == report["selected"]["embedding"])
+    write_run_bundle(run, prepared, report["metrics"], *_bundle(cfg, features, chosen))
     return finish_run(run, report, start=start)
+
+
+def _bundle(
+    cfg: BaselineConfig, features: EmbeddingFeatures, chosen: Candidate
+) -> tuple[dict, dict[str, bytes]]:
+    """The booster, and (unless the chosen candidate reads no embedding) the encoder that
+    embeds the transformed features, batched as here so a bundle scores exactly as this run,
+    and the PCA of the embedding whose first k components the booster reads."""
+    description, files = lightgbm_bundle(chosen.outcome.best_fit, None, 0)
+    embeddings = features.embeddings
+    if chosen.k == 0 or embeddings.encoder is None:
+        return description, files
+    description["embedding"] = {
+        "encoder": {"n_features": features.prepared.n_features, **embeddings.encoder_config},
+        "weights": EMBEDDING_WEIGHTS,
+        "item_budget": cfg.embedding.item_budget,
+        "pca": None if chosen.k is None else {"file": EMBEDDING_PCA, "k": int(chosen.k)},
+    }
+    files[EMBEDDING_WEIGHTS] = tensors_bytes(embeddings.encoder)
+    if chosen.k is not None:
+        assert features.pca is not None
+        files[EMBEDDING_PCA] = npz_bytes(**features.pca.projector.to_arrays())
+    return description, files
 
 
 def _fit(
@@ -120,9 +157,10 @@ def _fit(
         train=train.subset(np.flatnonzero(labels.train_labeled)),
         vali=vali.subset(np.flatnonzero(labels.vali_labeled)),
         num_threads=training.num_threads,
+        params=training.params,
     )
-    outcome = run_grid(
-        grid_points(cfg.gbdt),
+    outcome = run_search(
+        cfg.gbdt,
         data=data,
         training=training,
         score_vali=score_vali,

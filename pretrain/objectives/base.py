@@ -26,12 +26,16 @@ NEG = -1e9
 class Objective(nn.Module):
     fake_groups: ClassVar[bool] = False  # batches of random items grouped into fake QGs
     sync_batchnorm: ClassVar[bool] = False  # BatchNorm statistics over all DDP ranks
+    needs_training_items: ClassVar[bool] = False  # gets `set_training_items` before training
 
     def __init__(self, *, encoder: nn.Module) -> None:
         super().__init__()
         if not hasattr(encoder, "out_dim"):
             raise ValueError("encoder must have an out_dim attribute")
         self.encoder = encoder
+
+    def set_training_items(self, items: torch.Tensor) -> None:
+        """Every item of the pretraining set, ``[M, d]`` (objectives that draw from it)."""
 
     @property
     def width(self) -> int:

@@ -1,13 +1,16 @@
 """SCARF (Bahri et al., 2021): contrast each item with its corrupted self, over the batch.
 
-The positive of item ``i`` is a copy whose entries were each replaced with probability
-``corrupt_p`` by the same feature of a random item of the batch (a draw from the feature's
-empirical marginal). The InfoNCE loss, as SCARF's own code has it, scores the clean anchor
-against the corrupted views of every item of the (global, under DDP) batch:
+The positive of item ``i`` is a copy in which exactly ``floor(corrupt_p * d)`` features, chosen
+uniformly, are replaced by the same feature of a uniformly drawn item of the whole training set
+(a draw from the feature's empirical marginal; `augmentations.scarf_corruption`). The pretraining
+stage hands the objective its training items (`set_training_items`); an objective used on its
+own draws from the batch instead. The InfoNCE loss, as SCARF's own code has it, scores the clean
+anchor against the corrupted views of every item of the (global, under DDP) batch:
 
     l_i = -log exp(cos(a_i, p_i) / tau) / sum_j exp(cos(a_i, p_j) / tau)
 
-SCARF uses ``tau = 1``.
+SCARF uses ``tau = 1``. The paper's "corruption probability" (A.2.3) is SCARF's corruption rate
+``c``: the share of features corrupted in every row.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from scarce_ltr.core.collectives import gather_with_grad
-from scarce_ltr.pretrain.augmentations import corrupt
+from scarce_ltr.pretrain.augmentations import scarf_corruption
 from scarce_ltr.pretrain.heads import Projector
 from scarce_ltr.pretrain.objectives.base import Objective, head_width
 
@@ -37,6 +40,7 @@ def scarf_loss(
 
 
 class SCARF(Objective):
+    needs_training_items = True
     def __init__(
         self,
         *,
@@ -53,6 +57,10 @@ class SCARF(Objective):
         self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
         self.temperature = temperature
         self.corrupt_p = corrupt_p
+        self.table: torch.Tensor | None = None  # the training items [M, d] (not a weight)
+
+    def set_training_items(self, items: torch.Tensor) -> None:
+        self.table = items
 
     @classmethod
     def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SCARF:
@@ -67,7 +75,10 @@ class SCARF(Objective):
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
         x, view_mask = self.inputs(features, mask)
-        corrupted = corrupt(x, view_mask, p=self.corrupt_p, generator=generator)
+        table = self.table if self.table is not None else features[mask]
+        corrupted = scarf_corruption(
+            x, view_mask, rate=self.corrupt_p, table=table.to(x.device), generator=generator
+        )
         anchors = self.projector(self.encode(x, mask))
         positives = self.projector(self.encode(corrupted, mask))
         return scarf_loss(anchors, positives, temperature=self.temperature)

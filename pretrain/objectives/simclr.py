@@ -38,7 +38,8 @@ def simclr_loss(
     Args:
         z0, z1: ``[N, D]`` projections of the two views of this rank's items.
         temperature: tau.
-        reduction: ``mean`` (scalar) or ``none`` (``[2N]``: anchors of view 0, then view 1).
+        reduction: ``mean`` (scalar: the mean over items of ``l^0 + l^1``) or ``none``
+            (``[2N]``: each anchor's ``l^a``, anchors of view 0, then view 1).
     """
     if z0.shape != z1.shape or z0.ndim != 2:
         raise ValueError("z0 and z1 must both be [N, D]")
@@ -52,7 +53,8 @@ def simclr_loss(
     per_anchor = torch.logsumexp(logits, dim=1) - positive
     if reduction == "none":
         return per_anchor
-    return per_anchor.mean() if n else z.sum() * 0.0
+    # Mean over items of l^0 + l^1 (eq. 2 sums the two views of an item): 2N anchors, N items.
+    return per_anchor.sum() / n if n else z.sum() * 0.0
 
 
 class SimCLR(Objective):

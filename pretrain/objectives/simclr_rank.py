@@ -10,6 +10,10 @@ Vectorised over padded QGs: one ``[B, 2L, 2L]`` similarity tensor per batch, tim
 ``O(B L^2)``, no loop over QGs. QGs are grouped by length into at most ``2 log2(L) + 1``
 buckets, each padded only to its own longest QG, so one long QG does not inflate the whole batch.
 
+Each item contributes ``l^0 + l^1``, both views summed as eq. 3 writes them; the loss is the
+mean of that over items. (Averaging the views instead halves the loss; with Adam the updates
+are the same up to its epsilon, so the temperature keeps its meaning and its default, 0.1.)
+
 A QG of one item has no negative besides the other view: both its terms are exactly 0 and carry
 no gradient, so such items are left out of the mean (the loss is the mean over items of QGs with
 at least two items, 0 when there is none). SimCLR-Sample is the same loss over fake QGs of
@@ -32,7 +36,7 @@ _GROWTH = 2**0.5  # ratio of the widths of neighbouring length buckets
 def _bucket_item_losses(
     z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
 ) -> torch.Tensor:
-    """``[b, E]`` per-item loss ``(l^0 + l^1) / 2`` of one bucket (padding rows: anything)."""
+    """``[b, E]`` per-item loss ``l^0 + l^1`` of one bucket (padding rows: anything)."""
     length = z0.shape[1]
     z = F.normalize(torch.cat([z0, z1], dim=1).float(), dim=-1)  # [b, 2E, D]
     valid = torch.cat([mask, mask], dim=1)  # [b, 2E]
@@ -42,7 +46,7 @@ def _bucket_item_losses(
     index = torch.arange(2 * length, device=z.device)
     positive = logits[:, index, (index + length) % (2 * length)]  # [b, 2E]
     per_anchor = torch.logsumexp(logits, dim=2) - positive
-    return (per_anchor[:, :length] + per_anchor[:, length:]) / 2
+    return per_anchor[:, :length] + per_anchor[:, length:]
 
 
 def simclr_rank_loss(
@@ -60,7 +64,7 @@ def simclr_rank_loss(
         mask: ``[B, L]`` bool, True on real items.
         temperature: tau.
         reduction: ``mean`` (scalar over items of QGs with >= 2 items) or ``none`` (``[B, L]``
-            per-item ``(l^0 + l^1) / 2``, 0 at padding and for one-item QGs).
+            per-item ``l^0 + l^1``, 0 at padding and for one-item QGs).
     """
     if z0.shape != z1.shape or z0.ndim != 3 or mask.shape != z0.shape[:2]:
         raise ValueError("z0 and z1 must be [B, L, D] and mask [B, L]")

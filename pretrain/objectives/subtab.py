@@ -1,16 +1,21 @@
 """SubTab (Ucar et al., 2021): reconstruct the whole item from each of several feature subsets.
 
-The features are shuffled once (from the seed) and cut into ``subsets`` contiguous blocks;
-each subset is its block widened by ``overlap`` of a block into its neighbours (75 % in the
-paper). Per subset, features outside it are zeroed (the encoder keeps its full input width, so
-finetuning uses the same encoder on whole items) and entries inside it are replaced with
-probability ``corrupt_p`` by marginal draws (SubTab's swap noise). A shared linear decoder
-reconstructs the whole clean item from each subset's embedding:
+Subsets as SubTab's own code cuts them: with ``m = floor(d / subsets)`` and
+``o = floor(overlap * m)``, subset 0 holds features ``[0, m + o)`` and subset ``k > 0`` holds
+``[k m - o, (k + 1) m)``: every subset has ``m + o`` features (75 % overlap in the paper, so
+59 of MSLR's 136), in the data set's feature order. As in SubTab, the ``d mod subsets`` last
+features are in no subset (they are still reconstructed). Per subset, entries are swapped with
+probability ``corrupt_p`` along per-feature permutations of the batch (SubTab's swap noise,
+`augmentations.swap_noise`; the paper's "masking probability"), and a shared linear decoder
+reconstructs the whole clean item from the subset's embedding:
 
     loss = mean_k MSE(decoder(h(noisy subset_k(x))), x)
 
-SubTab's contrastive and distance terms are not used. The monitors' embedding of an item is the
-mean of its subsets' embeddings (SubTab's aggregation).
+One reading differs from SubTab's code, where each subset is a narrower input: here features
+outside a subset are zeroed and the encoder keeps its full input width, so that finetuning uses
+the same encoder on whole items (the paper finetunes "the pretrained model" with a head; A.2.3).
+SubTab's contrastive and distance terms are off in its own default and are not used. The
+monitors' embedding of an item is the mean of its subsets' embeddings (SubTab's aggregation).
 """
 
 from __future__ import annotations
@@ -19,23 +24,26 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from scarce_ltr.pretrain.augmentations import corrupt, keep_features
+from scarce_ltr.pretrain.augmentations import keep_features, swap_noise
 from scarce_ltr.pretrain.heads import linear_decoder
 from scarce_ltr.pretrain.objectives.base import Objective
 
 
-def feature_subsets(n_features: int, *, subsets: int, overlap: float, seed: int) -> torch.Tensor:
-    """``[subsets, n_features]`` bool: which features each subset holds."""
+def feature_subsets(
+    n_features: int, *, subsets: int, overlap: float, seed: int = 0
+) -> torch.Tensor:
+    """``[subsets, n_features]`` bool: which features each subset holds (see the module
+    docstring; ``seed`` is unused: SubTab cuts the features in their order)."""
     if subsets < 1 or not 0.0 <= overlap < 1.0:
         raise ValueError("subsets must be >= 1 and overlap in [0, 1)")
-    order = torch.randperm(n_features, generator=torch.Generator().manual_seed(seed))
-    block = n_features / subsets
-    extra = overlap * block
+    size = n_features // subsets
+    if size < 1:
+        raise ValueError(f"{subsets} subsets of {n_features} features leave a subset empty")
+    extra = int(overlap * size)
     members = torch.zeros(subsets, n_features, dtype=torch.bool)
-    for k in range(subsets):
-        start = max(0, int(round(k * block - extra / 2)))
-        stop = min(n_features, int(round((k + 1) * block + extra / 2)))
-        members[k, order[start : max(stop, start + 1)]] = True
+    members[0, : size + extra] = True
+    for k in range(1, subsets):
+        members[k, k * size - extra : (k + 1) * size] = True
     return members
 
 
@@ -87,7 +95,7 @@ class SubTab(Objective):
         clean = (x if view_mask is None else features[mask]).float()
         losses = []
         for k in range(len(self.members)):
-            noisy = corrupt(x, view_mask, p=self.corrupt_p, generator=generator)
+            noisy = swap_noise(x, view_mask, p=self.corrupt_p, generator=generator)
             h = self.encode(keep_features(noisy, view_mask, columns=self.members[k]), mask)
             losses.append(F.mse_loss(self.decoder(h).float(), clean))
         return torch.stack(losses).mean()

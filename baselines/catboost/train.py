@@ -1,0 +1,158 @@
+"""``./run.sh baseline catboost catboost.loss=<loss>``: CatBoost's ranking losses.
+
+``<loss>``: YetiRank (default), YetiRankPairwise, StochasticRank or QueryRMSE.
+Losses which lyzhin2023 finds stronger than LambdaMART on most LTR sets,
+trained on the labeled train QGs on the CPU, seeded, with ``catboost.n_trials`` Optuna trials
+over lyzhin2023's search space (learning rate, depth, L2 leaf regularisation; StochasticRank:
+no L2, its model shrink rate). Each fit stops early on CatBoost's NDCG@5 (exponential gain) of
+the labeled vali QGs; a QG without a relevant item counts 1 there (policy ``one``), an affine
+map of the project's mean over a fixed set of QGs, so the best round is the same. The trial is
+chosen on the project's vali NDCG@5 (`baselines.tree_run`). The bundle holds CatBoost's own
+``model.cbm`` (no pickle).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import SELECTION_K
+from scarce_ltr.baselines.tree_run import Report, run_tree_backend
+from scarce_ltr.baselines.tuning import Pruned, check_labels, require_backend
+from scarce_ltr.core.runs import Run
+from scarce_ltr.data.ranking_split import RankingSplit
+
+EVAL_METRIC = f"NDCG:top={SELECTION_K};type=Exp"  # the project's gain 2^y - 1
+MODEL_FILE = "model.cbm"
+
+
+class CatBoostBackend:
+    def __init__(self, options: CatBoostOptions, *, seed: int, epochs: int | None) -> None:
+        self.catboost = require_backend("catboost", "catboost")
+        self.options, self.seed, self.rounds = options, seed, options.rounds(epochs)
+        self.name = f"CatBoost {options.loss}"
+        self.n_trials = options.n_trials
+        self.early_stopping_rounds = options.early_stopping_rounds
+        self.stochastic = options.loss == "StochasticRank"
+
+    def check_labels(self, split: RankingSplit, what: str) -> None:
+        check_labels(split, what, backend=self.name, integer=False, max_label=None)
+
+    def suggest(self, trial: Any) -> dict:
+        fixed = self.options.params
+        choices = {"learning_rate": trial.suggest_float("learning_rate", 0.005, 0.5, log=True)}
+        if "depth" not in fixed:
+            choices["depth"] = trial.suggest_int("depth", 4, 10 if self.stochastic else 8)
+        if self.stochastic:  # lyzhin2023: no L2 for StochasticRank, its shrink rate instead
+            if "model_shrink_rate" not in fixed:
+                rate = trial.suggest_float("model_shrink_rate", 1e-5, 1e-2, log=True)
+                choices["model_shrink_rate"] = rate
+        elif "l2_leaf_reg" not in fixed:
+            choices["l2_leaf_reg"] = trial.suggest_float("l2_leaf_reg", 1e-3, 100.0, log=True)
+        return choices
+
+    def first(self) -> dict:
+        """CatBoost's defaults (depth 6, L2 3) at a learning rate of 0.05."""
+        first = {"learning_rate": 0.05, "depth": 6}
+        first |= {"model_shrink_rate": 1e-5} if self.stochastic else {"l2_leaf_reg": 3.0}
+        return {k: v for k, v in first.items() if k not in self.options.params}
+
+    def params(self, choices: dict) -> dict:
+        l2 = {"l2_leaf_reg": 0.0} if self.stochastic else {}
+        return {
+            "loss_function": LOSSES[self.options.loss],
+            "eval_metric": EVAL_METRIC,
+            "iterations": self.rounds,
+            "random_seed": self.seed,
+            "thread_count": self.options.threads(),
+            "task_type": "CPU",
+            "allow_writing_files": False,  # no catboost_info/ in the working directory
+            "verbose": False,
+            **l2,
+            **choices,
+            **self.options.params,
+        }
+
+    def fit(
+        self, choices: dict, train: RankingSplit, vali: RankingSplit, report: Report
+    ) -> tuple[Any, int, float]:
+        watcher = _Watcher(report)
+        model = self.catboost.CatBoost(self.params(choices))
+        start = time.perf_counter()
+        model.fit(
+            self._pool(train),
+            eval_set=self._pool(vali),
+            early_stopping_rounds=self.options.early_stopping_rounds,
+            use_best_model=True,  # the model keeps the trees up to its vali-best round
+            callbacks=[watcher],
+        )
+        if watcher.pruned is not None:
+            raise watcher.pruned
+        return model, int(model.tree_count_), time.perf_counter() - start
+
+    def predict(self, model: Any, features: np.ndarray) -> np.ndarray:
+        if len(features) == 0:
+            return np.zeros(0)
+        pool = self.catboost.Pool(np.asarray(features, dtype=np.float32))
+        scores = model.predict(pool, prediction_type="RawFormulaVal", thread_count=1)
+        return np.asarray(scores, dtype=np.float64)
+
+    def bundle(self, model: Any) -> tuple[dict, dict[str, bytes]]:
+        return {"kind": "catboost", "model": MODEL_FILE, "loss": self.options.loss}, {
+            MODEL_FILE: model_bytes(model)
+        }
+
+    def describe(self) -> dict:
+        return {
+            "loss": self.options.loss,
+            "catboost": self.catboost.__version__,
+            "num_threads": self.options.threads(),
+        }
+
+    def _pool(self, split: RankingSplit):
+        group_id = np.repeat(np.arange(split.n_groups), split.group_sizes)
+        return self.catboost.Pool(
+            np.asarray(split.features, dtype=np.float32),
+            label=np.asarray(split.labels, dtype=np.float64),
+            group_id=group_id,
+        )
+
+
+class _Watcher:
+    """CatBoost's per-iteration callback: the vali NDCG@5 goes to the pruner; a prune stops
+    the fit here (an exception would not cross CatBoost's C++ loop cleanly) and is raised after."""
+
+    def __init__(self, report: Report) -> None:
+        self.report, self.pruned = report, None
+
+    def after_iteration(self, info) -> bool:
+        values = info.metrics.get("validation", {}).get(EVAL_METRIC)
+        if not values:
+            return True
+        try:
+            self.report(info.iteration, float(values[-1]))
+        except Pruned as stop:
+            self.pruned = stop
+            return False
+        return True
+
+
+def model_bytes(model: Any) -> bytes:
+    """CatBoost's own binary model format, read back from the file it writes."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / MODEL_FILE
+        model.save_model(os.fspath(path), format="cbm")
+        return path.read_bytes()
+
+
+def main(cfg, run: Run) -> dict:
+    """Train, select on vali, evaluate once on test, write the run directory."""
+    return run_tree_backend(
+        cfg, run, CatBoostBackend(cfg.catboost, seed=cfg.seed, epochs=cfg.epochs)
+    )

@@ -1,0 +1,176 @@
+"""What every tuned tree ranker shares: an optional backend, a seeded Optuna search, choosing the
+trial on validation only, and the label check of a backend's objective.
+
+A search trains one model per trial and scores it on the labeled vali QGs with the project's
+NDCG@5; the trial with the highest vali score is chosen (`core.selection.select_best`), and only
+its model is kept. Test never enters: the caller scores test once, with the chosen model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.selection import select_best
+from scarce_ltr.data.ranking_split import RankingSplit
+
+
+def require_backend(module: str, package: str) -> ModuleType:
+    """Import an optional backend, or stop with the command that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UserError(
+            f"the {package} backend is not installed; install it with "
+            f"'.venv/bin/pip install {package}' (or pip install 'scarce-ltr[trees]')"
+        ) from None
+
+
+@dataclass
+class TrialResult:
+    """One trained trial: its choices, rounds kept, vali NDCG@5 (``nan``: pruned or undefined)."""
+
+    number: int
+    choices: dict[str, Any]
+    rounds: int
+    vali_ndcg: float
+    seconds: float
+    pruned: bool = False
+
+    def as_dict(self) -> dict:
+        return {
+            "trial": self.number,
+            **self.choices,
+            "rounds": self.rounds,
+            "vali_ndcg@5": None if math.isnan(self.vali_ndcg) else self.vali_ndcg,
+            "seconds": round(self.seconds, 3),
+            **({"pruned": True} if self.pruned else {}),
+        }
+
+
+@dataclass
+class SearchOutcome:
+    results: list[TrialResult] = field(default_factory=list)
+    best: int = -1  # index into results
+    best_model: Any = None  # only the vali-best model is kept in memory
+
+    @property
+    def best_result(self) -> TrialResult:
+        return self.results[self.best]
+
+
+class Pruned(Exception):
+    """Raised by a trial's training callback when the pruner stops it."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__(f"pruned after {rounds} rounds")
+        self.rounds = rounds
+
+
+# One trial: (choices, a report(step, value) -> None that raises Pruned) -> (model, rounds,
+# vali ndcg@5, seconds).
+TrainTrial = Callable[[dict, Callable[[int, float], None]], tuple[Any, int, float, float]]
+
+
+def keep_if_best(outcome: SearchOutcome, result: TrialResult, model: Any) -> None:
+    """Append ``result``; keep ``model`` when it is now the vali-best (first of ties)."""
+    outcome.results.append(result)
+    if select_best([r.vali_ndcg for r in outcome.results]) == len(outcome.results) - 1:
+        outcome.best, outcome.best_model = len(outcome.results) - 1, model
+
+
+def optuna_search(
+    *,
+    n_trials: int,
+    seed: int,
+    suggest: Callable[[Any], dict],
+    train: TrainTrial,
+    first: dict | None = None,
+    warmup_steps: int = 0,
+    on_trial: Callable[[TrialResult], None] = lambda result: None,
+) -> SearchOutcome:
+    """``n_trials`` trials of a seeded TPE study, pruned by a median rule on the backend's own
+    per-round vali NDCG@5; the vali-best completed trial wins.
+
+    Args:
+        suggest: the trial's choices (``trial.suggest_*``), a dict of JSON values.
+        train: fits one model for the choices; calls ``report(round, value)`` each round.
+        first: choices of trial 0 (the backend's defaults), so that the search starts from the
+            point a hand-tuned user would try first.
+        warmup_steps: rounds before a trial may be pruned (the early-stopping patience: a
+            slower learning rate is not cut while it catches up).
+    """
+    if n_trials < 1:
+        raise UserError(f"n_trials must be >= 1, got {n_trials}")
+    optuna = require_backend("optuna", "optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=warmup_steps),
+    )
+    if first is not None:
+        study.enqueue_trial(first)
+    outcome = SearchOutcome()
+    for _ in range(n_trials):
+        trial = study.ask()
+        choices = suggest(trial)
+
+        def report(step: int, value: float, trial=trial) -> None:
+            trial.report(value, step)
+            if trial.should_prune():
+                raise Pruned(step + 1)
+
+        start = time.perf_counter()
+        try:
+            model, rounds, vali, seconds = train(choices, report)
+        except Pruned as stop:
+            seconds = time.perf_counter() - start
+            result = TrialResult(trial.number, choices, stop.rounds, math.nan, seconds, pruned=True)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            keep_if_best(outcome, result, None)
+            on_trial(result)
+            continue
+        result = TrialResult(trial.number, choices, rounds, vali, seconds)
+        if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing from it
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, vali)
+        keep_if_best(outcome, result, model)
+        on_trial(result)
+    if all(result.pruned for result in outcome.results):
+        raise UserError("every trial of the search was pruned; raise n_trials")
+    return outcome
+
+
+def check_labels(
+    split: RankingSplit, what: str, *, backend: str, integer: bool, max_label: float | None
+) -> None:
+    """Stop unless the labels of ``split`` are what ``backend``'s objective takes: finite and
+    non-negative always (the project's gain ``2^y - 1``), integers and at most ``max_label``
+    when the objective says so."""
+    labels = np.asarray(split.labels, dtype=np.float64)
+    if labels.size == 0:
+        return
+    bad = ~np.isfinite(labels) | (labels < 0)
+    if integer:
+        bad |= labels != np.round(labels)
+    if bad.any():
+        kind = "integer labels >= 0" if integer else "finite labels >= 0"
+        raise UserError(
+            f"{what}: label {labels[bad][0]:g} is not a relevance level; {backend} needs {kind} "
+            "(binarize real-valued feedback with scarcity.binary_tau or relabel the file)"
+        )
+    if max_label is not None and labels.max() > max_label:
+        raise UserError(
+            f"{what}: label {labels.max():g} is above {max_label:g}; {backend} takes labels "
+            f"0..{max_label:g} only (relabel the file)"
+        )

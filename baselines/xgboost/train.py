@@ -1,0 +1,142 @@
+"""``./run.sh baseline xgboost xgboost.objective=<rank:ndcg|rank:pairwise>``: XGBoost's rankers.
+
+Trained on the labeled train QGs on the CPU (``hist`` trees, seeded), with
+``xgboost.n_trials`` Optuna trials over learning rate, depth, min child weight, row and column
+sampling and L1/L2. Each fit stops early on XGBoost's ``ndcg@5`` (exponential gain) of the
+labeled vali QGs, which counts a QG without a relevant item as 1 (policy ``one``: the same best
+round as the project's policies); the trial is chosen on the project's vali NDCG@5
+(`baselines.tree_run`). The bundle holds XGBoost's own UBJSON model (no pickle), cut at the
+vali-best round.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import SELECTION_K
+from scarce_ltr.baselines.tree_run import Report, run_tree_backend
+from scarce_ltr.baselines.tuning import check_labels, require_backend
+from scarce_ltr.baselines.xgboost.config import MAX_XGBOOST_LABEL, XGBoostOptions
+from scarce_ltr.core.runs import Run
+from scarce_ltr.data.ranking_split import RankingSplit
+
+EVAL_METRIC = f"ndcg@{SELECTION_K}"
+MODEL_FILE = "model.ubj"
+# XGBoost's aliases of the searched parameters: a user's fixed value takes the key out of the
+# search.
+ALIASES = {"reg_lambda": "lambda", "reg_alpha": "alpha", "min_split_loss": "gamma"}
+
+
+class XGBoostBackend:
+    def __init__(self, options: XGBoostOptions, *, seed: int, epochs: int | None) -> None:
+        self.xgb = require_backend("xgboost", "xgboost-cpu")
+        self.options, self.seed, self.rounds = options, seed, options.rounds(epochs)
+        self.name = f"XGBoost {options.objective}"
+        self.n_trials = options.n_trials
+        self.early_stopping_rounds = options.early_stopping_rounds
+        self.fixed = {ALIASES.get(k, k) for k in options.params}
+
+    def check_labels(self, split: RankingSplit, what: str) -> None:
+        check_labels(split, what, backend=self.name, integer=True, max_label=MAX_XGBOOST_LABEL)
+
+    def suggest(self, trial: Any) -> dict:
+        space = {
+            "eta": lambda: trial.suggest_float("eta", 0.01, 0.3, log=True),
+            "max_depth": lambda: trial.suggest_int("max_depth", 2, 10),
+            "min_child_weight": lambda: trial.suggest_float(
+                "min_child_weight", 1e-2, 10.0, log=True
+            ),
+            "subsample": lambda: trial.suggest_float("subsample", 0.5, 1.0),
+            "colsample_bytree": lambda: trial.suggest_float("colsample_bytree", 0.3, 1.0),
+            "lambda": lambda: trial.suggest_float("lambda", 1e-3, 10.0, log=True),
+            "alpha": lambda: trial.suggest_float("alpha", 1e-8, 10.0, log=True),
+        }
+        return {key: draw() for key, draw in space.items() if key not in self.fixed}
+
+    def first(self) -> dict:
+        """XGBoost's defaults (alpha 0 is below the log scale: 1e-8)."""
+        first = {
+            "eta": 0.3,
+            "max_depth": 6,
+            "min_child_weight": 1.0,
+            "subsample": 1.0,
+            "colsample_bytree": 1.0,
+            "lambda": 1.0,
+            "alpha": 1e-8,
+        }
+        return {k: v for k, v in first.items() if k not in self.fixed}
+
+    def params(self, choices: dict) -> dict:
+        return {
+            "objective": self.options.objective,
+            "eval_metric": EVAL_METRIC,
+            "tree_method": "hist",
+            "device": "cpu",
+            "seed": self.seed,
+            "nthread": self.options.threads(),
+            "verbosity": 0,
+            **choices,
+            **self.options.params,
+        }
+
+    def fit(
+        self, choices: dict, train: RankingSplit, vali: RankingSplit, report: Report
+    ) -> tuple[Any, int, float]:
+        start = time.perf_counter()
+        booster = self.xgb.train(
+            self.params(choices),
+            self._matrix(train),
+            num_boost_round=self.rounds,
+            evals=[(self._matrix(vali), "vali")],
+            early_stopping_rounds=self.options.early_stopping_rounds,
+            verbose_eval=False,
+            callbacks=[_reporter(self.xgb, report)],
+        )
+        rounds = int(booster.best_iteration) + 1
+        # Cut at the vali-best round: predictions and the bundle use exactly these trees.
+        return booster[:rounds], rounds, time.perf_counter() - start
+
+    def predict(self, model: Any, features: np.ndarray) -> np.ndarray:
+        if len(features) == 0:
+            return np.zeros(0)
+        matrix = self.xgb.DMatrix(np.asarray(features, dtype=np.float32))
+        return np.asarray(model.predict(matrix), dtype=np.float64)
+
+    def bundle(self, model: Any) -> tuple[dict, dict[str, bytes]]:
+        raw = bytes(model.save_raw(raw_format="ubj"))
+        description = {"kind": "xgboost", "model": MODEL_FILE, "objective": self.options.objective}
+        return description, {MODEL_FILE: raw}
+
+    def describe(self) -> dict:
+        return {
+            "objective": self.options.objective,
+            "xgboost": self.xgb.__version__,
+            "num_threads": self.options.threads(),
+        }
+
+    def _matrix(self, split: RankingSplit):
+        matrix = self.xgb.DMatrix(
+            np.asarray(split.features, dtype=np.float32),
+            label=np.asarray(split.labels, dtype=np.float64),
+        )
+        matrix.set_group(np.asarray(split.group_sizes))
+        return matrix
+
+
+def _reporter(xgb, report: Report):
+    """XGBoost's callback passing each round's vali NDCG@5 to the pruner (which may raise)."""
+
+    class Reporter(xgb.callback.TrainingCallback):
+        def after_iteration(self, model, epoch: int, evals_log: dict) -> bool:
+            report(epoch, float(evals_log["vali"][EVAL_METRIC][-1]))
+            return False  # never stops training itself
+
+    return Reporter()
+
+
+def main(cfg, run: Run) -> dict:
+    """Train, select on vali, evaluate once on test, write the run directory."""
+    return run_tree_backend(cfg, run, XGBoostBackend(cfg.xgboost, seed=cfg.seed, epochs=cfg.epochs))

@@ -1,0 +1,229 @@
+"""``./run.sh export <run> format=onnx|torchscript|lightgbm [out=<file>]``: a file a serving stack
+loads without this project, taking raw features.
+
+- ``onnx``: torch rankers (lp/mp/full/combine on ResNet, MLP or attention encoders; the resnet,
+  deepfm and dcnv2 baselines), any transform. ``model.onnx``: inputs ``features`` float32
+  ``[B, L, d]`` and ``mask`` bool ``[B, L]`` (B query groups of up to L items, both dynamic),
+  output ``scores`` float32 ``[B, L]``, 0 at padding.
+- ``torchscript``: the same models and signature, ``model.torchscript.pt`` (``torch.jit.load``;
+  traced, since the modules use Python that ``torch.jit.script`` rejects; torch 2.13 marks
+  TorchScript deprecated in favour of ``torch.export``, ONNX is the format to prefer).
+- ``lightgbm``: LightGBM boosters without PCA columns (gbdt, gbdt-pseudo) on the transforms none,
+  standardize, log1p and log1p-standardize. ``model.raw.txt``: the booster with its thresholds on
+  raw feature values (`scarce_ltr.serving.lightgbm_raw`).
+
+The fitted transform is inside the exported model. Ensembles, PCA and embedding features are
+refused with a message that names what to export instead. Before the file is put in place, the
+export scores QGs of 1, 7 and 300 synthetic items drawn on the scale of the training data both
+ways (the bundle and the exported model) and refuses the file if they differ by more than the
+tolerance; the file is written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.transforms import FeatureTransform
+from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
+
+FILE_NAMES = {
+    "onnx": "model.onnx",
+    "torchscript": "model.torchscript.pt",
+    "lightgbm": "model.raw.txt",
+}
+FORMATS_OF_KIND = {"torch": ("onnx", "torchscript"), "lightgbm": ("lightgbm",)}
+CHECK_SIZES = (1, 7, 300)  # items per QG of the self-check
+TOLERANCE = 1e-5  # max |difference| / max(1, max |score|) of the self-check
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    run: str | None = None  # a finished run folder (or its bundle/ folder)
+    format: str = "onnx"  # onnx | torchscript | lightgbm
+    out: str | None = None  # the exported file; default <run>/export/<model file>
+    seed: int = 0  # of the self-check's synthetic items
+
+    def __post_init__(self) -> None:
+        if not self.run:
+            raise ValueError("export needs a run: ./run.sh export <run folder> format=onnx")
+        if self.format not in FILE_NAMES:
+            raise ValueError(f"format must be one of {', '.join(FILE_NAMES)}, got {self.format!r}")
+
+
+def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
+    """Export the run's bundle; ``{"out": path, "format", "max_difference"}``."""
+    ranker = load_ranker(cfg.run)
+    check_format(ranker, cfg.format)
+    target = Path(cfg.out) if cfg.out else run_folder_of(ranker) / "export" / FILE_NAMES[cfg.format]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        EXPORTERS[cfg.format](ranker, tmp)
+        difference = self_check(ranker, cfg.format, tmp, seed=cfg.seed)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    print(f"export: wrote {target} ({cfg.format}; the bundle's scores within {difference:.1e})")
+    return {"out": str(target), "format": cfg.format, "max_difference": difference}
+
+
+def check_format(ranker: BundledRanker, fmt: str) -> None:
+    """A `UserError` naming what can be exported when ``fmt`` cannot hold the bundle's model."""
+    kind = ranker.kind
+    if kind == "ensemble":
+        members = ", ".join(str(m.folder) for m in ranker.model.members)
+        raise UserError(
+            f"{ranker.folder}: an ensemble mixes its members' per-QG normalized scores; no "
+            f"export format holds it. Export each member bundle ({members}) and mix with the "
+            f"weights {ranker.model.weights.tolist()} in bundle.json"
+        )
+    allowed = FORMATS_OF_KIND.get(kind, ())
+    if fmt not in allowed:
+        can = f"use format={' or format='.join(allowed)}" if allowed else "no format holds it"
+        raise UserError(f"{ranker.folder}: format={fmt} cannot hold a {kind} model; {can}")
+    if kind == "lightgbm" and (ranker.model.pca or ranker.model.embedding) is not None:
+        raise UserError(
+            f"{ranker.folder}: the booster also reads PCA or encoder-embedding columns made "
+            "from the features; format=lightgbm exports boosters on the features alone "
+            "(gbdt, gbdt-pseudo)"
+        )
+
+
+def export_torch_graph(ranker: BundledRanker) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """The module from raw features to scores and an example input (2 QGs of 3 items: sizes of
+    1 would be specialized by the tracer)."""
+    from scarce_ltr.serving.torch_graph import RawFeatureRanker
+
+    graph = RawFeatureRanker(ranker.transform, ranker.model.module, ranker.n_features)
+    graph.requires_grad_(False)  # an inference graph: outputs that need no .detach()
+    example = (torch.zeros(2, 3, ranker.n_features), torch.ones(2, 3, dtype=torch.bool))
+    return graph, example
+
+
+def to_onnx(ranker: BundledRanker, path: Path) -> None:
+    graph, example = export_torch_graph(ranker)
+    batch, items = torch.export.Dim("query_groups"), torch.export.Dim("items")
+    dims = {0: batch, 1: items}
+    with _quiet():
+        program = torch.onnx.export(
+            graph,
+            example,
+            dynamo=True,
+            input_names=["features", "mask"],
+            output_names=["scores"],
+            dynamic_shapes={"features": dims, "mask": dims},
+        )
+    model = program.model_proto
+    for key, value in _metadata(ranker).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    import onnx
+
+    onnx.save_model(model, str(path))
+
+
+def to_torchscript(ranker: BundledRanker, path: Path) -> None:
+    graph, example = export_torch_graph(ranker)
+    with _quiet(), torch.no_grad():
+        traced = torch.jit.trace(graph, example, check_trace=False)
+    torch.jit.save(traced, str(path), _extra_files={"scarce_ltr.json": repr(_metadata(ranker))})
+
+
+def to_lightgbm(ranker: BundledRanker, path: Path) -> None:
+    from scarce_ltr.serving.lightgbm_raw import raw_feature_model
+
+    text = ranker.model.booster.model_to_string()
+    path.write_text(raw_feature_model(text, ranker.transform))
+
+
+EXPORTERS = {"onnx": to_onnx, "torchscript": to_torchscript, "lightgbm": to_lightgbm}
+
+
+def self_check(ranker: BundledRanker, fmt: str, path: Path, *, seed: int) -> float:
+    """Max relative difference between the bundle and the exported file on synthetic QGs of
+    `CHECK_SIZES` items; a `UserError` above `TOLERANCE` (the file is then not kept)."""
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for size in CHECK_SIZES:
+        features = plausible_raw_features(ranker.transform, rng, size, ranker.n_features)
+        expected = ranker.predict(features)
+        got = score_exported(fmt, path, features)
+        scale = max(1.0, float(np.max(np.abs(expected))))
+        worst = max(worst, float(np.max(np.abs(got - expected))) / scale)
+    if worst > TOLERANCE:
+        raise UserError(
+            f"{ranker.folder}: the exported {fmt} model differs from the bundle by {worst:.2e} "
+            f"(relative, more than {TOLERANCE:.0e}); nothing was written"
+        )
+    return worst
+
+
+def score_exported(fmt: str, path: Path, features: np.ndarray) -> np.ndarray:
+    """Scores of one QG ``[n_items, n_features]`` by an exported file (float64)."""
+    x = np.asarray(features, dtype=np.float32)[None]
+    mask = np.ones(x.shape[:2], dtype=bool)
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return session.run(None, {"features": x, "mask": mask})[0][0].astype(np.float64)
+    if fmt == "torchscript":
+        module = torch.jit.load(str(path))
+        with torch.no_grad():
+            return module(torch.from_numpy(x), torch.from_numpy(mask))[0].double().numpy()
+    import lightgbm as lgb
+
+    return lgb.Booster(model_file=str(path)).predict(x[0]).astype(np.float64)
+
+
+def plausible_raw_features(
+    transform: FeatureTransform, rng: np.random.Generator, n_items: int, n_features: int
+) -> np.ndarray:
+    """Raw features whose transformed values are standard normal: the scale the model saw."""
+    z = rng.standard_normal((n_items, n_features))
+    if transform.kind in ("standardize", "log1p-standardize"):
+        z = z * transform.std + transform.mean
+    if transform.kind in ("log1p", "log1p-standardize"):
+        z = np.sign(z) * np.expm1(np.abs(z))
+    return z.astype(np.float32)
+
+
+def _metadata(ranker: BundledRanker) -> dict[str, str]:
+    manifest = ranker.manifest
+    return {
+        "scarce_ltr.inputs": "features float32 [query_groups, items, n_features] raw; mask bool "
+        "[query_groups, items] (True for real items)",
+        "scarce_ltr.outputs": "scores float32 [query_groups, items], 0 at padding",
+        "scarce_ltr.n_features": str(ranker.n_features),
+        "scarce_ltr.transform": str(manifest["transform"]["kind"]),
+        "scarce_ltr.run": str(manifest.get("run", {}).get("folder")),
+        "scarce_ltr.version": str(manifest.get("run", {}).get("version")),
+        "scarce_ltr.git": str(manifest.get("run", {}).get("git")),
+    }
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The exporters' progress lines and warnings (missing torchvision, tracer notes) hidden."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)

@@ -1,0 +1,54 @@
+"""Optimizers and schedules (`core.optim`): the A.2.3 default and the A.2.5 recipe."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from tiny import tiny_pretraining
+
+from scarce_ltr.cli import run
+from scarce_ltr.core.config import OptimizerConfig
+from scarce_ltr.core.optim import lr_factor, make_optimizer, set_learning_rate
+
+
+def test_cosine_warms_up_linearly_then_decays_to_zero() -> None:
+    assert lr_factor("constant", 0.1, 0.7) == 1.0
+    assert lr_factor("cosine", 0.1, 0.0) == 0.0
+    assert lr_factor("cosine", 0.1, 0.05) == pytest.approx(0.5)
+    assert lr_factor("cosine", 0.1, 0.1) == pytest.approx(1.0)
+    assert lr_factor("cosine", 0.1, 0.55) == pytest.approx(0.5)
+    assert lr_factor("cosine", 0.1, 1.0) == pytest.approx(0.0, abs=1e-12)
+    assert lr_factor("cosine", 0.0, 0.25) == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
+
+
+def test_adamw_decays_weights_apart_from_the_gradient() -> None:
+    weight = torch.nn.Parameter(torch.ones(3))
+    optimizer = make_optimizer([weight], name="adamw", lr=0.1, weight_decay=0.5)
+    assert isinstance(optimizer, torch.optim.AdamW)
+    set_learning_rate(optimizer, 0.1, schedule="cosine", warmup=0.0, progress=0.5)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.05)
+    weight.grad = torch.zeros(3)
+    optimizer.step()
+    assert torch.allclose(weight.detach(), torch.full((3,), 1 - 0.05 * 0.5))
+
+
+def test_bad_optimizer_keys_are_refused() -> None:
+    with pytest.raises(ValueError, match="optimizer.name must be one of adam, adamw"):
+        OptimizerConfig(name="sgd")
+    with pytest.raises(ValueError, match="optimizer.schedule must be one of constant, cosine"):
+        OptimizerConfig(schedule="step")
+    with pytest.raises(ValueError, match="optimizer.warmup"):
+        OptimizerConfig(warmup=1.0)
+
+
+def test_the_a25_recipe_runs_pretraining_and_finetuning(tmp_path) -> None:
+    recipe = ["optimizer.name=adamw", "optimizer.weight_decay=0.01", "optimizer.schedule=cosine"]
+    pre, fine = tmp_path / "pre", tmp_path / "fine"
+    run(["pretrain", "simclr-rank", *tiny_pretraining(), *recipe, "epochs=2",
+         "monitor.enabled=false", f"run_dir={pre}"])  # fmt: skip
+    report = run(["finetune", "full", *tiny_pretraining()[:4], "logger=none", *recipe,
+                  "epochs=2", "head_hidden=8", f"pretrained={pre}", f"run_dir={fine}"])  # fmt: skip
+    assert "schedule: cosine" in (fine / "config.yaml").read_text()
+    assert report["metrics"]["test"]["ndcg@5"] >= 0
