@@ -10,6 +10,7 @@ whose result has an ``exit_code`` (a sweep with failed cells) exits with it.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,8 +167,8 @@ def command_help(command: str, name: str | None = None, stage_file: Path | None 
     if command in POSITIONAL:
         what = f"[<{POSITIONAL[command]}>]"
     head = [
-        f"usage: ./run.sh {command} {name or what} [key=value ...] [--config my.yaml] "
-        "[--print-config]",
+        " ".join(filter(None, ["usage: ./run.sh", command, name or what, "[key=value ...]"]))
+        + " [--config my.yaml] [--print-config]",
         f"  {stage.help}",
         *(_data_line() if "data.name" in values else []),
         "",
@@ -197,6 +198,9 @@ def main() -> None:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except BrokenPipeError:  # `./run.sh x --help | head`: the reader left; nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except OSError as exc:  # a file operation of a layer that does not name its own
         print(f"error: {file_error(exc, 'use')}", file=sys.stderr)
         sys.exit(2)

@@ -134,20 +134,31 @@ def summarize(results: list[dict]) -> None:
                 std = test.std(ddof=1) if len(test) > 1 else 0.0
                 cells.append(f"{test.mean():.4f} ± {std:.4f} ({secs:.0f} s)")
             print(f"| {name} | {' | '.join(cells)} |")
-        pairs = [
-            (cell, _pick(cell, "trees (vali-best)")) for (d, _, _), cell in by.items() if d == data
-        ]
+        extra = [k for k in ("test_mrr", "test_err@10") if all(k in r for r in results)]
+        if extra:
+            print(f"\n{data}: {', '.join(k[5:] for k in extra)} per fraction (mean over seeds)")
+            print(f"| model | {' | '.join(f'{k[5:]} {f:g}' for k in extra for f in fractions)} |")
+            print(f"|---|{'---|' * len(extra) * len(fractions)}")
+            for name in [*names, "trees (vali-best)"]:
+                means = [
+                    np.mean(
+                        [_pick(c, name)[k] for (d, ff, _), c in by.items() if d == data and ff == f]
+                    )
+                    for k in extra
+                    for f in fractions
+                ]
+                print(f"| {name} | {' | '.join(f'{m:.4f}' for m in means)} |")
         paper = "gbdt (paper grid)"
-        margin = np.array(
-            [
-                best["test_ndcg@5"] - cell[paper]["test_ndcg@5"]
-                for cell, best in pairs
-                if paper in cell
-            ]
-        )
-        if len(margin) > 1:
+        cells_of = [cell for (d, _, _), cell in by.items() if d == data and paper in cell]
+        for name in [*names, "trees (vali-best)"]:
+            usable = [c for c in cells_of if name in c or name == "trees (vali-best)"]
+            if name == paper or len(usable) < 2:
+                continue
+            margin = np.array(
+                [_pick(c, name)["test_ndcg@5"] - c[paper]["test_ndcg@5"] for c in usable]
+            )
             p = stats.ttest_1samp(margin, 0.0).pvalue
-            print(f"vali-best tree - gbdt: {margin.mean():+.4f} ± {margin.std(ddof=1):.4f} "
+            print(f"{name} - gbdt: {margin.mean():+.4f} ± {margin.std(ddof=1):.4f} "
                   f"(n={len(margin)}, paired t-test p={p:.3g})")  # fmt: skip
         for f in fractions:
             picks = [

@@ -212,8 +212,10 @@ def _merge(
         return OmegaConf.merge(merged, layer)  # type: ignore[return-value]
     except ConfigKeyError as exc:
         key = str(exc.full_key)
+        hint = _nested_home(schema, key)
         raise UserError(
-            f"{source}: unknown config key '{key}'; allowed keys here: {_siblings(schema, key)}"
+            f"{source}: unknown config key '{key}'{hint}; allowed keys here: "
+            f"{_siblings(schema, key)}"
         ) from None
     except ValidationError as exc:
         raise UserError(_type_error(exc, layer, source, schema, schema_type)) from None
@@ -236,6 +238,19 @@ def _type_error(
     if expected == "section":
         expected = f"keys ({key}.<key>=...; ./run.sh <command> --help lists them)"
     return f"{source}: config key '{key}' expects {expected or 'another type'}, got {value!r}"
+
+
+def _nested_home(schema: DictConfig, key: str) -> str:
+    """`` (did you mean 'deep.loss'?)`` when a top-level key the user gave exists one level
+    down (the deep baselines keep their training keys under ``deep.``)."""
+    if "." in key:
+        return ""
+    homes = [
+        f"{name}.{key}"
+        for name, node in schema.items()
+        if isinstance(node, DictConfig) and key in node
+    ]
+    return f" (did you mean {' or '.join(repr(h) for h in homes)}?)" if homes else ""
 
 
 def _siblings(schema: DictConfig, key: str) -> str:

@@ -35,7 +35,10 @@ def describe(schema: type, prefix: str = "", instance: Any = None) -> list[KeyDo
     ``instance`` holds a section's defaults when its parent's factory sets them (finetuning's
     ``optimizer`` is ``OptimizerConfig(lr=5e-5)``, not the class default).
     """
-    hints = typing.get_type_hints(schema)
+    try:
+        hints = typing.get_type_hints(schema)
+    except (NameError, TypeError):  # an annotation only a type checker resolves: show its text
+        hints = {f.name: f.type for f in fields(schema)}
     docs = field_docs(schema)
     out: list[KeyDoc] = []
     for f in fields(schema):

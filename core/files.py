@@ -40,26 +40,11 @@ FAULT_KILL_ENV = "LTR_FAULT_KILL"
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically; `UserError` naming the path when the system
     refuses (not writable, not a folder, disk full, read-only)."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
-    except OSError as exc:
-        raise file_error(exc, "create the folder of", path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            half = len(data) // 2
-            f.write(data[:half])
-            fault_point()  # a kill here leaves half a temp file
-            f.write(data[half:])
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise file_error(exc, "write", path) from None
-        raise
+    with _atomic_file(path, "wb") as f:
+        half = len(data) // 2
+        f.write(data[:half])
+        fault_point()  # a kill here leaves half a temp file
+        f.write(data[half:])
     fault_point()
 
 
@@ -71,6 +56,14 @@ def atomic_write_text(path: Path, text: str) -> None:
 def atomic_text_writer(path: Path) -> Iterator[io.TextIOBase]:
     """A text file written piece by piece and renamed into place when the block ends without
     an error (for output too large to hold as one string); an error leaves no file."""
+    with _atomic_file(path, "w") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _atomic_file(path: Path, mode: str) -> Iterator[Any]:
+    """A temp file beside ``path``, flushed, synced and renamed onto it when the block ends
+    without an error, removed otherwise; an `OSError` becomes a `UserError` naming ``path``."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +71,8 @@ def atomic_text_writer(path: Path) -> Iterator[io.TextIOBase]:
     except OSError as exc:
         raise file_error(exc, "create the folder of", path) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+        with os.fdopen(fd, mode, **text) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -65,6 +65,8 @@ FREE_KEYS = ("logger", "run_dir")
 # Files that are no result of a run: DONE does not list them (a checkpoint may be deleted to
 # save space once the run is finished).
 NOT_RESULTS = (DONE, "log.txt", "checkpoint.pt")
+# Keys naming the run folders a run is built from: they may differ when those folders moved.
+SOURCE_KEYS = ("pretrained", "runs")
 
 # The report groups, and the model names that fall into each.
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
@@ -224,8 +226,12 @@ class Run:
         if path.is_file() and started:
             old = _plain(OmegaConf.load(path))
             new = _plain(resolved)
-            if old != new:
-                changed = _changed_keys(old, new)
+            changed = [
+                k
+                for k in _changed_keys(old, new)
+                if not (k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)))
+            ]
+            if changed:
                 raise UserError(
                     f"{self.folder} holds a run with other settings ({', '.join(changed[:8])} "
                     "differ); give run_dir=<another folder>, or delete that folder to start over"
@@ -491,6 +497,19 @@ def ensemble_group(groups: list[str]) -> str:
 def ensemble_members(model: str) -> list[str]:
     """The member models of ``ensemble:<model>,<model>,...``."""
     return model[len(ENSEMBLE_PREFIX) :].split(",")
+
+
+def sources_moved(old: Any, new: Any) -> bool:
+    """Whether the source run folders ``old`` names (a path or a list of paths) are all gone
+    and ``new`` names as many: they moved (a moved or copied runs/ tree), they did not change."""
+    olds = old if isinstance(old, list) else [old]
+    news = new if isinstance(new, list) else [new]
+    paths = [p for p in olds if p not in (None, "", "none")]
+    if len(olds) != len(news) or len(paths) != len(olds):
+        return False
+    if any(p in (None, "", "none") for p in news):
+        return False
+    return not any(Path(p).exists() for p in paths)
 
 
 def _plain(config: Any) -> dict:

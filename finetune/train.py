@@ -26,7 +26,7 @@ from torch import nn
 from scarce_ltr.core.checkpointing import load_checkpoint
 from scarce_ltr.core.device import setup_runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import GridPoint, Run, is_done, read_report
+from scarce_ltr.core.runs import SOURCE_KEYS, GridPoint, Run, is_done, read_report, sources_moved
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.core.selection import nan_low
 from scarce_ltr.data.bundling import write_run_bundle
@@ -266,6 +266,11 @@ def _check_identity(out_dir: Path, found: str | None, expected: str) -> None:
     if found is not None and found != expected:
         old, new = json.loads(found), json.loads(expected)
         keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if keys and all(k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)) for k in keys):
+            # The runs it was finetuned from have moved (a copied or moved runs/ tree): the
+            # same settings otherwise, so it is the same run.
+            print(f"{out_dir}: its {' and '.join(keys)} moved; resuming there", file=sys.stderr)
+            return
         raise UserError(
             f"{out_dir} holds a finetuning run with other settings ({', '.join(keys)} differ); "
             "pass run_dir=<new folder>, or delete that folder to start over"

@@ -67,6 +67,9 @@ def embed_split(
 def effective_rank(embeddings: np.ndarray) -> float:
     """``exp(entropy)`` of the normalised singular values of the centred ``[N, D]`` matrix."""
     centred = embeddings.astype(np.float64) - embeddings.mean(axis=0, keepdims=True)
+    if not np.isfinite(centred).all():
+        # Undefined (and SVD would not converge); the training loop names the NaN it leads to.
+        return float("nan")
     singular = np.linalg.svd(centred, compute_uv=False)
     total = singular.sum()
     if total <= 0:

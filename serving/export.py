@@ -71,7 +71,14 @@ def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
     os.close(fd)
     tmp = Path(name)
     try:
-        EXPORTERS[cfg.format](ranker, tmp)
+        try:
+            EXPORTERS[cfg.format](ranker, tmp)
+        except (RuntimeError, ValueError, TypeError) as exc:  # the exporter's, not ours
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise UserError(
+                f"{ranker.folder}: the {cfg.format} exporter failed on this "
+                f"{ranker.model_name} model ({type(exc).__name__}: {first}); nothing was written"
+            ) from None
         difference = self_check(ranker, cfg.format, tmp, seed=cfg.seed)
         os.replace(tmp, target)
     finally:

@@ -40,6 +40,12 @@ class BundledRanker:
     def kind(self) -> str:
         return str(self.manifest["model"]["kind"])
 
+    @property
+    def model_name(self) -> str:
+        """The kind, with a torch model's architecture (``torch/ranker``, ``torch/dasalc``)."""
+        spec = self.manifest["model"].get("spec") or {}
+        return f"{self.kind}/{spec['kind']}" if spec.get("kind") else self.kind
+
     def outlier_groups(self, raw: RankingSplit) -> np.ndarray | None:
         """``[n_groups]`` bool: the QGs of ``raw`` (raw features, the bundle's width) that the
         run's histogram detector names outliers (paper A.2.2, with the run's fitted bounds);
@@ -229,7 +235,8 @@ class _Ensemble:
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         from scarce_ltr.ensembles.score_fusion import mix
 
-        # Each member applies its own transform (the same as the ensemble's) to raw features.
+        # Each member applies its own fitted transform to the raw features (a DASALC member
+        # its log1p, a member of another family its own).
         scores = [self.normalize(m.score_split(raw), raw.offsets) for m in self.members]
         return mix(np.stack(scores), self.weights)
 

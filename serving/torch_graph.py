@@ -11,7 +11,8 @@ them. It scores exactly like the bundle, up to float rounding:
   runs on every slot of the ``[B, L]`` grid and the padding is zeroed afterwards. In eval mode
   that is the same per-item arithmetic as scoring the real items only, without the masked gather
   and scatter that exporters handle badly;
-- context-aware models (the attention encoder, DeepFM, DCNv2) run as they are, with the mask.
+- DASALC's item tower runs on the grid too, its self-attention with the mask;
+- the other models (the attention encoder, DeepFM, DCNv2) run as they are, with the mask.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from scarce_ltr.baselines.deep.dasalc import DASALC
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.finetune.model import CombinedRanker, Ranker
 from scarce_ltr.pretrain.encoders import ItemwiseEncoder
@@ -99,6 +101,22 @@ class DenseCombinedRanker(nn.Module):
         return self.out(flat).reshape(batch, length)
 
 
+class DenseDASALC(nn.Module):
+    """The DASALC baseline with its item tower run on every slot of the grid (the attention
+    part takes the mask, as in the model)."""
+
+    def __init__(self, model: DASALC) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        m = self.model
+        batch, length, width = features.shape
+        context = m.norm(m.context(m.project(features), src_key_padding_mask=~mask))
+        items = m.tower(features.reshape(batch * length, width)).reshape(batch, length, -1)
+        return m.score((1.0 + context) * items).squeeze(-1)
+
+
 class _ContextRanker(nn.Module):
     """A ranker whose encoder needs the mask (attention): ``embed`` as `Ranker.embed`."""
 
@@ -120,6 +138,8 @@ def _dense(model: nn.Module) -> nn.Module:
         if isinstance(model.encoder, ItemwiseEncoder):
             return DenseRanker(model)
         return _ContextRanker(model)
+    if isinstance(model, DASALC):
+        return DenseDASALC(model)
     return model  # DeepFM, DCNv2: item-wise arithmetic on the padded grid already
 
 

@@ -67,7 +67,8 @@ def collect(rows: list[dict], *, k: int, policy: str = "skip") -> dict:
 def curves(report: dict) -> dict[str, list[list[float]]]:
     """Training curves of a run: name -> ``[[x, y], ...]``."""
     out: dict[str, list[list[float]]] = {}
-    history = report.get("history") or []
+    # A deep baseline keeps the history of each learning rate; its chosen one is "selected".
+    history = report.get("history") or (report.get("selected") or {}).get("history") or []
     for key, name in (("vali_ndcg@5", "vali NDCG@5 per epoch"), ("train_loss", "train loss")):
         points = [[h["epoch"], h[key]] for h in history if _is_number(h.get(key))]
         if points:

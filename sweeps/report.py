@@ -302,8 +302,8 @@ def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConf
     hist = feature_histogram(vali.features, feature=column, **options)
     values = np.asarray(test.features[:, column], dtype=np.float64)
     title = (
-        f"{dataset} · feature {column + 1}: vali histogram, cut of G = {gap}; "
-        f"{int(flagged[column])} test QGs flagged by it"
+        f"{dataset} · feature {column + 1}: vali histogram and the cut of G = {gap}\n"
+        f"{int(flagged[column])} test QGs flagged by this feature"
     )
     png = plots.outlier_histogram(hist, values, title=title)
     return entry | {"feature": column + 1, "png": png, "flagged": int(flagged[column])}

@@ -228,6 +228,16 @@ def test_the_advice_for_a_corrupt_encoder_works(tmp_path: Path) -> None:
     assert (folder / "encoder.pt").read_bytes() == encoder
     cli.run([*finetune, f"run_dir={tmp_path / 'ft'}"])
     assert (tmp_path / "ft" / "DONE").is_file()
+    # A moved tree (pretraining and finetuning together) resumes: the finetuning run's source
+    # moved with it, its settings are otherwise equal.
+    model = torch.load(tmp_path / "ft" / "model.pt", weights_only=True)["state_dict"]
+    shutil.move(tmp_path / "pretrain", tmp_path / "moved-pretrain")
+    shutil.move(tmp_path / "ft", tmp_path / "moved-ft")
+    (tmp_path / "moved-ft" / "model.pt").unlink()  # so that the run has work to do
+    moved = [f"pretrained={tmp_path / 'moved-pretrain'}", *finetune[3:]]
+    cli.run(["finetune", "lp", *moved, f"run_dir={tmp_path / 'moved-ft'}"])
+    again = torch.load(tmp_path / "moved-ft" / "model.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(model[k], again[k]) for k in model)
 
 
 def test_the_advice_for_a_corrupt_model_works(tmp_path: Path) -> None:

@@ -157,3 +157,10 @@ def test_a_run_folder_keeps_its_settings(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"other settings \(scarcity.fraction, seed differ\)"):
         _save_config(tmp_path, other)
     assert "seed: 1" in (tmp_path / "config.yaml").read_text()
+
+
+def test_a_top_level_key_that_lives_in_a_section_is_pointed_to() -> None:
+    from scarce_ltr.baselines.config import BaselineConfig
+
+    with pytest.raises(UserError, match=r"unknown config key 'loss' \(did you mean .*'deep.loss'"):
+        load_config(BaselineConfig, ["method=resnet", "loss.name=listmle"])

@@ -140,3 +140,12 @@ def test_page_runs_its_script_and_sorts_in_headless_chromium(tmp_path: Path) -> 
         table = table.split("</table>")[0]
         means = [float(v) for v in re.findall(r"<td>(0\.\d{4})</td></tr>", table)]
         assert means == order
+
+
+def test_a_deep_baseline_shows_its_chosen_learning_rates_epochs() -> None:
+    history = [
+        {"epoch": 0, "vali_ndcg@5": 0.2},
+        {"epoch": 1, "vali_ndcg@5": 0.4, "train_loss": 1.5},
+    ]
+    shown = interactive.curves({"selected": {"lr": 0.01, "history": history}})
+    assert shown == {"vali NDCG@5 per epoch": [[0, 0.2], [1, 0.4]], "train loss": [[1, 1.5]]}

@@ -16,9 +16,10 @@ import torch
 from tiny import tiny_data, tiny_pretraining
 
 from scarce_ltr.cli import run
-from scarce_ltr.core.config import CONFIG_ROOT
+from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import model_group, variant_family
+from scarce_ltr.data.outliers import feature_histogram, flagged_by_feature, histogram_bounds
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.pretrain import train as pretrain_train
 from scarce_ltr.pretrain.ssl_val import SslVal, ssl_val_split
@@ -229,7 +230,16 @@ def test_empty_vali_file_stops_a_pretraining_sweep(tmp_path: Path) -> None:
     assert not (tmp_path / "sweep").exists()
 
 
-def test_a_tuned_sweep_with_a_combination_runs_end_to_end(tmp_path: Path) -> None:
+def test_a_malformed_sweep_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    from scarce_ltr.sweeps.sweep import SweepConfig
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("datasets: [synthetic\nmodels: gbdt\n")
+    with pytest.raises(UserError, match=r"bad.yaml:2: not valid YAML"):
+        load_config(SweepConfig, [], stage_file=bad)
+
+
+def test_a_tuned_sweep_with_a_combination_runs_end_to_end(tmp_path: Path, capsys) -> None:
     """Two variants of SimCLR-Rank pretrained and finetuned, and their combination (A.3.7)."""
     models = "[simclr-rank@a+full,simclr-rank@b+full,simclr-rank@a+simclr-rank@b+combine]"
     small = "[epochs=2,encoder.width=8,encoder.hidden=16,encoder.n_blocks=1,monitor.n_items=64]"
@@ -243,6 +253,8 @@ def test_a_tuned_sweep_with_a_combination_runs_end_to_end(tmp_path: Path) -> Non
         ]
     )
     assert [c["status"] for c in cells] == ["done"] * 3
+    # a sweep in a folder of its own is reported by that folder, not by its name
+    assert f"next: ./run.sh report {tmp_path / 'sweep'}" in capsys.readouterr().out
     root = tmp_path / "sweep" / "synthetic"
     pretrain = json.loads((root / "pretrain/simclr-rank@b/seed=0/report.json").read_text())
     assert pretrain["model"] == "simclr-rank@b" and pretrain["ssl_val"]["chosen_epoch"] >= 1
@@ -255,3 +267,59 @@ def test_a_tuned_sweep_with_a_combination_runs_end_to_end(tmp_path: Path) -> Non
         (root / "finetune/simclr-rank@a+full/frac=0.2/seed=0/report.json").read_text()
     )
     assert finetuned["model"] == "simclr-rank@a+full"
+
+
+def test_figure_5_histogram_matches_the_rule() -> None:
+    rng = np.random.default_rng(0)
+    reference = rng.normal(size=(500, 3))
+    reference[0, 1] = 40.0  # a far value: a run of empty bins, then a tail of one item
+    offsets = np.arange(0, 61, 6, dtype=np.int64)
+    test_features = rng.normal(size=(60, 3)).astype(np.float32)
+    test_features[7, 1] = 60.0  # QG 1 holds a value beyond the cut of feature 2 (column 1)
+    test = RankingSplit(
+        test_features, np.zeros(60, np.float32), offsets, np.arange(10, dtype=np.int64), "test"
+    )
+    lower, upper = histogram_bounds(reference, gap=5)
+    for column in range(3):
+        hist = feature_histogram(reference, feature=column, gap=5)
+        assert (hist["lower"], hist["upper"]) == (lower[column], upper[column])
+        assert hist["counts"].sum() == 500 and hist["edges"].shape == (101,)
+    flagged = flagged_by_feature(reference, test, gap=5)
+    assert flagged.tolist() == [0, 1, 0]
+
+
+def test_the_report_draws_figure_5(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    run(
+        [
+            "baseline",
+            "gbdt",
+            *tiny_data(),
+            "logger=none",
+            "gbdt.num_threads=1",
+            "data.outliers.gap=3",
+            f"run_dir={runs / 'gbdt'}",
+        ]
+    )
+    report = run(["report", f"runs_root={runs}", f"out={tmp_path / 'report'}"])
+    (figure,) = report["outlier_figures"]
+    assert figure["dataset"] == "synthetic" and figure["gap"] == 3 and figure["feature"] >= 1
+    assert (tmp_path / "report" / "outliers_synthetic.png").stat().st_size > 1000
+    html = (tmp_path / "report" / "dashboard.html").read_text()
+    assert "the histogram rule" in html
+
+
+@pytest.mark.parametrize(
+    ("data", "extra", "dropout"),
+    [("yahoo-set1", [], 0.0), ("mslr-web30k", [], 0.7), ("synthetic", [], 0.7)]
+    + [("yahoo-set1", ["combine_dropout=0.3"], 0.3)],
+)
+def test_combine_dropout_per_data_preset(data: str, extra: list[str], dropout: float) -> None:
+    from scarce_ltr.finetune.config import FinetuneConfig
+
+    cfg, _ = load_config(
+        FinetuneConfig,
+        [f"data={data}", "runs=[a,b]", *extra],
+        stage_file=CONFIG_ROOT / "finetune" / "combine.yaml",
+    )
+    assert cfg.combination_dropout == dropout

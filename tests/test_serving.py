@@ -26,8 +26,9 @@ DEEP = ["deep.lrs=[5e-3]", "deep.hidden=16", "epochs=2"]
 
 
 KINDS = ("full", "lp", "mp", "combine", "attention", "mlp", "gbdt", "pca", "ssl", "resnet",
-         "deepfm", "dcnv2", "ens")  # fmt: skip
-TORCH_KINDS = ("full", "lp", "mp", "combine", "attention", "mlp", "resnet", "deepfm", "dcnv2")
+         "deepfm", "dcnv2", "dasalc", "ens")  # fmt: skip
+TORCH_KINDS = ("full", "lp", "mp", "combine", "attention", "mlp", "resnet", "deepfm", "dcnv2",
+               "dasalc")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     run(["baseline", "gbdt-ssl", *DATA, *GBDT, pretrained, "embedding.components=[4]",
          "embedding.raw=false",
          f"run_dir={out['ssl']}"])  # fmt: skip
-    for deep in ("resnet", "deepfm", "dcnv2"):
+    for deep in ("resnet", "deepfm", "dcnv2", "dasalc"):
         run(["baseline", deep, *DATA, *DEEP, f"run_dir={out[deep]}"])
     run(["ensemble", *DATA, f"runs=[{out['full']},{out['gbdt']}]", f"run_dir={out['ens']}"])
     return out
@@ -70,7 +71,8 @@ def raw_test():
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_bundle_scores_the_test_split_as_the_run_did(runs, kind) -> None:
     manifest = json.loads((runs[kind] / "bundle" / "bundle.json").read_text())
-    assert manifest["n_features"] == 12 and manifest["transform"]["kind"] == "log1p-standardize"
+    transform = "log1p" if kind == "dasalc" else "log1p-standardize"  # DASALC's own (qin2021)
+    assert manifest["n_features"] == 12 and manifest["transform"]["kind"] == transform
     assert manifest["selection"]["split"] == "vali" and manifest["run"]["git"] is not None
     ranker = scarce_ltr.load_ranker(runs[kind])
     with np.load(runs[kind] / "scores.npz") as saved:
@@ -175,7 +177,7 @@ def assert_close(got: np.ndarray, expected: np.ndarray) -> None:
 
 # ONNX export takes seconds per model: lp, mp and deepfm add no graph piece of their own.
 EXPORTS = [(kind, "torchscript") for kind in TORCH_KINDS] + [
-    (kind, "onnx") for kind in ("full", "combine", "attention", "resnet", "dcnv2")
+    (kind, "onnx") for kind in ("full", "combine", "attention", "resnet", "dcnv2", "dasalc")
 ]
 
 

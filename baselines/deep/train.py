@@ -186,6 +186,7 @@ def _fit_point(
         "best_epoch": result.best_epoch,
         "epochs_trained": result.epochs,
         "seconds_per_epoch": result.seconds_per_epoch,
+        "history": result.history,  # vali NDCG@5 and loss per epoch: the dashboard's curves
     }
     grid_point.finish(summary)
     return summary

@@ -41,6 +41,7 @@ def scarf_loss(
 
 class SCARF(Objective):
     needs_training_items = True
+
     def __init__(
         self,
         *,
