@@ -91,6 +91,10 @@ class QueryGroupBatcher:
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def plan(self) -> list[np.ndarray]:
+        """The QG indices of every batch of this epoch, before sharding."""
+        return self._plan()
+
     def _plan(self) -> list[np.ndarray]:
         """The QG indices of every batch of this epoch, before sharding."""
         order = self.groups

@@ -128,8 +128,15 @@ class _TorchModel:
         from scarce_ltr.finetune.loop import predict
 
         runtime = Runtime(device=torch.device("cpu"))
-        split = transform(raw)
-        return predict(self.module, split, runtime=runtime, item_budget=self.item_budget)
+        scores = np.zeros(raw.n_items, dtype=np.float64)
+        buffer = None
+        for rows, piece in pieces_of(raw, self.item_budget):
+            buffer = _buffer(buffer, piece)
+            split = transform(piece, out=buffer)
+            scores[rows] = predict(
+                self.module, split, runtime=runtime, item_budget=self.item_budget
+            )
+        return scores
 
 
 class _LightGBMModel:
@@ -146,14 +153,20 @@ class _LightGBMModel:
         self.embedding = _Embedding(folder, info["embedding"]) if info.get("embedding") else None
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
-        split = transform(raw)
-        features = np.asarray(split.features, dtype=np.float32)
-        if self.pca is not None:
-            extra = self.pca(features)[:, : self.k]
-            features = np.ascontiguousarray(np.hstack([features, extra]))
-        if self.embedding is not None:
-            features = np.ascontiguousarray(np.hstack([features, self.embedding(split)]))
-        return np.asarray(self.booster.predict(features), dtype=np.float64)
+        scores = np.zeros(raw.n_items, dtype=np.float64)
+        budget = self.embedding.item_budget if self.embedding is not None else PIECE_ITEMS
+        buffer = None
+        for rows, piece in pieces_of(raw, budget):
+            buffer = _buffer(buffer, piece)
+            split = transform(piece, out=buffer)
+            features = split.features
+            if self.pca is not None:
+                extra = self.pca(features)[:, : self.k]
+                features = np.ascontiguousarray(np.hstack([features, extra]))
+            if self.embedding is not None:
+                features = np.ascontiguousarray(np.hstack([features, self.embedding(split)]))
+            scores[rows] = self.booster.predict(features)
+        return scores
 
 
 class _Embedding:
@@ -239,6 +252,50 @@ class _Ensemble:
         # its log1p, a member of another family its own).
         scores = [self.normalize(m.score_split(raw), raw.offsets) for m in self.members]
         return mix(np.stack(scores), self.weights)
+
+
+PIECE_ITEMS = 1 << 17  # items transformed at a time: a reused buffer, not a copy of the input
+
+
+def pieces_of(split: RankingSplit, item_budget: int):
+    """``(rows, piece)``: consecutive whole QGs of ``split`` (views, no copy) of about
+    `PIECE_ITEMS` items, cut where a scoring batch of ``item_budget`` items ends, so that each
+    piece packs into exactly the batches the whole split packs into (the scores are the same
+    bits as scoring the whole split at once)."""
+    from scarce_ltr.data.batching import QueryGroupBatcher
+
+    if split.n_items <= PIECE_ITEMS:
+        yield slice(0, split.n_items), split
+        return
+    offsets = split.offsets
+    first, items = 0, 0
+    for batch in QueryGroupBatcher(split, item_budget=item_budget).plan():
+        last = int(batch[-1]) + 1
+        items = int(offsets[last] - offsets[first])
+        if items >= PIECE_ITEMS:
+            yield _piece(split, first, last)
+            first = last
+    if first < split.n_groups:
+        yield _piece(split, first, split.n_groups)
+
+
+def _piece(split: RankingSplit, first: int, last: int) -> tuple[slice, RankingSplit]:
+    a, b = int(split.offsets[first]), int(split.offsets[last])
+    piece = RankingSplit(
+        split.features[a:b],
+        split.labels[a:b],
+        split.offsets[first : last + 1] - a,
+        split.qids[first:last],
+        split.name,
+    )
+    return slice(a, b), piece
+
+
+def _buffer(buffer: np.ndarray | None, piece: RankingSplit) -> np.ndarray:
+    """A float32 buffer with room for the piece (grown when a piece is larger)."""
+    if buffer is None or len(buffer) < piece.n_items:
+        return np.empty((max(piece.n_items, PIECE_ITEMS), piece.n_features), dtype=np.float32)
+    return buffer
 
 
 def _build(folder: Path, info: dict):
