@@ -10,17 +10,52 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.ranking_split import RankingSplit
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The keys every searched tree backend's section shares (``catboost.*``, ``xgboost.*``);
+    a backend subclasses it with its loss or objective and names its section."""
+
+    section: ClassVar[str] = "backend"  # the config section, for messages
+
+    n_trials: int = 20  # Optuna trials (seeded TPE); the vali-best is kept
+    max_rounds: int = 500  # trees at most; `epochs` caps it further when set
+    early_stopping_rounds: int = 50  # on vali NDCG@5
+    num_threads: int = 0  # 0: every core of the machine
+    params: dict[str, Any] = field(default_factory=dict)  # any backend parameter, every trial
+
+    def __post_init__(self) -> None:
+        if self.n_trials < 1:
+            raise ValueError(f"{self.section}.n_trials must be >= 1, got {self.n_trials}")
+        for key in ("max_rounds", "early_stopping_rounds"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{self.section}.{key} must be >= 1")
+        if self.num_threads < 0:
+            raise ValueError(f"{self.section}.num_threads must be >= 0 (0: every core)")
+        if self.params:
+            self.check_params(self.params)
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        """`ValueError` naming the backend and the key of a parameter it does not take."""
+
+    def threads(self) -> int:
+        return self.num_threads or os.cpu_count() or 1
+
+    def rounds(self, epochs: int | None) -> int:
+        return self.max_rounds if epochs is None else min(self.max_rounds, epochs)
 
 
 def require_backend(module: str, package: str) -> ModuleType:

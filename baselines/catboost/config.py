@@ -7,9 +7,10 @@ number of trees (early stopping) are chosen on the labeled vali QGs.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from scarce_ltr.baselines.tuning import SearchOptions
 
 # Command-line name -> CatBoost's loss_function. StochasticRank smooths the metric it is told
 # to optimise: NDCG@5 with exponential gain, the project's selection metric.
@@ -38,32 +39,18 @@ RESERVED_PARAMS = {
 
 
 @dataclass(frozen=True)
-class CatBoostOptions:
+class CatBoostOptions(SearchOptions):
+    section: ClassVar[str] = "catboost"
+
     loss: str = "YetiRank"  # YetiRank | YetiRankPairwise | StochasticRank | QueryRMSE
-    n_trials: int = 20  # Optuna trials (seeded TPE); the vali-best is kept
-    max_rounds: int = 500  # trees at most; `epochs` caps it further when set
-    early_stopping_rounds: int = 50  # on vali NDCG@5
-    num_threads: int = 0  # 0: every core of the machine
-    params: dict[str, Any] = field(default_factory=dict)  # any CatBoost parameter, every trial
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"catboost.loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        if self.n_trials < 1:
-            raise ValueError(f"catboost.n_trials must be >= 1, got {self.n_trials}")
-        for key in ("max_rounds", "early_stopping_rounds"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"catboost.{key} must be >= 1")
-        if self.num_threads < 0:
-            raise ValueError("catboost.num_threads must be >= 0 (0: every core)")
-        if self.params:
-            check_params(self.params)
+        super().__post_init__()
 
-    def threads(self) -> int:
-        return self.num_threads or os.cpu_count() or 1
-
-    def rounds(self, epochs: int | None) -> int:
-        return self.max_rounds if epochs is None else min(self.max_rounds, epochs)
+    def check_params(self, params: dict[str, Any]) -> None:
+        check_params(params)
 
 
 def check_params(params: dict[str, Any]) -> None:

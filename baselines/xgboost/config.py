@@ -7,9 +7,10 @@ number of trees (early stopping) are chosen on the labeled vali QGs.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from scarce_ltr.baselines.tuning import SearchOptions
 
 OBJECTIVES = ("rank:ndcg", "rank:pairwise")
 MAX_XGBOOST_LABEL = 30  # rank:ndcg's exponential gain 2^y - 1 (and its ndcg metric) stops at 31
@@ -27,34 +28,20 @@ RESERVED_PARAMS = {
 
 
 @dataclass(frozen=True)
-class XGBoostOptions:
+class XGBoostOptions(SearchOptions):
+    section: ClassVar[str] = "xgboost"
+
     objective: str = "rank:ndcg"  # rank:ndcg | rank:pairwise
-    n_trials: int = 20  # Optuna trials (seeded TPE); the vali-best is kept
-    max_rounds: int = 500  # trees at most; `epochs` caps it further when set
-    early_stopping_rounds: int = 50  # on vali NDCG@5
-    num_threads: int = 0  # 0: every core of the machine
-    params: dict[str, Any] = field(default_factory=dict)  # any XGBoost parameter, every trial
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(
                 f"xgboost.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
             )
-        if self.n_trials < 1:
-            raise ValueError(f"xgboost.n_trials must be >= 1, got {self.n_trials}")
-        for key in ("max_rounds", "early_stopping_rounds"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"xgboost.{key} must be >= 1")
-        if self.num_threads < 0:
-            raise ValueError("xgboost.num_threads must be >= 0 (0: every core)")
-        if self.params:
-            check_params(self.params)
+        super().__post_init__()
 
-    def threads(self) -> int:
-        return self.num_threads or os.cpu_count() or 1
-
-    def rounds(self, epochs: int | None) -> int:
-        return self.max_rounds if epochs is None else min(self.max_rounds, epochs)
+    def check_params(self, params: dict[str, Any]) -> None:
+        check_params(params)
 
 
 def check_params(params: dict[str, Any]) -> None:
