@@ -346,8 +346,8 @@ class _Planner:
         """``./run.sh finetune combine runs=[...]``. Of the sweep's finetuning overrides it takes
         none: combine.yaml sets its own layer's epochs and lr, and the dropout comes from the
         data preset (``data.combine_dropout``) or ``per_model``."""
-        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
-        runs = f"runs=[{','.join(json.dumps(str(m.run_dir)) for m in members)}]"
+        shared = self._shared(dataset, seed, setting)
+        runs = _runs_override(members)
         extra = [runs, *self.cfg.overrides.per_model.get(model, [])]
         depends = [m.key for m in members]
         overrides = [*shared, *extra]
@@ -375,7 +375,7 @@ class _Planner:
             depends = [pretrain.key]
             extra = [f"pretrained={pretrain.run_dir}", *extra]
         extra += self.cfg.overrides.per_model.get(model, [])
-        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        shared = self._shared(dataset, seed, setting)
         return self._add(dataset, model, stage, name, seed, tag, [*shared, *extra], depends)
 
     def _ensemble_job(
@@ -388,14 +388,17 @@ class _Planner:
         members: list[Job],
         options: list[str],
     ) -> Job:
-        shared = [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        shared = self._shared(dataset, seed, setting)
         shared = [o for o in shared if _key_of(o) in COMMON_KEYS]
-        # Quoted: a label setting's folder name may hold a comma (tau=4.5,frac=0.1; ,labels=0).
-        runs = f"runs=[{','.join(json.dumps(str(m.run_dir)) for m in members)}]"
+        runs = _runs_override(members)
         extra = [runs, *options, *self.cfg.overrides.ensemble]
         extra += self.cfg.overrides.per_model.get(model, [])
         depends = [m.key for m in members]
         return self._add(dataset, model, "ensemble", "", seed, tag, [*shared, *extra], depends)
+
+    def _shared(self, dataset: str, seed: int, setting: list[str]) -> list[str]:
+        """The overrides every job of a cell starts with."""
+        return [f"data={dataset}", *self.common, f"seed={seed}", *setting]
 
     def _add(
         self,
@@ -462,3 +465,9 @@ def _pretrain_job(cfg, root: Path, dataset: str, method: str, seed: int, common:
         run_dir,
         tags=[method, "pretrain", f"seed={seed}", dataset],
     )
+
+
+def _runs_override(members: list[Job]) -> str:
+    """``runs=[...]`` of member jobs' folders, each quoted: a label setting's folder name may
+    hold a comma (tau=4.5,frac=0.1; ,labels=0)."""
+    return f"runs=[{','.join(json.dumps(str(m.run_dir)) for m in members)}]"
