@@ -60,7 +60,7 @@ class _Parsed:
 def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
     """Parse one LETOR/SVMlight file (plain or ``.gz``) into dense float32 arrays."""
     path = Path(path)
-    chunks = list(_parse_chunks(path))
+    chunks = list(parse_chunks(path))
     if not chunks or not any(len(c.labels) for c in chunks):
         raise DataFormatError(path, None, f"no data lines found ({_EXPECTED})")
     labels = np.concatenate([c.labels for c in chunks])
@@ -122,9 +122,13 @@ def _read_blocks(path: Path):
         yield rest + b"\n", line_number
 
 
-def _parse_chunks(path: Path):
+def parse_chunks(path: Path, on_block=None):
+    """The parsed items of ``path``, block by block (`_Parsed`); ``on_block(n_bytes)``, when
+    given, hears of each block read (a progress bar)."""
     has_qid: bool | None = None
     for block, first_line in _read_blocks(path):
+        if on_block is not None:
+            on_block(len(block))
         if has_qid is None:
             first = next((ln for ln in block.split(b"\n") if ln.split(b"#")[0].strip()), None)
             if first is None:

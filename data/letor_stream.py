@@ -19,11 +19,9 @@ from scarce_ltr.core.errors import DataFormatError
 from scarce_ltr.data.letor import (
     _EXPECTED,
     _groups_from_qids,
-    _parse_fast,
-    _parse_slow,
-    _read_blocks,
     _split_name,
     check_query_total,
+    parse_chunks,
     query_sizes,
 )
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -79,20 +77,11 @@ def stream_letor(
     pending = _Items.empty(n_features)
     seen_qids: set[int] = set()
     groups: _SizedGroups | None = None  # lines without qid: sizes from the .query file
-    has_qid: bool | None = None
     n_items = 0
-    for block, first_line in _read_blocks(path):
-        if progress is not None:
-            progress.update(len(block))
-        if has_qid is None:
-            first = next((ln for ln in block.split(b"\n") if ln.split(b"#")[0].strip()), None)
-            if first is None:
-                continue
-            has_qid = b"qid:" in first
-            groups = None if has_qid else _SizedGroups(path, name)
-        parsed = _parse_fast(block, first_line, has_qid)
-        if parsed is None:
-            parsed = _parse_slow(block, first_line, has_qid, path)
+    on_block = None if progress is None else progress.update
+    for parsed in parse_chunks(path, on_block):
+        if not parsed.has_qid and groups is None:
+            groups = _SizedGroups(path, name)
         items = _dense(parsed, n_features, path, too_wide)
         n_items += len(items)
         pending = pending.join(items)

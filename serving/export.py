@@ -27,6 +27,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,11 +164,12 @@ def self_check(ranker: BundledRanker, fmt: str, path: Path, *, seed: int) -> flo
     """Max relative difference between the bundle and the exported file on synthetic QGs of
     `CHECK_SIZES` items; a `UserError` above `TOLERANCE` (the file is then not kept)."""
     rng = np.random.default_rng(seed)
+    exported = load_exported(fmt, path)
     worst = 0.0
     for size in CHECK_SIZES:
         features = plausible_raw_features(ranker.transform, rng, size, ranker.n_features)
         expected = ranker.predict(features)
-        got = score_exported(fmt, path, features)
+        got = exported(features)
         scale = max(1.0, float(np.max(np.abs(expected))))
         worst = max(worst, float(np.max(np.abs(got - expected))) / scale)
     if worst > TOLERANCE:
@@ -180,20 +182,40 @@ def self_check(ranker: BundledRanker, fmt: str, path: Path, *, seed: int) -> flo
 
 def score_exported(fmt: str, path: Path, features: np.ndarray) -> np.ndarray:
     """Scores of one QG ``[n_items, n_features]`` by an exported file (float64)."""
-    x = np.asarray(features, dtype=np.float32)[None]
-    mask = np.ones(x.shape[:2], dtype=bool)
+    return load_exported(fmt, path)(features)
+
+
+def load_exported(fmt: str, path: Path) -> Callable[[np.ndarray], np.ndarray]:
+    """The exported file loaded once, as a scorer of one QG ``[n_items, n_features]``."""
     if fmt == "onnx":
         import onnxruntime
 
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return session.run(None, {"features": x, "mask": mask})[0][0].astype(np.float64)
+
+        def onnx_scores(features: np.ndarray) -> np.ndarray:
+            x, mask = _one_group(features)
+            return session.run(None, {"features": x, "mask": mask})[0][0].astype(np.float64)
+
+        return onnx_scores
     if fmt == "torchscript":
         module = torch.jit.load(str(path))
-        with torch.no_grad():
-            return module(torch.from_numpy(x), torch.from_numpy(mask))[0].double().numpy()
+
+        def torchscript_scores(features: np.ndarray) -> np.ndarray:
+            x, mask = _one_group(features)
+            with torch.no_grad():
+                out = module(torch.from_numpy(x), torch.from_numpy(mask))
+            return out[0].double().numpy()
+
+        return torchscript_scores
     import lightgbm as lgb
 
-    return lgb.Booster(model_file=str(path)).predict(x[0]).astype(np.float64)
+    booster = lgb.Booster(model_file=str(path))
+    return lambda features: booster.predict(np.asarray(features, dtype=np.float32))
+
+
+def _one_group(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(features, dtype=np.float32)[None]
+    return x, np.ones(x.shape[:2], dtype=bool)
 
 
 def plausible_raw_features(

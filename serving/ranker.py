@@ -34,6 +34,9 @@ class BundledRanker:
         info = self.manifest["transform"]
         arrays = read_npz(self.folder, info["file"]) if info.get("file") else {}
         self.transform = FeatureTransform.from_bundle(info, arrays)
+        # The run's histogram-detector bounds (raw features), read once: `outlier_groups`.
+        outliers = (self.manifest.get("outliers") or {}).get("file")
+        self.outlier_bounds = read_npz(self.folder, outliers) if outliers else None
         self.model = _build(self.folder, self.manifest["model"])
 
     @property
@@ -50,13 +53,13 @@ class BundledRanker:
         """``[n_groups]`` bool: the QGs of ``raw`` (raw features, the bundle's width) that the
         run's histogram detector names outliers (paper A.2.2, with the run's fitted bounds);
         None when the run used another detector (knn needs its train features, qids its QGs)."""
-        info = self.manifest.get("outliers") or {}
-        if not info.get("file"):
+        if self.outlier_bounds is None:
             return None
         from scarce_ltr.data.outliers import outlier_groups_from_bounds
 
-        bounds = read_npz(self.folder, info["file"])
-        return outlier_groups_from_bounds(raw, bounds["lower"], bounds["upper"])
+        return outlier_groups_from_bounds(
+            raw, self.outlier_bounds["lower"], self.outlier_bounds["upper"]
+        )
 
     def predict(
         self, features: np.ndarray, qids: np.ndarray | None = None, *, offsets=None
