@@ -228,7 +228,8 @@ STAGES: dict[str, Stage] = {
         schema="scarce_ltr.data.stage_config:CommonConfig",
     ),
     "pretrain": Stage(
-        help="self-supervised pretraining of an item encoder on all train (+ vali) QGs, no labels",
+        help="self-supervised pretraining of an item encoder on the train QGs, no labels (vali "
+        "QGs: SSL Val, which picks the epoch)",
         entry="scarce_ltr.pretrain.train:main",
         schema="scarce_ltr.pretrain.config:PretrainConfig",
         config_folder="pretrain",
@@ -236,8 +237,8 @@ STAGES: dict[str, Stage] = {
         name_key="method",
     ),
     "baseline": Stage(
-        help="a baseline ranker on the labeled QGs, chosen on vali (LightGBM LambdaMART, "
-        "+ pseudo-labels / PCA)",
+        help="a baseline ranker on the labeled QGs, chosen on vali (LightGBM and its pseudo-label"
+        " / PCA / embedding variants, CatBoost, XGBoost, ResNet, DeepFM, DCNv2, DASALC)",
         entry="scarce_ltr.baselines.run:main",
         schema="scarce_ltr.baselines.config:BaselineConfig",
         config_folder="baseline",

@@ -202,13 +202,9 @@ CSV_HEADER = "qid,position,score,rank\n"
 MB = 1 << 20
 
 
-def predictions_csv(split: RankingSplit, scores: np.ndarray) -> str:
-    """``qid,position,score,rank`` per item, in file order, with the header."""
-    return CSV_HEADER + predictions_rows(split, scores)
-
-
 def predictions_rows(split: RankingSplit, scores: np.ndarray) -> str:
-    """The CSV rows of a piece of whole QGs (see `predictions_csv`)."""
+    """``qid,position,score,rank`` per item of a piece of whole QGs, in file order (the rows
+    under `CSV_HEADER`)."""
     sizes = np.diff(split.offsets)
     group_of = np.repeat(np.arange(split.n_groups), sizes)
     position = np.arange(split.n_items) - np.repeat(split.offsets[:-1], sizes)
