@@ -21,7 +21,9 @@ Beside NDCG, the metrics users compare with, in the same model order (ties by in
 
 A QG without a relevant item (label > 0) is exactly a QG without a defined NDCG, and the
 empty-QG policy treats it alike in every metric: NaN and left out (``skip``), 1 (``one``) or 0
-(``zero``). So every mean of a report runs over the same QGs, whatever the metric.
+(``zero``). So every mean of a report runs over the same QGs, whatever the metric. Given the
+outlier QGs, each metric has an ``outlier_`` twin: the same per-QG values, averaged over the
+outlier QGs only.
 """
 
 from __future__ import annotations
@@ -161,7 +163,8 @@ def evaluate_ranking(
     outlier_groups: np.ndarray | None = None,
     max_grade: float | None = None,
 ) -> dict[str, float]:
-    """Every NDCG@k and ERR@k of ``ks``, MRR, MAP, and Outlier-NDCG@k with ``outlier_groups``.
+    """Every NDCG@k and ERR@k of ``ks``, MRR, MAP, and their outlier versions with
+    ``outlier_groups``.
 
     Args:
         scores, labels, offsets, policy: as in ``ndcg_per_group``.
@@ -172,8 +175,9 @@ def evaluate_ranking(
     Returns:
         ``ndcg@k`` and ``err@k`` for each k, ``mrr``, ``map`` and ``n_groups_evaluated`` (QGs
         that entered the means, the same for every metric); with ``outlier_groups`` also
-        ``outlier_ndcg@k`` and ``n_outlier_groups`` (outlier QGs that entered the outlier
-        means). Means with nothing to average are NaN.
+        ``outlier_ndcg@k``, ``outlier_err@k``, ``outlier_mrr``, ``outlier_map`` (the same
+        per-QG values, averaged over the outlier QGs only) and ``n_outlier_groups`` (outlier QGs
+        that entered the outlier means). Means with nothing to average are NaN.
     """
     fill = check_policy(policy)
     cutoffs = [check_k(k) for k in ks]
@@ -191,9 +195,15 @@ def evaluate_ranking(
         if outlier is not None:
             report[f"outlier_ndcg@{k}"] = _nanmean(per_group[outlier])
     for k in cutoffs:
-        report[f"err@{k}"] = _nanmean(ranked.err_at(k, scale, fill))
-    report["mrr"] = _nanmean(ranked.mrr(fill))
-    report["map"] = _nanmean(ranked.average_precision(fill))
+        err = ranked.err_at(k, scale, fill)
+        report[f"err@{k}"] = _nanmean(err)
+        if outlier is not None:
+            report[f"outlier_err@{k}"] = _nanmean(err[outlier])
+    for name, per_group_of in (("mrr", ranked.mrr), ("map", ranked.average_precision)):
+        values = per_group_of(fill)
+        report[name] = _nanmean(values)
+        if outlier is not None:
+            report[f"outlier_{name}"] = _nanmean(values[outlier])
     # Whether a QG is defined does not depend on k, so the last per_group speaks for all.
     evaluated = ~np.isnan(per_group)
     report["n_groups_evaluated"] = int(evaluated.sum())

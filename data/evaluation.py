@@ -4,8 +4,9 @@ A model hands over one score per item of the validation and test splits; this mo
 into ``metrics.vali.*`` (on the validation QGs the scarcity setting labels, with the labels it
 shows) and ``metrics.test.*`` (every test QG, graded labels, plus Outlier-NDCG), and keeps the
 scores in ``scores.npz`` so that ensembles need no retraining. Each split gets NDCG@k, ERR@k,
-MRR and MAP (`core.metrics`); ERR's highest grade is the data set's (`max_grade`). Selection
-stays on vali NDCG@5.
+MRR and MAP (`core.metrics`), test also their outlier versions (``outlier_ndcg@k``,
+``outlier_err@k``, ``outlier_mrr``, ``outlier_map``); ERR's highest grade is the data set's
+(`max_grade`). Selection stays on vali NDCG@5.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         report = {
             "strategy": cfg.strategy,
             "pretrained": source["pretrained"],
-            "pretraining_method": source["method"],
+            "pretraining_method": pretraining_name(cfg, source),
             **({"runs": source["runs"]} if "runs" in source else {}),
             "metrics": metrics,
             "learning_rate": chosen.lr,
@@ -195,6 +195,15 @@ def _fit_point(
     if label:  # a grid point: done on its own, so an interrupted grid resumes after it
         point.finish(result | {"identity": identity})
     return _Point(lr, folder, result, model, source, spec)
+
+
+def pretraining_name(cfg: FinetuneConfig, source: dict) -> str | None:
+    """The encoder's pretraining as its pretraining run's ``model`` and sweeps name it:
+    ``simclr-rank``, ``simclr-rank@zero0.7`` (a sweep's variant), ``+``-joined over the members
+    of ``combine``; None for a fresh encoder. The run's ``model`` is this ``+<strategy>``."""
+    if source["method"] is None:
+        return None
+    return cfg.identity().model.removesuffix(f"+{cfg.strategy}")
 
 
 def _grid_row(point: _Point) -> dict:

@@ -4,11 +4,13 @@ The run's bundle (`scarce_ltr.serving.ranker`) scores every item of a LETOR/SVMl
 or ``.gz``, with or without ``qid:``, ``.query`` files beside it), or of every split file of a
 folder (``train``, ``vali``/``valid``, ``test``). Per file it writes a CSV, one row per item in
 file order: ``qid``, ``position`` (0-based, within its QG), ``score``, ``rank`` (1 = the top of its
-QG; ties keep file order, as the project's NDCG does). When the file has labels it prints NDCG@k
-with the project's convention, and Outlier-NDCG over the QGs that the run's histogram detector
-(its fitted raw bounds, in the bundle) names outliers. Files stream through in pieces of whole
-QGs (`scarce_ltr.data.letor_stream`) with a progress bar, so memory does not grow with the
-file's features. The CSV is written atomically: an error leaves no half file.
+QG; ties keep file order, as the project's NDCG does). When the file has labels it prints NDCG@k,
+ERR@k, MRR and MAP with the project's conventions (`core.metrics`, as training reports them;
+ERR's highest grade is ``max_grade``, by default the file's highest label), and their outlier
+versions over the QGs that the run's histogram detector (its fitted raw bounds, in the bundle)
+names outliers. Files stream through in pieces of whole QGs (`scarce_ltr.data.letor_stream`)
+with a progress bar, so memory does not grow with the file's features. The CSV is written
+atomically: an error leaves no half file.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class PredictConfig:
     out: str | None = None  # a .csv file (one input file) or a folder; default <run>/predictions
     ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])
     policy: str = "skip"  # a QG without a relevant item: skip | one | zero (NDCG convention)
+    # ERR@k's highest grade; None: the file's highest label (training uses the data set's)
+    max_grade: float | None = None
 
     def __post_init__(self) -> None:
         if not self.run:
@@ -54,6 +58,8 @@ class PredictConfig:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
         if not self.ks or min(self.ks) < 1:
             raise ValueError("ks must be a non-empty list of positive integers")
+        if self.max_grade is not None and not self.max_grade > 0:
+            raise ValueError(f"max_grade must be > 0 (null: the file's), got {self.max_grade}")
 
 
 def main(cfg: PredictConfig, out_dir: Path | None = None) -> dict:
@@ -87,7 +93,10 @@ def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: 
             scores = ranker.score_split(piece)
             out.write(predictions_rows(piece, scores))
             kept.add(piece, scores, ranker.outlier_groups(piece))
-    metrics = kept.metrics(cfg) if kept.has_labels else None
+    try:
+        metrics = kept.metrics(cfg) if kept.has_labels else None
+    except ValueError as exc:  # a label above max_grade=, or below 0
+        raise UserError(f"{path}: {exc}") from None
     print(f"{path}: {kept.n_groups} QGs, {kept.n_items} items" + _shown(cfg, metrics))
     return {"out": str(target), "metrics": metrics}
 
@@ -133,20 +142,29 @@ class _Kept:
             ks=cfg.ks,
             policy=cfg.policy,
             outlier_groups=outliers,
+            max_grade=cfg.max_grade,
         )
 
 
 def _shown(cfg: PredictConfig, metrics: dict | None) -> str:
+    """The metrics of a labeled file, one line per kind, each ``Name value`` (4 decimals)."""
     if metrics is None:
         return " (no labels)"
-    shown = ", ".join(f"NDCG@{k} {metrics[f'ndcg@{k}']:.4f}" for k in cfg.ks)
+    lines = [
+        ", ".join(f"NDCG@{k} {metrics[f'ndcg@{k}']:.4f}" for k in cfg.ks),
+        ", ".join(f"ERR@{k} {metrics[f'err@{k}']:.4f}" for k in cfg.ks)
+        + f"; MRR {metrics['mrr']:.4f}, MAP {metrics['map']:.4f}",
+    ]
     if "n_outlier_groups" not in metrics:
-        return f"; {shown}; Outlier-NDCG: the run's outlier detector needs its own data"
-    n = metrics["n_outlier_groups"]
-    if not n:
-        return f"; {shown}; Outlier-NDCG: no outlier QG by the run's histogram bounds"
-    k = 5 if 5 in cfg.ks else cfg.ks[0]
-    return f"; {shown}; Outlier-NDCG@{k} {metrics[f'outlier_ndcg@{k}']:.4f} (n={n})"
+        lines.append("Outlier-NDCG: the run's outlier detector needs its own data")
+    elif not metrics["n_outlier_groups"]:
+        lines.append("Outlier-NDCG: no outlier QG by the run's histogram bounds")
+    else:
+        k = 5 if 5 in cfg.ks else cfg.ks[0]
+        names = {f"NDCG@{k}": f"ndcg@{k}", f"ERR@{k}": f"err@{k}", "MRR": "mrr", "MAP": "map"}
+        shown = ", ".join(f"Outlier-{n} {metrics[f'outlier_{m}']:.4f}" for n, m in names.items())
+        lines.append(f"{shown} (n={metrics['n_outlier_groups']})")
+    return "".join(f"\n  {line}" for line in lines)
 
 
 class _ByteProgress:

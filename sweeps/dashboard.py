@@ -5,8 +5,9 @@ Images are embedded as base64 PNG ``data:`` URIs, the style sheet and the script
 no external resource. Per data set and curve (label fractions, or binary tau):
 the group table (paper Figure 1 / Table 2: mean ± std over seeds, one-sided Welch p-value
 against the validation-best GBDT), the crossover, the group curves, every model's table and
-curves (Table 1 / Figure 3), and which member stood for each group; then t-SNE plots (Figure 4)
-and the cells that failed or did not finish.
+curves (Table 1 / Figure 3), and which member stood for each group; then, when the sweep has
+variants, the tuned table (paper A.2.3: the validation-best variant of each model); t-SNE plots
+(Figure 4) and the cells that failed or did not finish.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def render(report: dict) -> str:
     parts = [_header(report), _notes(report.get("notes") or [])]
     for section in report["sections"]:
         parts.append(_section(section, k=k, select_k=report["select_k"], alpha=alpha))
+    tuned = report["summary"].get("tuned") or []
+    parts.append(_tuned(tuned, k=k, select_k=report["select_k"], alpha=alpha))
     if report.get("tsne_png") or report.get("tsne_errors"):
         parts.append("<h2>t-SNE of item embeddings (test QGs)</h2>")
         if report.get("tsne_png"):
@@ -171,6 +174,37 @@ def _selection(groups: list[dict], models: list[dict], select_k: int) -> str:
         "<table><tr><th class='name'>setting</th><th class='name'>group</th>"
         f"<th class='name'>chosen member</th><th>mean vali NDCG@{select_k}</th>"
         f"<th class='name'>candidates (mean vali NDCG@{select_k})</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _tuned(tuned: list[dict], *, k: int, select_k: int, alpha: float) -> str:
+    """Each model with variants: its validation-best variant per data set and label setting and
+    that variant's numbers (``kind=tuned`` in summary.csv); nothing when the sweep has none."""
+    if not tuned:
+        return ""
+    metrics = [("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}"), ("mrr", "MRR"),
+               ("map", "MAP"), ("err", f"ERR@{k}")]  # fmt: skip
+    header = "".join(
+        f"<th class='name'>{n}</th>" for n in ("data set", "setting", "model", "chosen variant")
+    )
+    header += f"<th>mean vali NDCG@{select_k}</th>"
+    header += "".join(f"<th>test {escape(label)}</th>" for _, label in metrics)
+    header += "<th class='name'>candidates</th>"
+    rows = []
+    for entry in tuned:
+        names = (entry["dataset"], entry["setting"], entry["model"], entry["member"])
+        tds = "".join(f"<td class='name'>{escape(str(n))}</td>" for n in names)
+        tds += f"<td>{fmt(entry['vali_mean'])}</td>"
+        tds += "".join(_cell(entry, metric, "", alpha, False) for metric, _ in metrics)
+        listing = escape(", ".join(entry["candidates"]))
+        rows.append(f"<tr>{tds}<td class='name'><small>{listing}</small></td></tr>")
+    return (
+        "<h2 id='tuned'>Tuned variants (paper A.2.3)</h2><p class='note'>For each model with "
+        "variants (<code>&lt;method&gt;@&lt;variant&gt;+&lt;strategy&gt;</code>), per data set "
+        f"and label setting, the variant with the highest mean validation NDCG@{select_k} (the "
+        "group rule; test never read) stands for the model; its test numbers as in the model "
+        "tables, p against the validation-best GBDT.</p>"
+        f"<table id='tuned-table'><tr>{header}</tr>{''.join(rows)}</table>"
     )
 
 

@@ -33,6 +33,8 @@ SUMMARY_FIELDS = [
     "vali_mean", "test_mean", "test_std", "outlier_mean", "outlier_std", "n_outlier_seeds",
     "p_test", "p_outlier", "reference", "seeds",
     "mrr_mean", "mrr_std", "map_mean", "map_std", "err_mean", "err_std",
+    "outlier_mrr_mean", "outlier_mrr_std", "outlier_map_mean", "outlier_map_std",
+    "outlier_err_mean", "outlier_err_std",
 ]  # fmt: skip
 
 

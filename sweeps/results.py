@@ -37,14 +37,15 @@ IDENTITY = (
     "val_labels", "policy", "seed", "status", "error", "seconds", "run_dir",
 )  # fmt: skip
 COUNTS = ("n_vali_groups", "n_test_groups", "n_outlier_groups")
-OTHER_METRICS = ("test_mrr", "test_map")  # no cutoff: the whole list
+OTHER_METRICS = ("test_mrr", "test_map", "test_outlier_mrr", "test_outlier_map")  # no cutoff
 STATUSES = ("done", "failed", "pending", "skipped")
 
 
 def metric_columns(ks: list[int]) -> list[str]:
-    """``vali_ndcg@k``, ``test_ndcg@k``, ``test_outlier_ndcg@k`` and ``test_err@k`` for every k,
-    then ``test_mrr`` and ``test_map``."""
-    per_k = ("vali_ndcg", "test_ndcg", "test_outlier_ndcg", "test_err")
+    """``vali_ndcg@k``, ``test_ndcg@k``, ``test_outlier_ndcg@k``, ``test_err@k`` and
+    ``test_outlier_err@k`` for every k, then ``test_mrr``, ``test_map`` and their outlier
+    versions."""
+    per_k = ("vali_ndcg", "test_ndcg", "test_outlier_ndcg", "test_err", "test_outlier_err")
     return [f"{split}@{k}" for k in ks for split in per_k] + [*OTHER_METRICS]
 
 
@@ -229,6 +230,7 @@ def _read_metrics(run_dir: Path, ks: list[int]) -> dict:
         out[f"test_ndcg@{k}"] = _number(test.get(f"ndcg@{k}"))
         out[f"test_outlier_ndcg@{k}"] = _number(test.get(f"outlier_ndcg@{k}"))
         out[f"test_err@{k}"] = _number(test.get(f"err@{k}"))  # NaN in reports older than ERR
+        out[f"test_outlier_err@{k}"] = _number(test.get(f"outlier_err@{k}"))
     for column in OTHER_METRICS:
         out[column] = _number(test.get(column.removeprefix("test_")))
     return out

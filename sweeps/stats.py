@@ -36,7 +36,8 @@ from scarce_ltr.core.runs import VARIANT_MARK, variant_family
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 REFERENCE_GROUP = "gbdt"
 CHALLENGER_GROUP = "pretrained-dl"
-EXTRA_METRICS = ("mrr", "map", "err")  # test MRR, MAP, ERR@k: mean and std, no test
+# test MRR, MAP, ERR@k and their outlier versions: mean and std, no test
+EXTRA_METRICS = ("mrr", "map", "err", "outlier_mrr", "outlier_map", "outlier_err")
 
 
 def finite(values: Iterable[float | None]) -> list[float]:
@@ -100,6 +101,9 @@ def model_table(rows: list[dict], *, k: int, select_k: int) -> list[dict]:
             "mrr": [r.get("test_mrr") for r in members],
             "map": [r.get("test_map") for r in members],
             "err": [r.get(f"test_err@{k}") for r in members],
+            "outlier_mrr": [r.get("test_outlier_mrr") for r in members],
+            "outlier_map": [r.get("test_outlier_map") for r in members],
+            "outlier_err": [r.get(f"test_outlier_err@{k}") for r in members],
         }
         table.append(entry | _moments(entry))
     return table

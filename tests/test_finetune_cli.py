@@ -24,6 +24,7 @@ def pretrained(tmp_path_factory):
     for name, method, extra in [
         ("resnet", "simclr-rank", []),
         ("attention", "simsiam", ["encoder.kind=attention"]),
+        ("variant", "simclr-rank", ["variant=zero0.7", "augment.zero_p=0.7"]),
     ]:
         runs[name] = root / name
         run(
@@ -68,6 +69,17 @@ def test_attention_encoder_pretrained_and_from_scratch(pretrained, tmp_path) -> 
         "full", tmp_path / "s", "pretrained=none", "encoder.kind=attention", *ENCODER
     )
     assert scratch["pretrained"] is None and scratch["epochs_trained"] == 2
+
+
+def test_a_variants_finetuning_names_it_in_pretraining_method(pretrained, tmp_path) -> None:
+    """A sweep's ``<method>@<variant>`` encoder: the report says which variant, and a
+    combination of such runs is named after its members' variants."""
+    result = finetune("lp", tmp_path / "lp", f"pretrained={pretrained['variant']}")
+    assert result["pretraining_method"] == "simclr-rank@zero0.7"
+    assert result["model"] == "simclr-rank@zero0.7+lp"
+    combined = finetune("combine", tmp_path / "c", f"runs=[{tmp_path / 'lp'},{tmp_path / 'lp'}]")
+    assert combined["pretraining_method"] == "simclr-rank@zero0.7+simclr-rank@zero0.7"
+    assert combined["model"] == "simclr-rank@zero0.7+simclr-rank@zero0.7+combine"
 
 
 @pytest.mark.parametrize(

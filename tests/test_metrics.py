@@ -80,8 +80,12 @@ def test_evaluate_ranking_reports_every_cutoff_and_the_outliers() -> None:
         "outlier_ndcg@3",
         "err@1",
         "err@3",
+        "outlier_err@1",
+        "outlier_err@3",
         "mrr",
         "map",
+        "outlier_mrr",
+        "outlier_map",
         "n_groups_evaluated",
         "n_outlier_groups",
     }
@@ -295,6 +299,32 @@ def test_mrr_map_err_hand_computed(policy: str) -> None:
     assert qg2 == pytest.approx(7 / 16, abs=1e-12)
     with pytest.raises(ValueError, match="max_grade"):
         err_per_group(*args, k=1, max_grade=2)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_outlier_mrr_map_err_average_the_outlier_qgs_only(policy: str) -> None:
+    """QGs 0, 2 and 3 are outliers: QG 0 (MRR 1/2, AP 7/12, ERR@1 0, ERR@3 11/64), QG 2 (one
+    item of label 3: 1, 1, 7/8, 7/8) and QG 3 (no relevant item: the policy's value)."""
+    outliers = np.array([True, False, True, True, False])
+    report = evaluate_ranking(
+        HAND_SCORES, HAND_LABELS, HAND_OFFSETS, ks=(1, 3), policy=policy, outlier_groups=outliers
+    )
+    f = FILL[policy]
+    want = {
+        "outlier_mrr": [0.5, 1.0, f],
+        "outlier_map": [7 / 12, 1.0, f],
+        "outlier_err@1": [0.0, 7 / 8, f],
+        "outlier_err@3": [11 / 64, 7 / 8, f],
+    }
+    for key, values in want.items():
+        assert report[key] == pytest.approx(np.nanmean(values), abs=1e-12), key
+    if policy == "skip":
+        assert report["outlier_mrr"] == pytest.approx(0.75, abs=1e-12)  # (1/2 + 1) / 2
+        assert report["n_outlier_groups"] == 2
+    # No outlier QG with a relevant item: NaN under skip, as Outlier-NDCG.
+    none = evaluate_ranking(HAND_SCORES, HAND_LABELS, HAND_OFFSETS, ks=(3,), outlier_groups=[3, 4])
+    for key in ("outlier_ndcg@3", "outlier_err@3", "outlier_mrr", "outlier_map"):
+        assert math.isnan(none[key]), key
 
 
 def _naive_other(scores, labels, offsets, k: int, max_grade: float) -> list[tuple]:

@@ -263,10 +263,13 @@ def test_a_tuned_sweep_with_a_combination_runs_end_to_end(tmp_path: Path, capsys
     combined = root / "finetune/simclr-rank@a+simclr-rank@b+combine/frac=0.2/seed=0"
     spec = json.loads((combined / "report.json").read_text())
     assert spec["strategy"] == "combine" and len(spec["runs"]) == 2
+    # named after its members' variants, as the sweep names it
+    assert spec["model"] == "simclr-rank@a+simclr-rank@b+combine"
     finetuned = json.loads(
         (root / "finetune/simclr-rank@a+full/frac=0.2/seed=0/report.json").read_text()
     )
     assert finetuned["model"] == "simclr-rank@a+full"
+    assert finetuned["pretraining_method"] == "simclr-rank@a"
 
 
 def test_figure_5_histogram_matches_the_rule() -> None:

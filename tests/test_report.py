@@ -48,8 +48,11 @@ def _metrics(vali: float, test: float, outlier: float) -> dict:
             **{f"ndcg@{k}": test - 0.01 * (k != 5) for k in KS},
             **{f"outlier_ndcg@{k}": outlier - 0.01 * (k != 5) for k in KS},
             **{f"err@{k}": test - 0.2 - 0.01 * (k != 5) for k in KS},
+            **{f"outlier_err@{k}": outlier - 0.2 - 0.01 * (k != 5) for k in KS},
             "mrr": test + 0.1,
             "map": test + 0.05,
+            "outlier_mrr": outlier + 0.1,
+            "outlier_map": outlier + 0.05,
             "n_groups_evaluated": 100,
             "n_outlier_groups": 7,
         },
@@ -59,14 +62,17 @@ def _metrics(vali: float, test: float, outlier: float) -> dict:
     }
 
 
-def make_sweep(root: Path, name: str = "demo", *, taus: dict | None = None) -> Path:
+def make_sweep(
+    root: Path, name: str = "demo", *, taus: dict | None = None, values: dict | None = None
+) -> Path:
     """Fake run dirs and a manifest under ``root/sweeps/<name>``; returns the sweep folder.
 
-    ``taus`` maps the fractions of `VALUES` to binary-feedback thresholds instead.
+    ``taus`` maps the fractions of `VALUES` to binary-feedback thresholds instead; ``values``
+    replaces `VALUES`.
     """
     folder = root / "sweeps" / name
     cells = []
-    for (model, key), per_seed in VALUES.items():
+    for (model, key), per_seed in (values or VALUES).items():
         fraction, tau = (1.0, taus[key]) if taus else (key, None)
         for seed, values in zip(SEEDS, per_seed, strict=True):
             setting = f"tau={tau:g}" if taus else f"frac={fraction:g}"
@@ -100,7 +106,7 @@ def make_sweep(root: Path, name: str = "demo", *, taus: dict | None = None) -> P
                     "id": f"synthetic/{model}/{setting}/seed={seed}",
                     "dataset": "synthetic",
                     "model": model,
-                    "group": GROUP[model],
+                    "group": GROUP.get(model, "pretrained-dl"),
                     "stage": stage,
                     "setting": setting,
                     "fraction": fraction,
@@ -312,7 +318,50 @@ def test_mrr_map_err_beside_ndcg(built) -> None:
         assert entry["map_mean"] == pytest.approx(np.mean(test) + 0.05)
         assert entry["err_mean"] == pytest.approx(np.mean(test) - 0.2)  # ERR@k of the table's k
         assert entry["err_std"] == pytest.approx(np.std(test, ddof=1))
-    assert "mrr_mean" in (folder / "summary.csv").read_text().splitlines()[0]
+        outlier = column(model, fraction, 2)
+        assert entry["outlier_mrr_mean"] == pytest.approx(np.mean(outlier) + 0.1)
+        assert entry["outlier_map_mean"] == pytest.approx(np.mean(outlier) + 0.05)
+        assert entry["outlier_err_mean"] == pytest.approx(np.mean(outlier) - 0.2)
+        assert entry["outlier_err_std"] == pytest.approx(np.std(outlier, ddof=1))
+    outlier_columns = {"test_outlier_mrr", "test_outlier_map", "test_outlier_err@5"}
+    assert outlier_columns <= set(header)
+    summary_header = (folder / "summary.csv").read_text().splitlines()[0].split(",")
+    assert {"mrr_mean", "outlier_mrr_mean", "outlier_map_std", "outlier_err_mean"} <= set(
+        summary_header
+    )
     html = (folder / "dashboard.html").read_text()
     for caption in ("test MRR", "test MAP", "test ERR@5"):
         assert f"<caption>{caption}</caption>" in html
+
+
+def test_the_tuned_table_is_on_the_dashboard_as_in_summary_csv(tmp_path) -> None:
+    """Variants of SimCLR-Rank: the validation-best one (``@a``, though ``@b`` is test-best)
+    stands for ``simclr-rank+full`` in a table of the page with summary.csv's numbers; a sweep
+    without variants has no such table."""
+    import csv
+    import html
+
+    values = {
+        ("gbdt", 0.02): VALUES[("gbdt", 0.02)],
+        ("simclr-rank@a+full", 0.02): [(0.62, 0.45, 0.31), (0.61, 0.46, 0.33), (0.63, 0.44, 0.30)],
+        ("simclr-rank@b+full", 0.02): [(0.55, 0.52, 0.41), (0.56, 0.53, 0.40), (0.57, 0.51, 0.42)],
+    }
+    root = tmp_path / "runs"
+    folder = make_sweep(root, "tuned", values=values)
+    main(ReportConfig(sweep="tuned", runs_root=str(root)))
+    with (folder / "report" / "summary.csv").open() as handle:
+        (row,) = [r for r in csv.DictReader(handle) if r["kind"] == "tuned"]
+    assert (row["name"], row["member"]) == ("simclr-rank+full", "simclr-rank@a+full")
+    page = (folder / "report" / "dashboard.html").read_text()
+    table = re.search(r"<table id='tuned-table'>(.*?)</table>", page).group(1)
+    (body,) = re.findall(r"<tr><td.*?</tr>", table)
+    cells = [html.unescape(re.sub(r"<[^>]+>", " ", c)).split() for c in body.split("</td>")]
+    assert cells[:4] == [["synthetic"], ["frac=0.02"], ["simclr-rank+full"], ["simclr-rank@a+full"]]
+    assert cells[4] == [f"{float(row['vali_mean']):.4f}"]
+    for cell, key in zip(cells[5:10], ("test", "outlier", "mrr", "map", "err"), strict=True):
+        mean, std = float(row[f"{key}_mean"]), float(row[f"{key}_std"])
+        assert cell[:3] == [f"{mean:.4f}", "±", f"{std:.4f}"], key
+    assert cells[10] == ["simclr-rank@a+full,", "simclr-rank@b+full"]
+    plain = make_sweep(root, "plain")
+    main(ReportConfig(sweep="plain", runs_root=str(root)))
+    assert "tuned-table" not in (plain / "report" / "dashboard.html").read_text()

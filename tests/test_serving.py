@@ -96,7 +96,43 @@ def test_predict_writes_scores_and_ranks_and_prints_ndcg(runs, tmp_path, capsys)
     report = json.loads((runs["gbdt"] / "report.json").read_text())
     metrics = result[str(path)]["metrics"]
     assert metrics["ndcg@5"] == pytest.approx(report["metrics"]["test"]["ndcg@5"], abs=1e-12)
-    assert "NDCG@5" in capsys.readouterr().out
+    # MRR, MAP and ERR@k as training computed them (the test file holds the data set's top grade)
+    for key in ("mrr", "map", "err@1", "err@5", "err@10"):
+        assert metrics[key] == pytest.approx(report["metrics"]["test"][key], abs=1e-12), key
+    out = capsys.readouterr().out
+    shown = [f"NDCG@{k} {metrics[f'ndcg@{k}']:.4f}" for k in (1, 3, 5, 10)]
+    shown += [f"ERR@{k} {metrics[f'err@{k}']:.4f}" for k in (1, 3, 5, 10)]
+    shown += [f"MRR {metrics['mrr']:.4f}", f"MAP {metrics['map']:.4f}"]
+    assert all(text in out for text in shown), out
+    # a higher top grade lowers every ERR stop probability; a label above it is refused
+    higher = run(["predict", str(runs["gbdt"]), f"data.path={path}", f"out={tmp_path / 'q.csv'}",
+                  "max_grade=9"])[str(path)]["metrics"]  # fmt: skip
+    assert higher["err@5"] < metrics["err@5"] and higher["mrr"] == metrics["mrr"]
+    with pytest.raises(UserError, match="max_grade"):
+        run(["predict", str(runs["gbdt"]), f"data.path={path}", f"out={tmp_path / 'r.csv'}",
+             "max_grade=0.5"])  # fmt: skip
+
+
+def test_predict_prints_the_outlier_versions_of_every_metric(tmp_path, capsys) -> None:
+    """A run whose histogram rule (gap 3) flags test QGs: predict's Outlier-NDCG, -ERR, -MRR and
+    -MAP over them equal the run's report."""
+    gbdt = tmp_path / "gbdt"
+    test = raw_test()
+    report = run(["baseline", "gbdt", *DATA, *GBDT, "data.outliers.gap=3", f"run_dir={gbdt}"])
+    test_metrics = report["metrics"]["test"]
+    assert test_metrics["n_outlier_groups"] > 0
+    path = tmp_path / "test.txt"
+    write_letor(test, path, precision=9)
+    capsys.readouterr()
+    result = run(["predict", str(gbdt), f"data.path={path}", f"out={tmp_path / 'p.csv'}"])
+    metrics = result[str(path)]["metrics"]
+    out = capsys.readouterr().out
+    assert metrics["n_outlier_groups"] == test_metrics["n_outlier_groups"]
+    for key in ("outlier_ndcg@5", "outlier_err@5", "outlier_mrr", "outlier_map"):
+        assert metrics[key] == pytest.approx(test_metrics[key], abs=1e-12), key
+    names = {"NDCG@5": "ndcg@5", "ERR@5": "err@5", "MRR": "mrr", "MAP": "map"}
+    shown = ", ".join(f"Outlier-{n} {metrics[f'outlier_{m}']:.4f}" for n, m in names.items())
+    assert f"{shown} (n={metrics['n_outlier_groups']})" in out
 
 
 def test_the_python_api(runs) -> None:
@@ -240,7 +276,7 @@ def test_export_refuses_what_a_format_cannot_hold(runs, kind, fmt, message, tmp_
     assert not list(tmp_path.iterdir())
 
 
-def test_predict_streams_in_pieces_of_whole_groups(runs, tmp_path, monkeypatch) -> None:
+def test_predict_streams_in_pieces_of_whole_groups(runs, tmp_path, monkeypatch, capsys) -> None:
     """A file read in many small blocks (QGs cut by block ends), gzipped, or without qid: and
     with a .query file scores as the run did, with the run's NDCG and Outlier-NDCG."""
     import gzip
@@ -267,8 +303,14 @@ def test_predict_streams_in_pieces_of_whole_groups(runs, tmp_path, monkeypatch) 
         metrics = result[str(source)]["metrics"]
         assert metrics["ndcg@5"] == pytest.approx(report["ndcg@5"], abs=1e-12)
         assert metrics["n_outlier_groups"] == report.get("n_outlier_groups", 0)
+        out = capsys.readouterr().out
         if report.get("n_outlier_groups"):
-            assert metrics["outlier_ndcg@5"] == pytest.approx(report["outlier_ndcg@5"], abs=1e-12)
+            for key in ("outlier_ndcg@5", "outlier_err@5", "outlier_mrr", "outlier_map"):
+                assert metrics[key] == pytest.approx(report[key], abs=1e-12), key
+            assert f"Outlier-MRR {metrics['outlier_mrr']:.4f}" in out
+            assert f"Outlier-ERR@5 {metrics['outlier_err@5']:.4f}" in out
+        else:
+            assert "Outlier-NDCG: no outlier QG" in out
 
 
 def test_a_wheel_installs_and_predicts_in_a_fresh_environment(runs, tmp_path) -> None:
