@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from scarce_ltr.core.dropout import Dropout
+
 
 class LinearHead(nn.Module):
     """``score = w . x + b``; its embedding is its input."""
@@ -46,10 +48,10 @@ class MLPHead(nn.Module):
         self.body = nn.Sequential(
             nn.Linear(in_dim, hidden),
             nn.ReLU(),
-            nn.Dropout(dropout),
+            Dropout(dropout),
             nn.Linear(hidden, hidden),
             nn.ReLU(),
-            nn.Dropout(dropout),
+            Dropout(dropout),
         )
         self.out = nn.Linear(hidden, 1)
 

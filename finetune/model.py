@@ -26,6 +26,7 @@ from scarce_ltr.core.checkpointing import (
     require_keys,
     save_checkpoint,
 )
+from scarce_ltr.core.dropout import Dropout
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.finetune.heads import build_head
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
@@ -88,7 +89,7 @@ class CombinedRanker(nn.Module):
         # frozen, so their embeddings' statistics are fixed: a cumulative average (momentum
         # None) gets them exactly, however few batches an epoch has.
         self.norm = nn.BatchNorm1d(dim, affine=False, momentum=None)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.out = nn.Linear(dim, 1)
 
     def train(self, mode: bool = True) -> CombinedRanker:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from scarce_ltr.core.dropout import Dropout
+
 ENCODER_KINDS = ("resnet", "mlp", "attention")
 
 
@@ -59,9 +61,9 @@ class ResidualBlock(nn.Module):
             nn.BatchNorm1d(width),
             nn.Linear(width, hidden),
             nn.ReLU(),
-            nn.Dropout(dropout),
+            Dropout(dropout),
             nn.Linear(hidden, width),
-            nn.Dropout(dropout),
+            Dropout(dropout),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -96,14 +98,14 @@ class MLPEncoder(ItemwiseEncoder):
         if n_features < 1:
             raise ValueError(f"n_features must be >= 1, got {n_features}")
         self.out_dim = width
-        layers: list[nn.Module] = [nn.BatchNorm1d(n_features), nn.Dropout(dropout)]
+        layers: list[nn.Module] = [nn.BatchNorm1d(n_features), Dropout(dropout)]
         size = n_features
         for _ in range(n_blocks):
             layers += [
                 nn.Linear(size, width),
                 nn.BatchNorm1d(width),
                 nn.ReLU(),
-                nn.Dropout(dropout),
+                Dropout(dropout),
             ]
             size = width
         self.net = nn.Sequential(*layers)

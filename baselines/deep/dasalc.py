@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from scarce_ltr.core.dropout import Dropout
+
 
 class DASALC(nn.Module):
     """``forward(features [B, L, d], mask [B, L]) -> scores [B, L]`` (0 at padding).
@@ -54,7 +56,7 @@ class DASALC(nn.Module):
         size = n_features
         for _ in range(n_layers):
             layers += [nn.Linear(size, hidden), nn.BatchNorm1d(hidden), nn.ReLU()]
-            layers.append(nn.Dropout(dropout))
+            layers.append(Dropout(dropout))
             size = hidden
         self.tower = nn.Sequential(*layers)
         # The paper projects f to queries, keys and values directly; a linear input layer lets

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from scarce_ltr.core.dropout import Dropout
+
 _SAMPLE_ROWS = 20_000  # a first pass on a sample rules most continuous features out cheaply
 
 
@@ -119,6 +121,6 @@ def mlp(in_dim: int, hidden: int, n_layers: int, dropout: float) -> nn.Sequentia
     layers: list[nn.Module] = []
     size = in_dim
     for _ in range(n_layers):
-        layers += [nn.Linear(size, hidden), nn.ReLU(), nn.Dropout(dropout)]
+        layers += [nn.Linear(size, hidden), nn.ReLU(), Dropout(dropout)]
         size = hidden
     return nn.Sequential(*layers)
