@@ -89,11 +89,17 @@ def uniformity(embeddings: np.ndarray) -> float:
     n = len(u)
     if n < 2:
         return float("nan")
-    sq = np.clip(2.0 - 2.0 * (u @ u.T), 0.0, None)
-    off = ~np.eye(n, dtype=bool)
-    values = -2.0 * sq[off]
+    # -2 |u_i - u_j|^2 = 4 u.v - 4 for unit vectors, clipped at 0 distance; in place on one
+    # [n, n] array, the diagonal (i = j) set to -inf so that it adds nothing.
+    values = u @ u.T
+    values *= 4.0
+    values -= 4.0
+    np.minimum(values, 0.0, out=values)
+    np.fill_diagonal(values, -np.inf)
     top = values.max()
-    return float(top + math.log(np.mean(np.exp(values - top))))
+    values -= top
+    np.exp(values, out=values)
+    return float(top + math.log(values.sum() / (n * (n - 1))))
 
 
 def knn_scores(index_x: np.ndarray, index_y: np.ndarray, queries: np.ndarray, *, k: int):

@@ -112,7 +112,9 @@ def test_patience_ends_a_phase_and_the_next_starts_from_the_best(setup, monkeypa
     assert result.best_epoch == 5 and result.epochs == 5
 
 
-def test_resume_replays_an_interrupted_run(setup, tmp_path) -> None:
+@pytest.mark.parametrize("every", [0.0, 1e9], ids=["every-epoch", "phase-ends"])
+def test_resume_replays_an_interrupted_run(setup, tmp_path, monkeypatch, every) -> None:
+    monkeypatch.setattr(loop, "CHECKPOINT_SECONDS", every)
     cfg, prepared, runtime = setup
     options = cfg.train_options().__class__(lr=1e-2, patience=None)
     phases = [Phase("head", 2, False), Phase("full", 2, True)]
