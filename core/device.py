@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from scarce_ltr.core.errors import UserError
+
 
 @dataclass(frozen=True)
 class Runtime:
@@ -24,6 +26,7 @@ class Runtime:
     world_size: int = 1
     local_rank: int = 0
     amp: bool = False  # bf16 autocast of forward passes (CUDA only)
+    cpu_amp: bool = False  # bf16 autocast of training steps on the CPU (`cpu_bf16_supported`)
     owns_process_group: bool = False  # this runtime joined the group, so it leaves it
 
     @property
@@ -39,6 +42,13 @@ class Runtime:
         if self.amp and self.device.type == "cuda":
             return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
+
+    def train_autocast(self) -> contextlib.AbstractContextManager:
+        """`autocast` for training steps: also bf16 on the CPU when ``cpu_amp`` is on.
+        Scoring (vali selection, test, bundles) keeps `autocast`, so it stays fp32 on a CPU."""
+        if self.cpu_amp and self.device.type == "cpu":
+            return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+        return self.autocast()
 
     def barrier(self) -> None:
         if self.distributed:
@@ -67,23 +77,38 @@ class Runtime:
             name += f" ({torch.cuda.get_device_name(self.device)})"
         if self.distributed:
             name += f", rank {self.rank} of {self.world_size}"
-        return name + (", bf16 autocast" if self.amp and self.device.type == "cuda" else "")
+        if self.amp and self.device.type == "cuda":
+            name += ", bf16 autocast"
+        return name + (", bf16 autocast in training" if self.cpu_amp else "")
 
     def close(self) -> None:
         if self.owns_process_group and dist.is_initialized():
             dist.destroy_process_group()
 
 
-def setup_runtime(*, amp: bool = True, device: str | None = None) -> Runtime:
+def cpu_bf16_supported() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX; oneDNN's own check)."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(torch.backends.mkldnn.is_available() and check is not None and check())
+
+
+def setup_runtime(*, amp: bool = True, device: str | None = None, cpu_amp: bool = False) -> Runtime:
     """The runtime of this process; joins the DDP group when ``WORLD_SIZE`` > 1.
 
     Args:
         amp: bf16 autocast on CUDA (ignored on the CPU).
         device: force ``"cpu"`` or ``"cuda"``; default CUDA when available.
+        cpu_amp: bf16 autocast of training steps on the CPU (ignored on CUDA); refused on a CPU
+            without native bf16, where it would be slower than fp32.
     """
     use_cuda = torch.cuda.is_available() if device is None else device.startswith("cuda")
     if use_cuda and not torch.cuda.is_available():
         raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
+    if cpu_amp and not use_cuda and not cpu_bf16_supported():
+        raise UserError(
+            "cpu_amp=true needs a CPU with native bf16 (AVX512-BF16 or AMX); this one has "
+            "none, and emulated bf16 is slower than fp32: leave cpu_amp=false"
+        )
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -106,6 +131,7 @@ def setup_runtime(*, amp: bool = True, device: str | None = None) -> Runtime:
         world_size=world_size,
         local_rank=local_rank,
         amp=amp and use_cuda,
+        cpu_amp=cpu_amp and not use_cuda,
         owns_process_group=owns,
     )
 

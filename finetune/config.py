@@ -124,6 +124,8 @@ class FinetuneConfig(CommonConfig):
     # evaluation; 0: off
     noise_std: float = 0.0
     amp: bool = True  # bf16 autocast on CUDA
+    # bf16 autocast of training steps on a CPU with native bf16; vali/test scoring stays fp32
+    cpu_amp: bool = False
     device: str = "auto"  # auto | cpu | cuda
     runs: list[str] = field(default_factory=list)  # combine: finetuning run dirs
     # combine: the dropout before its linear layer; null: the data preset's data.combine_dropout

@@ -70,7 +70,9 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         _check_identity(out_dir, meta.get("identity"), identity)
     wandb_id = next((m["wandb_id"] for m in metas if m.get("wandb_id")), None)
     seed_everything(cfg.seed)
-    runtime = setup_runtime(amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device)
+    runtime = setup_runtime(
+        amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device, cpu_amp=cfg.cpu_amp
+    )
     try:
         prepared = prepare_data(cfg)
         require_relevant_labels(prepared)

@@ -91,7 +91,9 @@ def main(cfg: PretrainConfig, out_dir: Path | None = None) -> dict:
 
 def run(cfg: PretrainConfig, out_dir: Path) -> PretrainResult:
     """Train and return the objective too (tests and benchmarks look at its weights)."""
-    runtime = setup_runtime(amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device)
+    runtime = setup_runtime(
+        amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device, cpu_amp=cfg.cpu_amp
+    )
     the_run = Run.of(cfg, cfg.identity(), Path(out_dir))
     the_run.folder.mkdir(parents=True, exist_ok=True)
     try:
@@ -247,7 +249,7 @@ def _train_epoch(model, optimizer, batcher, cfg, runtime: Runtime, epoch: int, c
         if runtime.any(n_items < 2):
             skipped += 1
             continue
-        with runtime.autocast():
+        with runtime.train_autocast():
             loss = model(
                 features,
                 mask,

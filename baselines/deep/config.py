@@ -46,6 +46,7 @@ class DeepBaselineOptions:
     patience: int | None = 30
     noise_std: float = 0.0  # Gaussian noise on the inputs in training (DASALC); 0: off
     amp: bool = True
+    cpu_amp: bool = False  # bf16 autocast of training steps on a CPU with native bf16
     device: str = "auto"
 
     def __post_init__(self) -> None:

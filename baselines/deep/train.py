@@ -95,7 +95,9 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     options = cfg.deep
     out_dir = run.folder
     runtime = setup_runtime(
-        amp=options.amp, device=None if options.device == "auto" else options.device
+        amp=options.amp,
+        device=None if options.device == "auto" else options.device,
+        cpu_amp=options.cpu_amp,
     )
     tracker = run.open_tracker(asdict(cfg))
     try:

@@ -46,7 +46,8 @@ def simclr_loss(
     n = z0.shape[0]
     z = F.normalize(torch.cat([z0, z1]).float(), dim=-1)  # [2N, D]
     candidates, offset = gather_with_grad(z)  # [2M, D]; this rank's rows at offset
-    logits = z @ candidates.T / temperature  # [2N, 2M]
+    with torch.autocast(device_type=z.device.type, enabled=False):
+        logits = z @ candidates.T / temperature  # [2N, 2M], fp32 under autocast too
     rows = torch.arange(2 * n, device=z.device)
     logits[rows, offset + rows] = NEG  # in place: the division does not keep its output
     positive = logits[rows, offset + (rows + n) % (2 * n)]

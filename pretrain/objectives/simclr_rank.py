@@ -37,6 +37,14 @@ def _bucket_item_losses(
     z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
 ) -> torch.Tensor:
     """``[b, E]`` per-item loss ``l^0 + l^1`` of one bucket (padding rows: anything)."""
+    with torch.autocast(device_type=z0.device.type, enabled=False):
+        # The logits in fp32 under autocast too: bf16 would round cos / tau to about 0.05.
+        return _fp32_bucket_item_losses(z0.float(), z1.float(), mask, temperature)
+
+
+def _fp32_bucket_item_losses(
+    z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
+) -> torch.Tensor:
     length = z0.shape[1]
     z = F.normalize(torch.cat([z0, z1], dim=1).float(), dim=-1)  # [b, 2E, D]
     valid = torch.cat([mask, mask], dim=1)  # [b, 2E]
