@@ -4,6 +4,11 @@ Usage (from the project root)::
 
     .venv/bin/python benchmarks/bench_pretrain.py                 # CPU, ~3 min
     .venv/bin/python benchmarks/bench_pretrain.py --device cuda   # 2.3M items
+    .venv/bin/python benchmarks/bench_pretrain.py --against 6d6c4b6 --methods simclr-rank simsiam
+
+``--against REV`` also runs every epoch with the code of git revision ``REV`` (a temporary git
+worktree, imported as ``scarce_ltr`` ahead of the installed package), right before the current
+code's, on the same data and thread count, and prints the speed-up.
 
 Data shaped like MSLR-WEB30K: 136 Gaussian features, QG sizes log-normal around 120 items
 (clipped to [5, 1251]); the ResNet encoder of the paper with width 136. Every method trains one
@@ -18,12 +23,14 @@ measured in the same process just before and after the epoch (the machine may be
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -93,7 +100,9 @@ def worker(args: argparse.Namespace) -> dict:
     overrides += args.overrides
     stage_file = CONFIG_ROOT / "pretrain" / f"{args.method}.yaml"
     cfg, _ = load_config(PretrainConfig, overrides, stage_file=stage_file)
-    runtime = setup_runtime(amp=args.device == "cuda", device=args.device)
+    cpu_amp = getattr(cfg, "cpu_amp", False)  # absent from revisions before cpu_amp
+    runtime = setup_runtime(amp=args.device == "cuda", device=args.device, cpu_amp=cpu_amp)
+    autocast = getattr(runtime, "train_autocast", runtime.autocast)
     objective = build_objective(cfg, n_features=136).to(runtime.device)
     optimizer = torch.optim.Adam(objective.parameters(), lr=cfg.optimizer.lr)
     batcher = make_batcher(
@@ -101,7 +110,7 @@ def worker(args: argparse.Namespace) -> dict:
     )
     for step, batch in zip(range(2), batcher, strict=False):  # warm-up: kernels, allocator
         gen = torch.Generator(runtime.device).manual_seed(step)
-        with runtime.autocast():
+        with autocast():
             loss = objective(
                 batch.features.to(runtime.device), batch.mask.to(runtime.device), generator=gen
             )
@@ -133,7 +142,10 @@ def worker(args: argparse.Namespace) -> dict:
         "share_of_peak": achieved / peak,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_before_epoch_mb": baseline_rss,
-        "load_average": os.getloadavg()[0],  # other jobs on the machine distort every figure
+        "load_average": os.getloadavg()[0],
+        "package": str(
+            Path(sys.modules["scarce_ltr"].__file__).parent
+        ),  # other jobs on the machine distort every figure
     }
     if runtime.device.type == "cuda":
         result["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
@@ -167,6 +179,7 @@ def _plan(device: str) -> list[tuple[str, int, int, list[str]]]:
         runs += [(m, small, n // 10, []) for m in ("simclr", "scarf", "dacl")]
         return runs + [(m, _SAME_BUDGET, n // 10, []) for m in ("simclr", "simclr-rank")]
     runs = [(m, 16_384, 120_000, []) for m in HEADLINE]
+    runs += [(m, 16_384, 120_000, ["cpu_amp=true"]) for m in HEADLINE]
     runs += [(m, 16_384, 60_000, ["encoder.dropout=0"]) for m in HEADLINE]
     runs += [(m, 16_384, 20_000, []) for m in ("simclr-sample", "vime", "subtab")]
     runs += [(m, 2_048, 20_000, []) for m in ("simclr", "scarf", "dacl")]
@@ -186,6 +199,41 @@ def _print(result: dict) -> None:
     )
 
 
+@contextlib.contextmanager
+def _worktree(revision: str):
+    """``(root of a worktree of revision, folder to put first on PYTHONPATH)``; removed after."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree),
+                        revision], check=True)  # fmt: skip
+        (Path(tmp) / "path").mkdir()
+        (Path(tmp) / "path" / "scarce_ltr").symlink_to(tree)  # the package is the repo root
+        try:
+            yield tree, Path(tmp) / "path"
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                           check=False)  # fmt: skip
+
+
+def _run_worker(run: list[str], old: tuple[Path, Path] | None) -> dict | None:
+    """One epoch in a fresh process, by today's code or (``old``) a worktree's."""
+    script = __file__ if old is None else str(old[0] / "benchmarks" / Path(__file__).name)
+    env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
+    if old is not None:
+        env["PYTHONPATH"] = str(old[1])
+    command = [sys.executable, script, "--worker", *run]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        print(
+            f"{run[0]} {'(previous) ' if old else ''}failed\n{done.stderr[-2000:]}", file=sys.stderr
+        )
+        return None
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if old is not None:  # the worker imports the worktree's code, not the installed package
+        assert str(old[1]) in result.get("package", str(old[1])), result.get("package")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -195,6 +243,7 @@ def main() -> None:
     parser.add_argument(
         "--pair", action="store_true", help=f"only simclr vs simclr-rank at {_SAME_BUDGET} items"
     )
+    parser.add_argument("--against", default=None, help="also time this git revision's code")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, default=16_384, help=argparse.SUPPRESS)
     parser.add_argument("--items", type=int, default=120_000, help=argparse.SUPPRESS)
@@ -206,24 +255,33 @@ def main() -> None:
         args.method = args.worker
         print(json.dumps(worker(args)))
         return
-    results = []
-    for method, budget, items, overrides in _plan(args.device):
-        if args.methods and method not in args.methods:
-            continue
-        if args.pair and budget != _SAME_BUDGET:
-            continue
-        command = [sys.executable, __file__, "--worker", method, "--device", args.device]
-        command += ["--budget", str(budget), "--items", str(items), *overrides]
-        if args.threads:
-            command += ["--threads", str(args.threads)]
-        env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-        if done.returncode != 0:
-            print(f"{method}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
-            continue
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        results.append(result)
-        _print(result)
+    results, previous = [], []
+    with contextlib.ExitStack() as stack:
+        old = stack.enter_context(_worktree(args.against)) if args.against else None
+        for method, budget, items, overrides in _plan(args.device):
+            if args.methods and method not in args.methods:
+                continue
+            if args.pair and budget != _SAME_BUDGET:
+                continue
+            run = [method, "--device", args.device, "--budget", str(budget)]
+            run += ["--items", str(items), *overrides]
+            if args.threads:
+                run += ["--threads", str(args.threads)]
+            if old is not None:  # the previous code first, then today's, back to back
+                before = _run_worker(run, old)
+                if before is not None:
+                    before["revision"] = args.against
+                    previous.append(before)
+                    _print(before)
+            result = _run_worker(run, None)
+            if result is None:
+                continue
+            results.append(result)
+            _print(result)
+            if old is not None and before is not None:
+                speedup = result["items_per_s"] / before["items_per_s"]
+                cpu = result["items_per_cpu_s"] / before["items_per_cpu_s"]
+                print(f"  -> {speedup:.2f}x the items/s of {args.against} ({cpu:.2f}x per CPU-s)")
     same_budget = {
         r["method"]: r["items_per_s"] for r in results if r["item_budget"] == _SAME_BUDGET
     }
@@ -243,6 +301,7 @@ def main() -> None:
         "device": args.device,
         "date": time.strftime("%Y-%m-%d"),
         "results": results,
+        "previous": previous,
     }
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")
