@@ -142,7 +142,7 @@ def worker(args: argparse.Namespace) -> dict:
         "share_of_peak": achieved / peak,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_before_epoch_mb": baseline_rss,
-        "load_average": os.getloadavg()[0],
+        "load_average": os.getloadavg()[0],  # other jobs on the machine distort every figure
     }
     if runtime.device.type == "cuda":
         result["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
