@@ -11,20 +11,29 @@ standardising), qids must be integers that float64 holds exactly (|qid| < 2**53)
 indices at most `MAX_FEATURE_INDEX` (the features are dense). A feature index given twice on one
 line is an error: the format gives no meaning to it, and taking either value would be a guess.
 
-Parsing is vectorized with numpy over chunks of the file: bytes methods strip comments and
-separators, plain decimals are converted without a Python loop, and the line structure is
-checked from token positions. When any check fails, the chunk is parsed again line by line in
-Python, which names the first bad line and says what was expected. That slow path is also the
-reference that the tests compare the fast path with.
+Parsing works over chunks of the file, three ways, the first that accepts a chunk wins. Chunks
+of dense lines (every line the same features, no comment or blank line: MSLR, Yahoo) go through
+numpy's C text reader after a check of the line structure (`_parse_dense`); other chunks through
+vectorized numpy token code (`_parse_fast`); a chunk either refuses is parsed again line by line
+in Python (`_parse_slow`), which names the first bad line and says what was expected. All three
+give values equal to ``float(token)``; the slow path is the reference the tests compare the
+others with. Large files are parsed by forked worker processes when cores are idle.
 """
 
 from __future__ import annotations
 
+import collections
 import gzip
 import io
+import itertools
+import multiprocessing
+import os
 import re
+import sys
+import warnings
 import zlib
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +42,15 @@ from scarce_ltr.core.errors import DataFormatError
 from scarce_ltr.data.ranking_split import RankingSplit
 
 CHUNK_BYTES = 16 << 20
+PARALLEL_MIN_BYTES = 64 << 20  # smaller files parse in the calling process
+MAX_WORKERS = 8
 _COMMENT = re.compile(rb"#[^\n]*")
 # ':' and CR become spaces; "qid:" is blanked separately so positions stay aligned.
 _SEPARATORS = bytes.maketrans(b":\r\t\v\f", b"     ")
+# `_parse_dense` blanks the letters of "qid:" too, having checked they appear nowhere else.
+_SEPARATORS_QID = bytes.maketrans(b":\r\t\v\fqid", b"        ")
+# Bytes of a plain dense block: printable ASCII, blanks, tabs, CR and LF.
+_PLAIN = bytes(range(32, 127)) + b"\t\r\n"
 _POW10 = 10.0 ** np.arange(19)
 _MAX_DIGITS = 15  # mantissas below 2**53: division by 10**k rounds exactly
 _EXPECTED = "expected '<label> qid:<int> <index>:<value> ...'"
@@ -46,7 +61,9 @@ MAX_FEATURE_INDEX = 1_000_000  # dense [n_items, n_features] float32: more is a 
 
 @dataclass
 class _Parsed:
-    """Items of one chunk, as flat arrays."""
+    """Items of one chunk, as flat arrays. Inside this module ``width`` may stand for ``rows``
+    and ``cols`` (both None then): every line holds features ``0..width-1`` in that order, a
+    quarter of the bytes to send from a worker; `parse_chunks` yields them filled in."""
 
     labels: np.ndarray  # [n_lines] float64
     qids: np.ndarray  # [n_lines] float64 (integral); empty without qid
@@ -55,22 +72,36 @@ class _Parsed:
     values: np.ndarray  # [nnz] float64
     line_numbers: np.ndarray  # [n_lines] int64, 1-based line numbers in the file
     has_qid: bool
+    width: int | None = None
+
+    def filled(self) -> _Parsed:
+        """This chunk with ``rows`` and ``cols`` spelled out."""
+        if self.width is None:
+            return self
+        n = len(self.labels)
+        rows = np.repeat(np.arange(n, dtype=np.int64), self.width)
+        cols = np.tile(np.arange(self.width, dtype=np.int64), n)
+        return replace(self, rows=rows, cols=cols, width=None)
 
 
 def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
     """Parse one LETOR/SVMlight file (plain or ``.gz``) into dense float32 arrays."""
     path = Path(path)
-    chunks = list(parse_chunks(path))
+    # float32 values at once (what they are stored as): half the memory while chunks pile up.
+    chunks = [replace(c, values=c.values.astype(np.float32)) for c in _parsed_blocks(path, None)]
     if not chunks or not any(len(c.labels) for c in chunks):
         raise DataFormatError(path, None, f"no data lines found ({_EXPECTED})")
     labels = np.concatenate([c.labels for c in chunks])
     line_numbers = np.concatenate([c.line_numbers for c in chunks])
     has_qid = chunks[0].has_qid
-    n_features = max((int(c.cols.max()) + 1 for c in chunks if len(c.cols)), default=0)
+    n_features = max((_width(c) for c in chunks), default=0)
     features = np.zeros((len(labels), n_features), dtype=np.float32)
     start = 0
     for c in chunks:
-        features[c.rows + start, c.cols] = c.values
+        if c.width is None:
+            features[c.rows + start, c.cols] = c.values
+        else:
+            features[start : start + len(c.labels), : c.width] = c.values.reshape(-1, c.width)
         start += len(c.labels)
     if has_qid:
         line_qids = np.concatenate([c.qids for c in chunks]).astype(np.int64)
@@ -81,6 +112,12 @@ def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
     return RankingSplit(
         features, labels.astype(np.float32), offsets, qids, name or _split_name(path)
     )
+
+
+def _width(parsed: _Parsed) -> int:
+    if parsed.width is not None:
+        return parsed.width
+    return int(parsed.cols.max()) + 1 if len(parsed.cols) else 0
 
 
 def _split_name(path: Path) -> str:
@@ -124,20 +161,179 @@ def _read_blocks(path: Path):
 
 def parse_chunks(path: Path, on_block=None):
     """The parsed items of ``path``, block by block (`_Parsed`); ``on_block(n_bytes)``, when
-    given, hears of each block read (a progress bar)."""
-    has_qid: bool | None = None
-    for block, first_line in _read_blocks(path):
+    given, hears of each block read (a progress bar). Files of `PARALLEL_MIN_BYTES` or more are
+    parsed by one forked process per idle core (`_worker_count`), a few blocks ahead."""
+    for parsed in _parsed_blocks(path, on_block):
+        yield parsed.filled()
+
+
+def _parsed_blocks(path: Path, on_block):
+    """`parse_chunks`, with ``width`` standing for ``rows`` and ``cols`` where it can."""
+    blocks = _reported(_read_blocks(path), on_block)
+    for block, first_line in blocks:
+        first = next((ln for ln in block.split(b"\n") if ln.split(b"#")[0].strip()), None)
+        if first is None:
+            continue
+        has_qid = b"qid:" in first
+        rest = itertools.chain([(block, first_line)], blocks)
+        workers = _worker_count(path)
+        if workers > 1:
+            yield from _parse_in_workers(rest, has_qid, path, workers)
+        else:
+            for block, first_line in rest:
+                yield _parse_block(block, first_line, has_qid, path)
+        return
+
+
+def _reported(blocks, on_block):
+    for block, first_line in blocks:
         if on_block is not None:
             on_block(len(block))
-        if has_qid is None:
-            first = next((ln for ln in block.split(b"\n") if ln.split(b"#")[0].strip()), None)
-            if first is None:
-                continue
-            has_qid = b"qid:" in first
-        parsed = _parse_fast(block, first_line, has_qid)
-        if parsed is None:
-            parsed = _parse_slow(block, first_line, has_qid, path)
-        yield parsed
+        yield block, first_line
+
+
+def _worker_count(path: Path) -> int:
+    """Processes to parse ``path`` with: one per core, or 1 (this process) for small files,
+    where processes cannot be forked or started (inside a pool's worker), and when other work
+    keeps the cores busy (1-minute load average above cores - 1): the workers spend ~20 % more
+    CPU than one process (sending blocks and results), which only pays on cores of their own."""
+    if multiprocessing.current_process().daemon or not sys.platform.startswith("linux"):
+        return 1  # a pool's worker may not start processes; fork is safe on Linux only
+    try:
+        if path.stat().st_size < PARALLEL_MIN_BYTES:
+            return 1
+    except OSError:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = min(cores or 1, MAX_WORKERS)
+    if cores < 2 or os.getloadavg()[0] > cores - 1:
+        return 1
+    return cores
+
+
+def _parse_in_workers(blocks, has_qid: bool, path: Path, workers: int):
+    """`_parse_block` of every block, in file order, by ``workers`` forked processes holding at
+    most two blocks each. A block they refuse is parsed again here by `_parse_slow`, so every
+    error names the file and line exactly as in one process."""
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    pending: collections.deque = collections.deque()
+    try:
+        for block, first_line in blocks:
+            future = pool.submit(_parse_quick, block, first_line, has_qid)
+            pending.append((future, block, first_line))
+            if len(pending) >= 2 * workers:
+                yield _finish(*pending.popleft(), has_qid, path)
+        while pending:
+            yield _finish(*pending.popleft(), has_qid, path)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _finish(future, block: bytes, first_line: int, has_qid: bool, path: Path) -> _Parsed:
+    parsed = future.result()
+    return _parse_slow(block, first_line, has_qid, path) if parsed is None else parsed
+
+
+def _parse_quick(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
+    """The vectorized parses of one block (in a worker process); None sends it to the slow
+    path, which names the bad line."""
+    parsed = _parse_dense(block, first_line, has_qid)
+    return _parse_fast(block, first_line, has_qid) if parsed is None else parsed
+
+
+def _parse_block(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Parsed:
+    """The fastest parse that accepts ``block``: dense lines, then any lines, then the line
+    by line reference (which raises at the first bad line)."""
+    parsed = _parse_quick(block, first_line, has_qid)
+    return _parse_slow(block, first_line, has_qid, path) if parsed is None else parsed
+
+
+def _parse_dense(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
+    """Parse of a block whose lines all give the same number of features (MSLR, Yahoo, any
+    file written dense) and hold no blank line, comment or odd byte; None for anything else.
+
+    numpy's C text reader (`np.loadtxt`) converts the tokens with CPython's own correctly
+    rounded ``PyOS_string_to_double``, so every value is what ``float(token)`` gives. The line
+    structure is checked from colon and whitespace positions: every colon sits inside a word,
+    no word holds two, and each line has ``P + qid`` colons with the first one ending ``qid:``
+    after one label word. With the field count that `np.loadtxt` enforces (1 + qid + 2P per
+    line), that leaves only ``<label> [qid:<q>] <i>:<v> ... <i>:<v>``.
+    """
+    if not block or b"#" in block or block.translate(None, _PLAIN):
+        return None
+    raw = np.frombuffer(block, dtype=np.uint8)
+    newline = np.flatnonzero(raw == 10)
+    n = len(newline)
+    colon = np.flatnonzero(raw == 58)
+    head = 2 if has_qid else 1
+    # The letters of "qid:" appear nowhere else, so blanking them leaves the qid as a token.
+    n_qid = n if has_qid else 0
+    if n == 0 or len(colon) % n or any(block.count(c) != n_qid for c in (b"q", b"i", b"d")):
+        return None
+    per_line = len(colon) // n
+    n_pairs = per_line - has_qid
+    if n_pairs < 0:
+        return None
+    line_start = np.concatenate(([0], newline[:-1] + 1))
+    space = raw <= 32  # blanks, tabs, CR and LF: the other control bytes were refused
+    if np.any(space[line_start]):
+        return None  # a blank line or leading blanks: the general path numbers them
+    if per_line:
+        by_line = colon.reshape(n, per_line)
+        first = by_line[:, 0]
+        if np.any(first <= line_start) or np.any(by_line[:, -1] >= newline):
+            return None  # not exactly per_line colons on every line
+        if np.any(space[colon - 1]) or np.any(space[colon + 1]):
+            return None
+        # Whether a blank lies between each colon and the next (the last segment holds an LF).
+        if not np.all(np.logical_or.reduceat(space, colon)):
+            return None  # two colons in one word
+        if has_qid:
+            if (
+                np.any(raw[first - 1] != ord("d"))
+                or np.any(raw[first - 2] != ord("i"))
+                or np.any(raw[first - 3] != ord("q"))
+                or np.any(first - 4 <= line_start)
+                or np.any(~space[first - 4])
+            ):
+                return None
+        elif not np.all(
+            np.logical_or.reduceat(space, np.stack([line_start, first], 1).ravel())[::2]
+        ):
+            return None  # the label word holds a colon
+    text = block.translate(_SEPARATORS_QID if has_qid else _SEPARATORS)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            table = np.loadtxt(io.BytesIO(text), dtype=np.float64, comments=None, ndmin=2)
+    except (ValueError, Warning):  # a token that is no number, an empty table
+        return None
+    if table.shape != (n, head + 2 * n_pairs):
+        return None
+    labels = table[:, 0]
+    qids = table[:, 1] if has_qid else np.zeros(0)
+    labels_ok = np.all(np.abs(labels) <= FLOAT32_MAX) and not (
+        np.any(qids != np.floor(qids)) or not np.all(np.abs(qids) < MAX_QID)
+    )
+    values = table[:, head + 1 :: 2].ravel()
+    if not labels_ok or not np.all(np.abs(values) <= FLOAT32_MAX):  # NaN fails this too
+        return None
+    line_numbers = np.arange(first_line, first_line + n, dtype=np.int64)
+    labels, qids = np.ascontiguousarray(labels), np.ascontiguousarray(qids)
+    if n_pairs <= MAX_FEATURE_INDEX and np.array_equal(
+        table[:, head::2], np.broadcast_to(np.arange(1, n_pairs + 1), (n, n_pairs))
+    ):
+        return _Parsed(labels, qids, None, None, values, line_numbers, has_qid, n_pairs)  # type: ignore[arg-type]
+    cols = table[:, head::2].ravel()
+    rows = np.repeat(np.arange(n, dtype=np.int64), n_pairs)
+    if (
+        np.any(cols < 1)
+        or np.any(cols > MAX_FEATURE_INDEX)
+        or np.any(cols != np.floor(cols))
+        or _has_duplicate_index(rows, cols)
+    ):
+        return None
+    return _Parsed(labels, qids, rows, cols.astype(np.int64) - 1, values, line_numbers, has_qid)
 
 
 def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
