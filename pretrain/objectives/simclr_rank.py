@@ -33,20 +33,10 @@ from scarce_ltr.pretrain.objectives.simclr import SimCLR
 _GROWTH = 2**0.5  # ratio of the widths of neighbouring length buckets
 
 
-def _bucket_item_losses(
-    z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
-) -> torch.Tensor:
-    """``[b, E]`` per-item loss ``l^0 + l^1`` of one bucket (padding rows: anything)."""
-    with torch.autocast(device_type=z0.device.type, enabled=False):
-        # The logits in fp32 under autocast too: bf16 would round cos / tau to about 0.05.
-        return _fp32_bucket_item_losses(z0.float(), z1.float(), mask, temperature)
-
-
-def _fp32_bucket_item_losses(
-    z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
-) -> torch.Tensor:
-    length = z0.shape[1]
-    z = F.normalize(torch.cat([z0, z1], dim=1).float(), dim=-1)  # [b, 2E, D]
+def _bucket_item_losses(z: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``[b, E]`` per-item loss ``l^0 + l^1`` of one bucket (padding rows: anything), from
+    ``z [b, 2E, D]``: unit-norm projections, view 0 of the E slots then view 1."""
+    length = z.shape[1] // 2
     valid = torch.cat([mask, mask], dim=1)  # [b, 2E]
     padding = torch.where(valid, 0.0, NEG)[:, None, :]  # [b, 1, 2E]: no padded candidate
     logits = torch.baddbmm(padding, z, z.transpose(1, 2), alpha=1.0 / temperature)
@@ -96,27 +86,54 @@ def simclr_rank_loss_items(
         raise ValueError(f"reduction must be mean or none, got {reduction}")
     if z0.shape != z1.shape or z0.ndim != 2 or z0.shape[0] != int(mask.sum()):
         raise ValueError("z0 and z1 must be [N, D] with N the number of real items in mask")
-    item = (torch.cumsum(mask.flatten(), 0) - 1).view(mask.shape)  # [B, L] row of z per slot
+    with torch.autocast(device_type=z0.device.type, enabled=False):
+        # The logits in fp32 under autocast too: bf16 would round cos / tau to about 0.05.
+        losses = _item_losses(z0.float(), z1.float(), mask, temperature)
     sizes = mask.sum(dim=1)
-    positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
-    extent = (mask * positions).amax(dim=1)  # last real slot + 1 of each QG
-    losses = z0.new_zeros(z0.shape[0], dtype=torch.float32)
-    # Bucket k holds QGs whose extent is in (g^(k-1), g^k]; each is cut to its own width, so
-    # padding at most doubles (g^2) the pairs a QG's similarity block spends.
-    bucket = torch.ceil(torch.log(extent.clamp(min=1).float()) / math.log(_GROWTH)).long()
-    ok = sizes >= 2
-    for k in torch.unique(bucket[ok]).tolist():
-        rows = torch.nonzero((bucket == k) & ok).squeeze(1)
-        width = int(extent[rows].max())
-        slots, real = item[rows, :width].clamp(min=0), mask[rows, :width]
-        part = _bucket_item_losses(z0[slots], z1[slots], real, temperature)  # [b, E]
-        losses = losses.index_put((slots[real],), part[real])
     used = (sizes >= 2)[:, None].expand_as(mask)[mask]
     # Keep the graph even when no QG has two items, so that backward() still works (zero grads).
     losses = torch.where(used, losses, 0.0) + 0.0 * (z0.float().sum() + z1.float().sum())
     if reduction == "none":
         return losses
     return losses.sum() / used.sum().clamp(min=1)
+
+
+def _item_losses(
+    z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """``[N]`` loss ``l^0 + l^1`` of each real item (anything for QGs of one item)."""
+    n = z0.shape[0]
+    item = (torch.cumsum(mask.flatten(), 0) - 1).view(mask.shape)  # [B, L] row of z per slot
+    sizes = mask.sum(dim=1)
+    positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    extent = (mask * positions).amax(dim=1)  # last real slot + 1 of each QG
+    # Bucket k holds QGs whose extent is in (g^(k-1), g^k]; each is cut to its own width, so
+    # padding at most doubles (g^2) the pairs a QG's similarity block spends.
+    bucket = torch.ceil(torch.log(extent.clamp(min=1).float()) / math.log(_GROWTH)).long()
+    ok = sizes >= 2
+    buckets = []  # (slots [b, E] rows of z0/z1, real [b, E]) per bucket
+    for k in torch.unique(bucket[ok]).tolist():
+        rows = torch.nonzero((bucket == k) & ok).squeeze(1)
+        width = int(extent[rows].max())
+        buckets.append((item[rows, :width].clamp(min=0), mask[rows, :width]))
+    losses = z0.new_zeros(n)
+    if not buckets:
+        return losses
+    # Normalised once, then one gather of both views for every bucket: its backward is one
+    # scatter into [2N, D] rather than one zero-filled [N, D] gradient per bucket and view.
+    z = F.normalize(torch.cat([z0, z1]), dim=-1)  # [2N, D]: view 0 rows, then view 1
+    gathered = z[
+        torch.cat([torch.cat([slots, slots + n], dim=1).flatten() for slots, _ in buckets])
+    ]
+    targets, parts, start = [], [], 0
+    for slots, real in buckets:
+        size = slots.numel() * 2
+        block = gathered[start : start + size].view(slots.shape[0], 2 * slots.shape[1], -1)
+        start += size
+        part = _bucket_item_losses(block, real, temperature)  # [b, E]
+        targets.append(slots[real])
+        parts.append(part[real])
+    return losses.index_put((torch.cat(targets),), torch.cat(parts))
 
 
 class SimCLRRank(SimCLR):
