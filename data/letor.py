@@ -195,7 +195,7 @@ def _reported(blocks, on_block):
 def _worker_count(path: Path) -> int:
     """Processes to parse ``path`` with: one per core, or 1 (this process) for small files,
     where processes cannot be forked or started (inside a pool's worker), and when other work
-    keeps the cores busy (1-minute load average above cores - 1): the workers spend ~20 % more
+    keeps the cores busy (`_busy_cores` above cores - 1): the workers spend ~20 % more
     CPU than one process (sending blocks and results), which only pays on cores of their own."""
     if multiprocessing.current_process().daemon or not sys.platform.startswith("linux"):
         return 1  # a pool's worker may not start processes; fork is safe on Linux only
@@ -206,9 +206,20 @@ def _worker_count(path: Path) -> int:
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cores = min(cores or 1, MAX_WORKERS)
-    if cores < 2 or os.getloadavg()[0] > cores - 1:
+    if cores < 2 or _busy_cores() > cores - 1:
         return 1
     return cores
+
+
+def _busy_cores() -> float:
+    """Cores other processes keep busy now: the kernel's count of runnable tasks less this one
+    (``/proc/loadavg``); elsewhere the 1-minute load average, which lags: right after a CPU-bound
+    step of this very process it still reads about one busy core."""
+    try:
+        running = Path("/proc/loadavg").read_text().split()[3].split("/")[0]
+        return float(int(running) - 1)
+    except (OSError, IndexError, ValueError):
+        return os.getloadavg()[0]
 
 
 def _parse_in_workers(blocks, has_qid: bool, path: Path, workers: int):

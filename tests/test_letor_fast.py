@@ -4,6 +4,7 @@ exactly what the line-by-line reference gives, and refuse what they cannot numbe
 from __future__ import annotations
 
 import multiprocessing
+import os
 from pathlib import Path
 
 import numpy as np
@@ -163,5 +164,9 @@ def test_small_files_and_busy_machines_parse_in_this_process(tmp_path: Path, mon
     path.write_text("1 qid:1 1:1\n")
     assert letor._worker_count(path) == 1  # below PARALLEL_MIN_BYTES
     monkeypatch.setattr(letor, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(letor.os, "getloadavg", lambda: (99.0, 99.0, 99.0))
+    monkeypatch.setattr(letor, "_busy_cores", lambda: 99.0)
     assert letor._worker_count(path) == 1
+    monkeypatch.setattr(letor, "_busy_cores", lambda: 0.0)
+    cores = min(len(os.sched_getaffinity(0)), letor.MAX_WORKERS)
+    assert letor._worker_count(path) == (cores if cores >= 2 else 1)
+    assert letor._busy_cores() >= 0  # this test's own task is not counted
