@@ -84,7 +84,7 @@ def finetune_steps(split, overrides: list[str]):
     loss_fn = cfg.loss.build()
 
     def warm_up() -> None:
-        for step, batch in zip(range(2), batches, strict=False):
+        for _, batch in zip(range(2), batches, strict=False):
             scores = model(batch.features, batch.mask)
             loss = loss_fn(scores, batch.labels, mask=batch.mask)
             optimizer.zero_grad()
