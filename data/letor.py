@@ -323,11 +323,8 @@ def _parse_dense(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None
         return None
     labels = table[:, 0]
     qids = table[:, 1] if has_qid else np.zeros(0)
-    labels_ok = np.all(np.abs(labels) <= FLOAT32_MAX) and not (
-        np.any(qids != np.floor(qids)) or not np.all(np.abs(qids) < MAX_QID)
-    )
     values = table[:, head + 1 :: 2].ravel()
-    if not labels_ok or not np.all(np.abs(values) <= FLOAT32_MAX):  # NaN fails this too
+    if not _numbers_ok(labels, qids, values):
         return None
     line_numbers = np.arange(first_line, first_line + n, dtype=np.int64)
     labels, qids = np.ascontiguousarray(labels), np.ascontiguousarray(qids)
@@ -337,12 +334,7 @@ def _parse_dense(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None
         return _Parsed(labels, qids, None, None, values, line_numbers, has_qid, n_pairs)  # type: ignore[arg-type]
     cols = table[:, head::2].ravel()
     rows = np.repeat(np.arange(n, dtype=np.int64), n_pairs)
-    if (
-        np.any(cols < 1)
-        or np.any(cols > MAX_FEATURE_INDEX)
-        or np.any(cols != np.floor(cols))
-        or _has_duplicate_index(rows, cols)
-    ):
+    if not _indices_ok(rows, cols):
         return None
     return _Parsed(labels, qids, rows, cols.astype(np.int64) - 1, values, line_numbers, has_qid)
 
@@ -398,18 +390,10 @@ def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
     values = numbers[value_tokens]
     labels = numbers[first_token]
     qids = numbers[first_token + 1] if has_qid else np.zeros(0)
-    if (
-        np.any(cols < 1)
-        or np.any(cols > MAX_FEATURE_INDEX)
-        or np.any(cols != np.floor(cols))
-        or not np.all(np.abs(values) <= FLOAT32_MAX)  # NaN fails this too
-        or not np.all(np.abs(labels) <= FLOAT32_MAX)
-        or np.any(qids != np.floor(qids))
-        or not np.all(np.abs(qids) < MAX_QID)
-    ):
+    if not _numbers_ok(labels, qids, values):
         return None
     rows = np.searchsorted(first_token, index_tokens, side="right") - 1
-    if _has_duplicate_index(rows, cols):
+    if not _indices_ok(rows, cols):
         return None
     # Line numbers count the lines of the original block, comments included.
     line_numbers = first_line + data_lines
@@ -421,6 +405,27 @@ def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
         values=values,
         line_numbers=line_numbers.astype(np.int64),
         has_qid=has_qid,
+    )
+
+
+def _numbers_ok(labels: np.ndarray, qids: np.ndarray, values: np.ndarray) -> bool:
+    """Labels and values within float32 (NaN fails too), qids integral and below `MAX_QID`:
+    what the vectorized paths accept; the slow path names the line of anything else."""
+    return bool(
+        np.all(np.abs(values) <= FLOAT32_MAX)
+        and np.all(np.abs(labels) <= FLOAT32_MAX)
+        and not np.any(qids != np.floor(qids))
+        and np.all(np.abs(qids) < MAX_QID)
+    )
+
+
+def _indices_ok(rows: np.ndarray, cols: np.ndarray) -> bool:
+    """1-based integral feature indices up to `MAX_FEATURE_INDEX`, none twice on a line."""
+    return not (
+        np.any(cols < 1)
+        or np.any(cols > MAX_FEATURE_INDEX)
+        or np.any(cols != np.floor(cols))
+        or _has_duplicate_index(rows, cols)
     )
 
 
