@@ -86,37 +86,44 @@ def encoder_flops_per_item(encoder: torch.nn.Module) -> float:
     return total
 
 
-def worker(args: argparse.Namespace) -> dict:
+def prepare(method: str, split, *, budget: int, overrides: list[str], device: str = "cpu"):
+    """``(cfg, runtime, objective, optimizer, batcher)`` of one method on ``split``, after two
+    warm-up steps (kernels, allocator): what every timed or profiled epoch starts from."""
     from scarce_ltr.core.config import CONFIG_ROOT, load_config
     from scarce_ltr.core.device import setup_runtime
     from scarce_ltr.pretrain.config import PretrainConfig
     from scarce_ltr.pretrain.objectives import build_objective
     from scarce_ltr.pretrain.pretraining_set import make_batcher
-    from scarce_ltr.pretrain.train import _CrashAfter, _train_epoch
 
-    torch.manual_seed(0)
-    split = mslr_like(args.items)
-    overrides = [f"item_budget={args.budget}", "encoder.width=136", f"device={args.device}"]
-    overrides += args.overrides
-    stage_file = CONFIG_ROOT / "pretrain" / f"{args.method}.yaml"
-    cfg, _ = load_config(PretrainConfig, overrides, stage_file=stage_file)
-    cpu_amp = getattr(cfg, "cpu_amp", False)  # absent from revisions before cpu_amp
-    runtime = setup_runtime(amp=args.device == "cuda", device=args.device, cpu_amp=cpu_amp)
-    autocast = getattr(runtime, "train_autocast", runtime.autocast)
+    base = [f"item_budget={budget}", "encoder.width=136", f"device={device}"]
+    stage_file = CONFIG_ROOT / "pretrain" / f"{method}.yaml"
+    cfg, _ = load_config(PretrainConfig, [*base, *overrides], stage_file=stage_file)
+    runtime = setup_runtime(amp=device == "cuda", device=device, cpu_amp=cfg.cpu_amp)
     objective = build_objective(cfg, n_features=136).to(runtime.device)
     optimizer = torch.optim.Adam(objective.parameters(), lr=cfg.optimizer.lr)
     batcher = make_batcher(
-        split, item_budget=args.budget, max_list_len=None, seed=0, rank=0, world_size=1
+        split, item_budget=budget, max_list_len=None, seed=0, rank=0, world_size=1
     )
-    for step, batch in zip(range(2), batcher, strict=False):  # warm-up: kernels, allocator
+    for step, batch in zip(range(2), batcher, strict=False):
         gen = torch.Generator(runtime.device).manual_seed(step)
-        with autocast():
+        with runtime.train_autocast():
             loss = objective(
                 batch.features.to(runtime.device), batch.mask.to(runtime.device), generator=gen
             )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    return cfg, runtime, objective, optimizer, batcher
+
+
+def worker(args: argparse.Namespace) -> dict:
+    from scarce_ltr.pretrain.train import _CrashAfter, _train_epoch
+
+    torch.manual_seed(0)
+    split = mslr_like(args.items)
+    cfg, runtime, objective, optimizer, batcher = prepare(
+        args.method, split, budget=args.budget, overrides=args.overrides, device=args.device
+    )
     baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if runtime.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()

@@ -23,43 +23,26 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pretrain import mslr_like  # noqa: E402
+from bench_pretrain import mslr_like, prepare  # noqa: E402
 
 
 def pretrain_steps(method: str, split, overrides: list[str]):
-    """``(warm_up, epoch)`` callables for one pretraining method."""
-    from scarce_ltr.core.config import CONFIG_ROOT, load_config
-    from scarce_ltr.core.device import setup_runtime
-    from scarce_ltr.pretrain.config import PretrainConfig
-    from scarce_ltr.pretrain.objectives import build_objective
-    from scarce_ltr.pretrain.pretraining_set import make_batcher
+    """One epoch of one pretraining method, as a callable, after `bench_pretrain.prepare`'s
+    warm-up."""
     from scarce_ltr.pretrain.train import _CrashAfter, _train_epoch
 
-    stage_file = CONFIG_ROOT / "pretrain" / f"{method}.yaml"
-    budget = ["item_budget=16384", "encoder.width=136", "device=cpu"]
-    cfg, _ = load_config(PretrainConfig, [*budget, *overrides], stage_file=stage_file)
-    runtime = setup_runtime(amp=False, device="cpu")
-    objective = build_objective(cfg, n_features=136)
-    optimizer = torch.optim.Adam(objective.parameters(), lr=1e-3)
-    batcher = make_batcher(
-        split, item_budget=16384, max_list_len=None, seed=0, rank=0, world_size=1
+    cfg, runtime, objective, optimizer, batcher = prepare(
+        method, split, budget=16384, overrides=overrides
     )
-
-    def warm_up() -> None:
-        for step, batch in zip(range(2), batcher, strict=False):
-            gen = torch.Generator().manual_seed(step)
-            loss = objective(batch.features, batch.mask, generator=gen)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
 
     def epoch() -> None:
         _train_epoch(objective, optimizer, batcher, cfg, runtime, 0, _CrashAfter())
 
-    return warm_up, epoch
+    return epoch
 
 
 def finetune_steps(split, overrides: list[str]):
+    """One `full` finetuning epoch, as a callable, after two warm-up steps."""
     from scarce_ltr.core.config import CONFIG_ROOT, load_config
     from scarce_ltr.core.device import setup_runtime
     from scarce_ltr.data.batching import QueryGroupBatcher
@@ -83,18 +66,17 @@ def finetune_steps(split, overrides: list[str]):
     batches = QueryGroupBatcher(split, item_budget=cfg.item_budget, shuffle=True, seed=0)
     loss_fn = cfg.loss.build()
 
-    def warm_up() -> None:
-        for _, batch in zip(range(2), batches, strict=False):
-            scores = model(batch.features, batch.mask)
-            loss = loss_fn(scores, batch.labels, mask=batch.mask)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+    for _, batch in zip(range(2), batches, strict=False):  # warm-up: kernels, allocator
+        scores = model(batch.features, batch.mask)
+        loss = loss_fn(scores, batch.labels, mask=batch.mask)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 
     def epoch() -> None:
         train_epoch(model, batches, optimizer, loss_fn, runtime=runtime)
 
-    return warm_up, epoch
+    return epoch
 
 
 def table(prof, rows: int) -> str:
@@ -132,8 +114,7 @@ def main() -> None:
     for name, plan in plans.items():
         if args.only and name not in args.only:
             continue
-        warm_up, epoch = plan()
-        warm_up()
+        epoch = plan()  # warmed up
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             epoch()
         print(f"\n### {name}\n\n{table(prof, args.rows)}", flush=True)
