@@ -73,6 +73,45 @@ class FitResult:
     history: list[dict]
 
 
+class FrozenEncoderCache:
+    """A frozen encoder's outputs for the batches `predict` scores, kept between epochs.
+
+    While a `Ranker`'s encoder is frozen (the head-only epochs of ``full``, all of ``lp``) its
+    outputs on the vali QGs cannot change: `predict` computes them once and then runs the head
+    alone, with the same batches and the same operations, so the scores are bit-identical. The
+    cache holds up to ``max_bytes`` of outputs; beyond that `predict` recomputes them. ``clear``
+    it whenever the encoder may have changed (a phase that trains it).
+    """
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self.batches: list[tuple[np.ndarray, torch.Tensor, torch.Tensor]] | None = None
+        self.too_big = False
+
+    def clear(self) -> None:
+        self.batches = None
+
+    def usable(self, model: nn.Module) -> bool:
+        return getattr(model, "encoder_frozen", False) and not self.too_big
+
+    def fill(self, model: nn.Module, batches: QueryGroupBatcher, *, runtime: Runtime) -> bool:
+        """Encode every batch (eval mode, no grad); False when the outputs would pass the cap."""
+        kept, size = [], 0
+        for batch in batches:
+            b = batch.to(runtime.device)
+            with runtime.autocast():
+                items = model.encode(b.features, b.mask)
+            size += items.element_size() * items.numel()
+            if size > self.max_bytes:
+                self.too_big = True
+                return False
+            kept.append(
+                (rows_of_groups(batches.split.offsets, batch.groups.numpy()), b.mask, items)
+            )
+        self.batches = kept
+        return True
+
+
 def predict(
     model: nn.Module,
     split: RankingSplit,
@@ -80,12 +119,23 @@ def predict(
     runtime: Runtime,
     item_budget: int,
     groups: np.ndarray | None = None,
+    frozen: FrozenEncoderCache | None = None,
 ) -> np.ndarray:
-    """``[n_items]`` float64 scores of ``split`` (0 for items outside ``groups``), eval mode."""
+    """``[n_items]`` float64 scores of ``split`` (0 for items outside ``groups``), eval mode.
+
+    ``frozen``: reuse a frozen encoder's outputs from an earlier call with the same arguments.
+    """
     model.eval()
     scores = np.zeros(split.n_items, dtype=np.float64)
     batches = QueryGroupBatcher(split, item_budget=item_budget, groups=groups)
     with torch.no_grad():
+        if frozen is not None and frozen.usable(model):
+            if frozen.batches is not None or frozen.fill(model, batches, runtime=runtime):
+                for rows, mask, items in frozen.batches:  # type: ignore[union-attr]
+                    with runtime.autocast():
+                        out = model.score_encoded(items, mask)
+                    scores[rows] = out.float()[mask].cpu().numpy()
+                return scores
         for batch in batches:
             b = batch.to(runtime.device)
             with runtime.autocast():
@@ -96,11 +146,24 @@ def predict(
 
 
 def selection_score(
-    model: nn.Module, prepared: PreparedData, metrics_cfg, *, runtime: Runtime, item_budget: int
+    model: nn.Module,
+    prepared: PreparedData,
+    metrics_cfg,
+    *,
+    runtime: Runtime,
+    item_budget: int,
+    frozen: FrozenEncoderCache | None = None,
 ) -> float:
     """NDCG@5 of the labeled vali QGs (the only vali QGs scored)."""
     labeled = np.flatnonzero(prepared.labels.vali_labeled)
-    scores = predict(model, prepared.vali, runtime=runtime, item_budget=item_budget, groups=labeled)
+    scores = predict(
+        model,
+        prepared.vali,
+        runtime=runtime,
+        item_budget=item_budget,
+        groups=labeled,
+        frozen=frozen,
+    )
     if np.isnan(scores[rows_of_groups(prepared.vali.offsets, labeled)]).any():
         # A diverged model (too high a learning rate): NaN ranks below every score
         # (core.selection.nan_low), so that epoch is never the one kept.
@@ -212,10 +275,17 @@ def fit(
         max_list_len=options.max_list_len,
     )
 
+    frozen = FrozenEncoderCache()
+
     def evaluate() -> float:
         start = time.perf_counter()
         score = selection_score(
-            model, prepared, metrics_cfg, runtime=runtime, item_budget=options.eval_item_budget
+            model,
+            prepared,
+            metrics_cfg,
+            runtime=runtime,
+            item_budget=options.eval_item_budget,
+            frozen=frozen,
         )
         progress.eval_seconds += time.perf_counter() - start
         return score
@@ -231,6 +301,8 @@ def fit(
     while progress.phase < len(phases):
         phase = phases[progress.phase]
         _set_phase(model, phase)
+        if phase.train_encoder:
+            frozen.clear()  # later frozen phases see the encoder this phase trains
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = make_optimizer(
             trainable, name=options.optimizer, lr=options.lr, weight_decay=options.weight_decay

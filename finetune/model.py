@@ -29,7 +29,7 @@ from scarce_ltr.core.checkpointing import (
 from scarce_ltr.core.dropout import Dropout
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.finetune.heads import build_head
-from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.pretrain.encoders import EncoderConfig, ItemwiseEncoder, build_encoder
 
 MODEL_FILE = "model.pt"
 # Builders of model kinds defined above this layer (the deep baselines pass theirs in).
@@ -62,15 +62,36 @@ class Ranker(nn.Module):
             self.encoder.eval()  # BatchNorm running statistics must not move either
         return self
 
-    def embed(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[B, L, embed_dim]``: the input of the head's last linear layer."""
+    def encode(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[N, out_dim]``: the encoder's outputs for the N real items, in ``mask`` order."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.encoder_frozen):
-            items = self.encoder(features, mask)
-        return self.head.embed(items)
+            if isinstance(self.encoder, ItemwiseEncoder):
+                return self.encoder.encode_items(features[mask])
+            return self.encoder(features, mask)[mask]
+
+    def score_encoded(self, items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L]`` scores (0 at padding) from `encode`'s output for the same ``mask``."""
+        return _scatter(self.head.score(self.head.embed(items)), mask)
+
+    def embed_items(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[N, embed_dim]``: the input of the head's last linear layer, for the real items."""
+        return self.head.embed(self.encode(features, mask))
+
+    def embed(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`embed_items` as ``[B, L, embed_dim]`` (0 at padding)."""
+        return _scatter(self.embed_items(features, mask), mask)
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        scores = self.head.score(self.embed(features, mask))
-        return torch.where(mask, scores, 0.0)
+        # The head runs on the real items only: QGs padded to the longest one in a batch are
+        # mostly padding (12x on the synthetic default's vali QGs).
+        return self.score_encoded(self.encode(features, mask), mask)
+
+
+def _scatter(items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[N, ...]`` values of the real items -> ``[B, L, ...]``, zeros at padding."""
+    out = items.new_zeros(*mask.shape, *items.shape[1:])
+    out[mask] = items
+    return out
 
 
 class CombinedRanker(nn.Module):
@@ -99,12 +120,9 @@ class CombinedRanker(nn.Module):
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            embedding = torch.cat([m.embed(features, mask) for m in self.members], dim=-1)
+            embedding = torch.cat([m.embed_items(features, mask) for m in self.members], dim=-1)
         # BatchNorm sees real items only, so padding never enters its statistics.
-        items = self.out(self.dropout(self.norm(embedding[mask].float()))).squeeze(-1)
-        scores = items.new_zeros(mask.shape)
-        scores[mask] = items
-        return scores
+        return _scatter(self.out(self.dropout(self.norm(embedding.float()))).squeeze(-1), mask)
 
 
 def ranker_spec(

@@ -149,6 +149,42 @@ def test_resume_replays_an_interrupted_run(setup, tmp_path, monkeypatch, every) 
         assert torch.allclose(value.float(), resumed.state_dict()[key].float()), key
 
 
+@pytest.mark.parametrize("kind", ["resnet", "attention"])
+def test_frozen_encoder_cache_changes_nothing(setup, monkeypatch, kind: str) -> None:
+    """Vali scoring reuses a frozen encoder's outputs: the run ends bit-identical to one that
+    recomputes them every epoch, through a frozen, a training and another frozen phase."""
+    cfg, prepared, runtime = setup
+    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    phases = [Phase("head", 3, False), Phase("full", 2, True), Phase("head", 2, False)]
+    fills = []
+    real_fill = loop.FrozenEncoderCache.fill
+
+    def counting_fill(self, *args, **kwargs):
+        fills.append(self)
+        return real_fill(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop.FrozenEncoderCache, "fill", counting_fill)
+    cached = ranker(kind=kind)
+    with_cache = run_fit(cached, cfg, prepared, runtime, phases, options=options)
+    assert len(fills) == 2  # once per frozen phase: the trained encoder is encoded again
+    monkeypatch.setattr(loop.FrozenEncoderCache, "usable", lambda self, model: False)
+    plain = ranker(kind=kind)
+    without = run_fit(plain, cfg, prepared, runtime, phases, options=options)
+    assert with_cache.history == without.history
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, cached.state_dict()[key]), key
+
+
+def test_frozen_encoder_cache_past_its_cap_recomputes(setup) -> None:
+    cfg, prepared, runtime = setup
+    model = ranker()
+    model.set_phase(train_encoder=False)
+    cache = loop.FrozenEncoderCache(max_bytes=64)
+    scores = predict(model, prepared.vali, runtime=runtime, item_budget=1000, frozen=cache)
+    assert cache.too_big and cache.batches is None and not cache.usable(model)
+    assert np.array_equal(scores, predict(model, prepared.vali, runtime=runtime, item_budget=1000))
+
+
 def test_combine_trains_only_its_last_layer(setup) -> None:
     cfg, prepared, runtime = setup
     members = [ranker(seed=1), ranker(kind="attention", head="linear", seed=2)]
