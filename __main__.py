@@ -2,4 +2,5 @@
 
 from scarce_ltr.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,8 @@ method>+<finetuning strategy>`` (``simclr-rank+full``), a hybrid baseline on a p
 (``simclr-rank@zero0.1+full`` with ``variants: {zero0.1: [augment.zero_p=0.1]}``) or a
 combination of finetuned rankers (``simclr-rank+simsiam+combine``). Pretraining runs once per
 (data set, method or variant, seed) and its encoder serves every label setting. Each job is a
-separate process running ``cli``, its output kept in ``log.txt`` in its run directory, so a
+separate process running ``cli`` (forked from a server that has imported torch once:
+`scarce_ltr.sweeps.jobserver`), its output kept in ``log.txt`` in its run directory, so a
 crashing cell is recorded with its error and the sweep goes on. A job whose run directory holds
 ``DONE`` is skipped; an unfinished one resumes from its checkpoint.
 ``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run directory;
@@ -22,7 +23,7 @@ Every run is logged to wandb with group = the sweep and tags for model, label se
 from __future__ import annotations
 
 import os
-import subprocess
+import queue
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +47,7 @@ from scarce_ltr.sweeps.cells import (
     plan_cells,
     pretraining_methods,
 )
+from scarce_ltr.sweeps.jobserver import JobServer
 
 MANIFEST = "manifest.json"
 
@@ -205,6 +207,11 @@ class _Runner:
         self.results: dict[str, tuple[str, str | None, float]] = {}
         self.started = time.time()
         self.bar = None
+        threads = max(1, (os.cpu_count() or 1) // cfg.workers)
+        # Jobs running side by side share the cores: no OpenMP spin-waiting, fair threads.
+        self.env = {"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": str(threads), **os.environ}
+        self.servers: list[JobServer] = []  # at most one per worker
+        self.idle_servers: queue.SimpleQueue[JobServer] = queue.SimpleQueue()
 
     def run(self) -> None:
         # A bar on a terminal; plain lines with an ETA when the sweep's output goes to a file.
@@ -217,6 +224,8 @@ class _Runner:
                     for _ in pool.map(self._run_job, todo):
                         pass
         finally:
+            for server in self.servers:
+                server.close()
             self.bar.close()
             self._write_manifest()
 
@@ -242,24 +251,28 @@ class _Runner:
         make_folder(job.run_dir)
         name = [job.name] if job.name else []  # ./run.sh ensemble takes no method name
         stage = cli_stage(job.stage)
-        command = [sys.executable, "-m", "scarce_ltr", stage, *name, *job.overrides]
-        threads = max(1, (os.cpu_count() or 1) // self.cfg.workers)
+        args = [stage, *name, *job.overrides]
         env = {
-            # Jobs running side by side share the cores: no OpenMP spin-waiting, fair threads.
-            "OMP_WAIT_POLICY": "passive",
-            "OMP_NUM_THREADS": str(threads),
-            **os.environ,
+            **self.env,
             "WANDB_RUN_GROUP": self.cfg.name,
             "WANDB_TAGS": ",".join(job.tags),
             # A job still running from an earlier, killed sweep holds its folder: wait for it
             # (its run then counts as done) rather than fail the cell.
             WAIT_ENV: os.environ.get(WAIT_ENV, str(24 * 3600)),
         }
+        try:
+            server = self.idle_servers.get_nowait()
+        except queue.Empty:
+            server = JobServer(self.env)
+            self.servers.append(server)
         start = time.time()
         with open(job.run_dir / "log.txt", "ab") as log:
-            log.write(f"$ {' '.join(command)}\n".encode())
-            log.flush()
-            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+            # The command that reruns the job by hand.
+            log.write(f"$ {sys.executable} -m scarce_ltr {' '.join(args)}\n".encode())
+        try:
+            code = server.run(args, log=job.run_dir / "log.txt", env=env)
+        finally:
+            self.idle_servers.put(server)
         seconds = time.time() - start
         if code == 0 and is_done(job.run_dir):
             return "done", None, seconds
