@@ -87,8 +87,9 @@ class _Parsed:
 def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
     """Parse one LETOR/SVMlight file (plain or ``.gz``) into dense float32 arrays."""
     path = Path(path)
-    # float32 values at once (what they are stored as): half the memory while chunks pile up.
-    chunks = [replace(c, values=c.values.astype(np.float32)) for c in _parsed_blocks(path, None)]
+    # float32 values at once (what they are stored as): half the memory while chunks pile up,
+    # and half the bytes a worker sends back.
+    chunks = list(_parsed_blocks(path, None, values_dtype=np.float32))
     if not chunks or not any(len(c.labels) for c in chunks):
         raise DataFormatError(path, None, f"no data lines found ({_EXPECTED})")
     labels = np.concatenate([c.labels for c in chunks])
@@ -167,8 +168,9 @@ def parse_chunks(path: Path, on_block=None):
         yield parsed.filled()
 
 
-def _parsed_blocks(path: Path, on_block):
-    """`parse_chunks`, with ``width`` standing for ``rows`` and ``cols`` where it can."""
+def _parsed_blocks(path: Path, on_block, *, values_dtype=np.float64):
+    """`parse_chunks`, with ``width`` standing for ``rows`` and ``cols`` where it can, and the
+    values as ``values_dtype``."""
     blocks = _reported(_read_blocks(path), on_block)
     for block, first_line in blocks:
         first = next((ln for ln in block.split(b"\n") if ln.split(b"#")[0].strip()), None)
@@ -178,10 +180,10 @@ def _parsed_blocks(path: Path, on_block):
         rest = itertools.chain([(block, first_line)], blocks)
         workers = _worker_count(path)
         if workers > 1:
-            yield from _parse_in_workers(rest, has_qid, path, workers)
+            yield from _parse_in_workers(rest, has_qid, path, workers, values_dtype)
         else:
             for block, first_line in rest:
-                yield _parse_block(block, first_line, has_qid, path)
+                yield _parse_block(block, first_line, has_qid, path, values_dtype)
         return
 
 
@@ -222,7 +224,7 @@ def _busy_cores() -> float:
         return os.getloadavg()[0]
 
 
-def _parse_in_workers(blocks, has_qid: bool, path: Path, workers: int):
+def _parse_in_workers(blocks, has_qid: bool, path: Path, workers: int, values_dtype):
     """`_parse_block` of every block, in file order, by ``workers`` forked processes holding at
     most two blocks each. A block they refuse is parsed again here by `_parse_slow`, so every
     error names the file and line exactly as in one process."""
@@ -230,33 +232,46 @@ def _parse_in_workers(blocks, has_qid: bool, path: Path, workers: int):
     pending: collections.deque = collections.deque()
     try:
         for block, first_line in blocks:
-            future = pool.submit(_parse_quick, block, first_line, has_qid)
+            future = pool.submit(_parse_quick, block, first_line, has_qid, values_dtype)
             pending.append((future, block, first_line))
             if len(pending) >= 2 * workers:
-                yield _finish(*pending.popleft(), has_qid, path)
+                yield _finish(*pending.popleft(), has_qid, path, values_dtype)
         while pending:
-            yield _finish(*pending.popleft(), has_qid, path)
+            yield _finish(*pending.popleft(), has_qid, path, values_dtype)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _finish(future, block: bytes, first_line: int, has_qid: bool, path: Path) -> _Parsed:
+def _finish(future, block: bytes, first_line: int, has_qid: bool, path: Path, dtype) -> _Parsed:
     parsed = future.result()
-    return _parse_slow(block, first_line, has_qid, path) if parsed is None else parsed
+    if parsed is None:
+        parsed = _parse_slow(block, first_line, has_qid, path)
+    return _as_dtype(parsed, dtype)
 
 
-def _parse_quick(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
-    """The vectorized parses of one block (in a worker process); None sends it to the slow
-    path, which names the bad line."""
+def _parse_quick(block: bytes, first_line: int, has_qid: bool, dtype=np.float64) -> _Parsed | None:
+    """The vectorized parses of one block (in a worker process), values as ``dtype``; None
+    sends it to the slow path, which names the bad line."""
     parsed = _parse_dense(block, first_line, has_qid)
-    return _parse_fast(block, first_line, has_qid) if parsed is None else parsed
+    if parsed is None:
+        parsed = _parse_fast(block, first_line, has_qid)
+    return None if parsed is None else _as_dtype(parsed, dtype)
 
 
-def _parse_block(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Parsed:
+def _parse_block(block: bytes, first_line: int, has_qid: bool, path: Path, dtype) -> _Parsed:
     """The fastest parse that accepts ``block``: dense lines, then any lines, then the line
     by line reference (which raises at the first bad line)."""
-    parsed = _parse_quick(block, first_line, has_qid)
-    return _parse_slow(block, first_line, has_qid, path) if parsed is None else parsed
+    parsed = _parse_quick(block, first_line, has_qid, dtype)
+    return (
+        _as_dtype(_parse_slow(block, first_line, has_qid, path), dtype)
+        if parsed is None
+        else parsed
+    )
+
+
+def _as_dtype(parsed: _Parsed, dtype) -> _Parsed:
+    """``parsed`` with its values as ``dtype`` (range-checked already: float32 holds them)."""
+    return replace(parsed, values=parsed.values.astype(dtype, copy=False))
 
 
 def _parse_dense(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
