@@ -252,6 +252,17 @@ def test_gbdt_ssl_end_to_end(runs, tmp_path) -> None:
     assert (folder / "frac=1/seed=0/DONE").is_file()
 
 
+def test_gbdt_ssl_on_a_variant_names_the_variant(tmp_path) -> None:
+    pretrain = tmp_path / "pretrain"
+    run(["pretrain", "simclr-rank", *DATA, *ENCODER, "epochs=1", "monitor.enabled=false",
+         "variant=zero0.7", "augment.zero_p=0.7", f"run_dir={pretrain}"])  # fmt: skip
+    embedding = ["embedding.components=[4]", "embedding.raw=false"]
+    ssl = run(["baseline", "gbdt-ssl", *DATA, *GBDT, f"pretrained={pretrain}", *embedding,
+               f"run_dir={tmp_path / 'ssl'}"])  # fmt: skip
+    assert ssl["method"] == "gbdt-ssl+simclr-rank@zero0.7"
+    assert ssl["pretraining_method"] == "simclr-rank@zero0.7"
+
+
 def test_gbdt_ssl_bad_input(runs, tmp_path) -> None:
     base = ["baseline", "gbdt-ssl", *DATA, *GBDT, f"run_dir={tmp_path / 'x'}"]
     with pytest.raises(UserError, match="gbdt-ssl needs pretrained="):

@@ -71,7 +71,9 @@ def load_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
         encoder, info = load_pretrained_encoder(run_dir)
         return encoder.eval(), {
             "kind": "pretrain",
-            "model": str(info["method"]),
+            # As the run's report names it: a sweep variant's too (``simclr-rank@zero0.7``),
+            # which encoder.pt does not hold.
+            "model": run_model(run_dir) or str(info["method"]),
             "n_features": info["n_features"],
             "transform": info["data"].get("transform"),
             "file": info["path"],
