@@ -12,9 +12,10 @@ from torch.nn import functional as F
 from scarce_ltr.core.config import available, load_config
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.objectives import OBJECTIVES, build_objective
+from scarce_ltr.pretrain.objectives.base import NEG
 from scarce_ltr.pretrain.objectives.scarf import scarf_loss
 from scarce_ltr.pretrain.objectives.simclr import simclr_loss
-from scarce_ltr.pretrain.objectives.simclr_rank import simclr_rank_loss
+from scarce_ltr.pretrain.objectives.simclr_rank import _InQueryInfoNCE, simclr_rank_loss
 from scarce_ltr.pretrain.objectives.simsiam import simsiam_loss
 
 METHODS = tuple(OBJECTIVES)
@@ -88,6 +89,40 @@ def test_simclr_rank_ignores_padding_width_and_other_groups():
         simclr_rank_loss(a, b, mask, temperature=TAU, reduction="none")[0].sum().backward()
         grads.append(a.grad[0])
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("tau", [0.1, 0.02], ids=["fixed-shift", "row-max"])
+def test_simclr_rank_hand_written_backward_is_autograds(tau: float) -> None:
+    """The in-QG InfoNCE's own forward and backward against autograd through the plain formula
+    (float64, unit-norm rows, padding slots), and torch's numerical gradient check."""
+    torch.manual_seed(0)
+    b, slots, dim = 3, 5, 4
+    z = F.normalize(torch.randn(b, 2 * slots, dim, dtype=torch.float64), dim=-1)
+    real = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]], dtype=torch.bool)
+    padding = torch.where(torch.cat([real, real], 1), 0.0, NEG).double()[:, None, :]
+    anchors = torch.cat([real, real], 1)
+    # An arbitrary upstream gradient, 0 at padded anchors (whose loss is "anything": the caller
+    # keeps real items only).
+    weights = torch.rand(b, 2 * slots, dtype=torch.float64) * anchors
+
+    def plain(z: torch.Tensor) -> torch.Tensor:
+        logits = torch.baddbmm(padding, z, z.transpose(1, 2), alpha=1.0 / tau)
+        logits = logits.masked_fill(torch.eye(2 * slots, dtype=torch.bool), NEG)
+        index = torch.arange(2 * slots)
+        positive = logits[:, index, (index + slots) % (2 * slots)]
+        return torch.logsumexp(logits, dim=2) - positive
+
+    ours_z = z.clone().requires_grad_()
+    ours = _InQueryInfoNCE.apply(ours_z, padding, tau)
+    (ours * weights).sum().backward()
+    plain_z = z.clone().requires_grad_()
+    (plain(plain_z) * weights).sum().backward()
+    torch.testing.assert_close(ours[anchors], plain(z)[anchors], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(ours_z.grad, plain_z.grad, rtol=1e-10, atol=1e-10)
+    check = z.clone().requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda x: _InQueryInfoNCE.apply(x, padding, tau)[anchors], (check,)
+    )
 
 
 def test_simclr_rank_one_item_groups_give_zero_and_no_nan():
