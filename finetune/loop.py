@@ -111,6 +111,15 @@ class FrozenEncoderCache:
         self.batches = kept
         return True
 
+    def outputs(self, model: nn.Module, batches: QueryGroupBatcher, *, runtime: Runtime):
+        """The kept ``(rows, mask, encoder outputs)`` of ``batches``, encoded now if need be;
+        None when `model`'s encoder is not frozen or its outputs pass the cap."""
+        if not self.usable(model):
+            return None
+        if self.batches is None and not self.fill(model, batches, runtime=runtime):
+            return None
+        return self.batches
+
 
 def predict(
     model: nn.Module,
@@ -129,20 +138,25 @@ def predict(
     scores = np.zeros(split.n_items, dtype=np.float64)
     batches = QueryGroupBatcher(split, item_budget=item_budget, groups=groups)
     with torch.no_grad():
-        if frozen is not None and frozen.usable(model):
-            if frozen.batches is not None or frozen.fill(model, batches, runtime=runtime):
-                for rows, mask, items in frozen.batches:  # type: ignore[union-attr]
-                    with runtime.autocast():
-                        out = model.score_encoded(items, mask)
-                    scores[rows] = out.float()[mask].cpu().numpy()
-                return scores
-        for batch in batches:
-            b = batch.to(runtime.device)
-            with runtime.autocast():
-                out = model(b.features, b.mask)
-            rows = rows_of_groups(split.offsets, batch.groups.numpy())
-            scores[rows] = out.float()[b.mask].cpu().numpy()
+        for rows, mask, out in _scored_batches(model, batches, runtime, frozen):
+            scores[rows] = out.float()[mask].cpu().numpy()
     return scores
+
+
+def _scored_batches(model, batches: QueryGroupBatcher, runtime: Runtime, frozen):
+    """``(rows, mask, scores [B, L])`` of each batch: the head alone on a frozen encoder's kept
+    outputs where ``frozen`` has them (or takes them now), else the whole model."""
+    kept = frozen.outputs(model, batches, runtime=runtime) if frozen is not None else None
+    if kept is not None:
+        for rows, mask, items in kept:
+            with runtime.autocast():
+                yield rows, mask, model.score_encoded(items, mask)
+        return
+    for batch in batches:
+        b = batch.to(runtime.device)
+        with runtime.autocast():
+            out = model(b.features, b.mask)
+        yield rows_of_groups(batches.split.offsets, batch.groups.numpy()), b.mask, out
 
 
 def selection_score(
