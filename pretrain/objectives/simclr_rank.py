@@ -67,18 +67,17 @@ class _InQueryInfoNCE(torch.autograd.Function):
         bound = 1.0 / temperature if temperature >= _FIXED_SHIFT_MIN_TAU else 0.0
         logits = torch.baddbmm(padding - bound, z, z.transpose(1, 2), alpha=1.0 / temperature)
         logits.diagonal(dim1=1, dim2=2).fill_(NEG)  # an anchor is not its own candidate
-        if bound:
-            top = torch.full((1, 1, 1), bound, dtype=z.dtype, device=z.device)
-        else:
-            top = logits.amax(dim=2, keepdim=True)
-            logits.sub_(top)
+        shift = bound
+        if not bound:
+            shift = logits.amax(dim=2, keepdim=True)
+            logits.sub_(shift)
         weights = logits.exp_()  # [b, 2E, 2E] exp(S - shift), in place: S is not needed again
         total = weights.sum(dim=2, keepdim=True)
         partner = z.roll(z.shape[1] // 2, dims=1)  # view 1 - a of the same slot
         positive = (z * partner).sum(dim=2) / temperature
         ctx.save_for_backward(z, weights, total)
         ctx.temperature = temperature
-        return (total.log() + top).squeeze(2) - positive
+        return (total.log() + shift).squeeze(2) - positive
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
