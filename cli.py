@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -82,8 +83,8 @@ def run(argv: list[str]) -> object:
         name, rest = rest[0], rest[1:]
         stage_file = _stage_file(command, stage, name, names)
         name = stage_file.stem
-    elif command in POSITIONAL and rest and "=" not in rest[0] and not rest[0].startswith("-"):
-        rest = [f"{POSITIONAL[command]}={rest[0]}", *rest[1:]]  # ./run.sh report <sweep>
+    elif command in POSITIONAL and rest and _is_positional(rest[0], stage):
+        rest = [_positional_override(command, rest[0], rest[1:]), *rest[1:]]
     if options.help:
         print(command_help(command, name if stage_file else None, stage_file))
         return None
@@ -179,6 +180,37 @@ def command_help(command: str, name: str | None = None, stage_file: Path | None 
 
 def _data_line() -> list[str]:
     return [f"  data=<name> loads configs/data/<name>.yaml: {', '.join(available('data'))}"]
+
+
+# An override's key: a dotted name (``out=``, ``data.path=``); a run folder such as
+# ``runs/x/frac=0.02/seed=0`` or ``/abs/frac=1`` has a '/' or another character before its '='.
+_OVERRIDE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*=")
+
+
+def _is_positional(arg: str, stage: Stage) -> bool:
+    """``./run.sh predict <run> ...``: the first argument is the run (or sweep) unless it is an
+    override of one of the command's keys; run folders the tool names hold ``frac=`` and
+    ``seed=``, which are no keys of ``predict``, ``export``, ``select`` or ``report``."""
+    if arg.startswith("-"):
+        return False
+    match = _OVERRIDE.match(arg)
+    if match is None:
+        return True
+    top = arg.partition("=")[0].split(".")[0]
+    return top not in {f.name for f in fields(_load(stage.schema))}
+
+
+def _positional_override(command: str, value: str, overrides: list[str]) -> str:
+    """``<key>=<value>`` for the positional argument, quoted so that YAML keeps it the string
+    it is (a folder named ``1e5``, ``true`` or holding ``: `` or `` #``)."""
+    key = POSITIONAL[command]
+    for item in overrides:
+        if item.partition("=")[0] == key:
+            raise UserError(
+                f"'{item}' and the positional {key} '{value}' both give the {key}; give one"
+            )
+    quoted = value.replace("'", "''").replace("${", "\\${")
+    return f"{key}='{quoted}'"
 
 
 def _check_name_key(key: str, name: str, overrides: list[str]) -> None:
