@@ -6,12 +6,12 @@ load (cache) -> outlier QGs of test (on raw features, as the paper's histograms 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.datasets import load_dataset
+from scarce_ltr.data.datasets import load_dataset, split_file
 from scarce_ltr.data.outliers import detect_outlier_groups, histogram_bounds
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.scarcity import LabelSetting, apply_scarcity
@@ -32,6 +32,9 @@ class PreparedData:
     # The histogram detector's per-feature raw bounds (``lower``, ``upper``), for bundles: a
     # new file's QGs are outliers by the same rule. None for the other detectors.
     outlier_bounds: dict[str, np.ndarray] | None = None
+    # The file each split was read from ("train", "vali"; none for the synthetic data), for
+    # messages about its labels.
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:
@@ -70,6 +73,7 @@ def prepare_data(cfg) -> PreparedData:
         lower, upper = histogram_bounds(reference, gap=outlier_info["gap"], **options)
         bounds = {"lower": lower, "upper": upper}
     labels = apply_scarcity(train, vali, cfg.scarcity, seed=cfg.seed)
+    files = {s: str(path) for s in ("train", "vali") if (path := split_file(cfg.data, s))}
     return PreparedData(
         train=labels.train,
         vali=labels.vali,
@@ -79,26 +83,53 @@ def prepare_data(cfg) -> PreparedData:
         outlier_info=outlier_info,
         transform=transform,
         outlier_bounds=bounds,
+        files=files,
     )
 
 
 def require_relevant_labels(prepared: PreparedData) -> None:
     """Stop when no labeled train QG has a relevant item: nothing to learn a ranking from."""
-    labeled = prepared.labels.labeled_train()
-    if not labeled.groups_with_relevant().any():
-        raise UserError(
-            f"scarcity setting {prepared.labels.config.tag} leaves "
-            f"{labeled.n_groups} labeled train QGs and none has a relevant item; "
-            "raise scarcity.fraction, lower scarcity.binary_tau or change seed"
-        )
+    if not prepared.labels.labeled_train().groups_with_relevant().any():
+        raise UserError(_no_relevant_message(prepared, "train", "nothing to learn a ranking from"))
 
 
 def require_labeled_vali(prepared: PreparedData) -> None:
     """Stop when no labeled vali QG has a relevant item: nothing to choose a model on."""
-    labeled = prepared.labels.labeled_vali()
-    if not labeled.groups_with_relevant().any():
-        raise UserError(
-            f"scarcity setting {prepared.labels.config.tag} leaves {labeled.n_groups} labeled "
-            "vali QGs and none has a relevant item: nothing to choose a model, epoch or "
-            "checkpoint on; use scarcity.val=full, raise scarcity.fraction or change seed"
+    if not prepared.labels.labeled_vali().groups_with_relevant().any():
+        why = "nothing to choose a model, epoch or checkpoint on"
+        raise UserError(_no_relevant_message(prepared, "vali", why))
+
+
+def _no_relevant_message(prepared: PreparedData, split: str, why: str) -> str:
+    """What is wrong and only the advice that applies: a file whose labels are all 0 needs
+    other labels, not a larger label fraction; a fraction of 1 cannot be raised."""
+    labels = prepared.labels
+    config = labels.config
+    whole = labels.train if split == "train" else labels.vali
+    source = prepared.files.get(split, f"the {split} split")
+    if not whole.groups_with_relevant().any():
+        if config.binary_tau is not None:
+            return (
+                f"the implicit labels of scarcity.binary_tau={config.binary_tau:g} leave "
+                f"{whole.n_groups} QGs of {source} and none has a relevant item: {why}; lower "
+                "scarcity.binary_tau"
+            )
+        return (
+            f"every label of {source} is 0, so none of its {whole.n_groups} QGs has a relevant "
+            f"item: {why}; relevant items need a label above 0 in the first column of their "
+            "line (relevance grades 0..30)"
         )
+    labeled = labels.labeled_train() if split == "train" else labels.labeled_vali()
+    advice = []
+    if split == "vali" and config.val == "same":
+        advice.append("use scarcity.val=full")
+    if config.fraction < 1:
+        advice.append("raise scarcity.fraction")
+    if config.binary_tau is not None:
+        advice.append("lower scarcity.binary_tau")
+    advice.append("change seed" if config.seed is None else "change scarcity.seed")
+    return (
+        f"scarcity setting {config.tag} leaves {labeled.n_groups} labeled {split} QGs of "
+        f"{source} and none has a relevant item: {why}; {', '.join(advice[:-1])}"
+        f"{' or ' if len(advice) > 1 else ''}{advice[-1]}"
+    )

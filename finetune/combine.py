@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import read_report, report_model
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.finetune.model import CombinedRanker, Ranker, load_model
@@ -24,6 +25,7 @@ def build_combined(
     """``(model, spec, source)`` for ``cfg.runs``."""
     members, specs, methods = [], [], []
     for run in cfg.runs:
+        _check_stage(run)
         model, payload = load_model(run)
         _check_member(run, model, payload, cfg, prepared)
         members.append(model)
@@ -38,6 +40,20 @@ def build_combined(
         "method": "+".join(methods),
     }
     return combined, spec, source
+
+
+def _check_stage(run: str) -> None:
+    """A finished run of another stage (a baseline, a pretraining, an ensemble) is named as
+    such: it has no ``model.pt``, and "run its finetune command again" would lead nowhere."""
+    report = read_report(run)
+    stage = report.get("stage") if report else None
+    if stage and stage != "finetune":
+        raise UserError(
+            f"{run}: a {stage} run ({report_model(report) or 'unknown model'}); combine takes "
+            "finetuned runs, runs=[<run of ./run.sh finetune>,...] "
+            "(runs/<data>/finetune/<model>/<setting>/seed=<s>); mix scores of any finished runs "
+            "with ./run.sh ensemble runs=[...]"
+        )
 
 
 def _check_member(
