@@ -60,3 +60,61 @@ def test_combine_over_a_baseline_run_says_it_takes_finetuned_runs(tmp_path) -> N
     args = ["finetune", "combine", *tiny_data(), "logger=none", f"runs=[{gbdt},{gbdt}]"]
     with pytest.raises(UserError, match=r"a baseline run \(gbdt\); combine takes finetuned runs"):
         run([*args, f"run_dir={tmp_path / 'combined'}"])
+
+
+# --- the advice, followed ---------------------------------------------------------------------
+
+
+def test_following_the_all_zero_labels_advice_trains(tmp_path) -> None:
+    data = _letor(tmp_path / "data", zero_labels=("train",))
+    args = ["baseline", "gbdt", "data=letor", f"data.path={data}", "data.outliers.method=none",
+            *GBDT, f"run_dir={tmp_path / 'run'}"]  # fmt: skip
+    with pytest.raises(UserError, match="relevant items need a label above 0"):
+        run(args)
+    _letor(data)  # the advice: graded labels in the first column
+    run(args)  # the same command, the same run folder
+    assert (tmp_path / "run" / "DONE").is_file()
+
+
+def test_following_the_label_fraction_advice_trains(tmp_path) -> None:
+    args = ["baseline", "gbdt", *tiny_data(), *GBDT, "scarcity.fraction=0.01"]
+    for seed in range(20):
+        try:
+            run([*args, "scarcity.val=same", f"seed={seed}", f"run_dir={tmp_path / str(seed)}"])
+        except UserError as error:
+            assert "use scarcity.val=full" in str(error)
+            break
+    else:
+        pytest.fail("no seed left the labeled vali QG without a relevant item")
+    run([*args, "scarcity.val=full", f"seed={seed}", f"run_dir={tmp_path / 'full'}"])
+    assert (tmp_path / "full" / "DONE").is_file()
+
+
+def test_following_the_combine_advice_mixes_the_runs(tmp_path) -> None:
+    gbdt, pca = tmp_path / "gbdt", tmp_path / "pca"
+    run(["baseline", "gbdt", *tiny_data(), *GBDT, f"run_dir={gbdt}"])
+    run(["baseline", "gbdt-pca", *tiny_data(), *GBDT, "gbdt.pca_components=[3]",
+         f"run_dir={pca}"])  # fmt: skip
+    args = [*tiny_data(), "logger=none", f"runs=[{gbdt},{pca}]"]
+    with pytest.raises(UserError, match=r"with ./run.sh ensemble runs=\[\.\.\.\]"):
+        run(["finetune", "combine", *args, f"run_dir={tmp_path / 'combined'}"])
+    run(["ensemble", *args, f"run_dir={tmp_path / 'ensemble'}"])  # the advice
+    assert (tmp_path / "ensemble" / "DONE").is_file()
+
+
+def test_following_the_positional_advice_predicts(tmp_path) -> None:
+    folder = tmp_path / "gbdt" / "frac=1" / "seed=0"
+    run(["baseline", "gbdt", *tiny_data(), *GBDT, f"run_dir={folder}"])
+    data = tmp_path / "test.txt"
+    from scarce_ltr.core.config import load_config
+    from scarce_ltr.data.datasets import load_dataset
+    from scarce_ltr.data.letor import write_letor
+    from scarce_ltr.data.stage_config import CommonConfig
+
+    cfg, _ = load_config(CommonConfig, tiny_data())
+    write_letor(load_dataset(cfg.data)["test"], data, precision=9)
+    both = ["predict", str(folder), f"run={folder}", f"data.path={data}"]
+    with pytest.raises(UserError, match="give one"):
+        run(both)
+    run([*both[:2], *both[3:], f"out={tmp_path / 'scores.csv'}"])  # the positional one only
+    assert (tmp_path / "scores.csv").read_text().startswith("qid,position,score,rank")
