@@ -2,8 +2,12 @@
 
 A process killed while writing leaves the previous file intact (or none), never half of one;
 what it leaves is a temp file ``.<name>.<random>.tmp``, which `remove_stale_temps` clears when
-the next run of that folder starts. An `OSError` of a write becomes a `UserError` naming the path
-and the operation (`file_error`).
+the next run of that folder starts. The writer holds an ``flock`` on its temp file until the
+rename, and the kernel drops it however the writer dies, so `remove_stale_temps` tells an
+orphaned temp file (unlocked) from one being written now (locked) and leaves the latter alone.
+A file put in place has the mode ``open()`` would give it, ``0o666`` less the umask
+(`current_umask`), not ``mkstemp``'s private ``0o600``. An `OSError` of a write becomes a
+`UserError` naming the path put in place (never the temp file) and the operation (`file_error`).
 
 Fault injection (tests): with ``LTR_FAULT_AT=<n>`` and ``LTR_FAULT_COUNTER=<file>`` set, the
 n-th `fault_point` counted in that file (across processes) kills the process with SIGKILL, or
@@ -53,35 +57,104 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_text_writer(path: Path) -> Iterator[io.TextIOBase]:
+def atomic_text_writer(path: Path, *, key: str = "run_dir") -> Iterator[io.TextIOBase]:
     """A text file written piece by piece and renamed into place when the block ends without
-    an error (for output too large to hold as one string); an error leaves no file."""
-    with _atomic_file(path, "w") as f:
+    an error (for output too large to hold as one string); an error leaves no file, and a
+    `UserError` advising ``key=`` (the command's key for where it writes)."""
+    with _atomic_file(path, "w", key) as f:
         yield f
 
 
 @contextlib.contextmanager
-def _atomic_file(path: Path, mode: str) -> Iterator[Any]:
+def atomic_path(path: Path, *, key: str = "run_dir") -> Iterator[Path]:
+    """A temp file's path beside ``path`` for a writer that opens files by name (an exporter);
+    synced, given the umask's mode and renamed onto ``path`` when the block ends without an
+    error, removed otherwise. An `OSError` becomes a `UserError` naming ``path`` and advising
+    ``key=`` (the command's key for where it writes)."""
+    path = Path(path)
+    fd, tmp = _locked_temp(path, key)
+    try:
+        try:
+            yield tmp
+            os.fsync(fd)  # the data the writer left, whichever descriptor wrote it
+            os.chmod(tmp, file_mode())
+            os.replace(tmp, path)
+        except BaseException as exc:
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise file_error(exc, "write", path, key=key) from None
+            raise
+    finally:
+        os.close(fd)  # after the rename: the lock guards the temp file to the end
+
+
+@contextlib.contextmanager
+def _atomic_file(path: Path, mode: str, key: str = "run_dir") -> Iterator[Any]:
     """A temp file beside ``path``, flushed, synced and renamed onto it when the block ends
     without an error, removed otherwise; an `OSError` becomes a `UserError` naming ``path``."""
     path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
-    except OSError as exc:
-        raise file_error(exc, "create the folder of", path) from None
+    fd, tmp = _locked_temp(path, key)
+    lock = os.dup(fd)  # holds the flock while ``f`` closes, until the rename is done
     try:
         text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
         with os.fdopen(fd, mode, **text) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
+            os.fchmod(f.fileno(), file_mode())
         os.replace(tmp, path)
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise file_error(exc, "write", path) from None
+            raise file_error(exc, "write", path, key=key) from None
         raise
+    finally:
+        os.close(lock)
+
+
+def _locked_temp(path: Path, key: str) -> tuple[int, Path]:
+    """A new temp file ``.<name>.<random>.tmp`` beside ``path`` (its folder made first), open
+    and ``flock``-ed: `remove_stale_temps` leaves it alone while the descriptor is open."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise file_error(exc, "create the folder of", path, key=key) from None
+    while True:
+        try:
+            fd, name = tempfile.mkstemp(
+                prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent
+            )
+        except OSError as exc:
+            raise file_error(exc, "write", path, key=key) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks: the temp file is unguarded, as before
+            return fd, Path(name)
+        if os.fstat(fd).st_nlink:
+            return fd, Path(name)
+        # A cleaner took it for an orphan between mkstemp and flock (and removed it under the
+        # lock): take another one.
+        os.close(fd)
+
+
+def current_umask() -> int:
+    """This process's umask, read from ``/proc/self/status`` where there is one: setting it to
+    read it (``os.umask``) would race with a thread creating a file meanwhile."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file, ``0o666`` less the umask (`mkstemp` gives 0o600)."""
+    return 0o666 & ~current_umask()
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -105,18 +178,24 @@ def npz_bytes(**arrays: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def file_error(exc: OSError, operation: str, path: Path | str | None = None) -> UserError:
+def file_error(
+    exc: OSError, operation: str, path: Path | str | None = None, *, key: str = "run_dir"
+) -> UserError:
     """A one-line `UserError`: ``cannot <operation> <path>: <reason>`` and, where it helps, what
-    to do (a full disk, a read-only file system, a path that is a file)."""
+    to do (a full disk, a read-only file system, a path that is a file); the advice names
+    ``key=``, the command's key for where it writes (``run_dir``, ``out``)."""
     where = exc.filename if path is None and exc.filename else path
     reason = exc.strerror or type(exc).__name__
     hints = {
-        errno.ENOSPC: "free some space, or give run_dir=<folder on another disk>",
-        errno.EROFS: "the file system is read-only; give run_dir=<a writable folder>",
-        errno.EACCES: "give run_dir=<a folder you may write to>",
-        errno.EPERM: "give run_dir=<a folder you may write to>",
+        errno.ENOSPC: f"free some space, or give {key}=<folder on another disk>",
+        errno.EROFS: f"the file system is read-only; give {key}=<a writable folder>",
+        errno.EACCES: f"give {key}=<a folder you may write to>",
+        errno.EPERM: f"give {key}=<a folder you may write to>",
         errno.ENOTDIR: "a part of the path is a file, not a folder",
         errno.EEXIST: "a file of that name is in the way; remove it or choose another path",
+        errno.EISDIR: "a folder is where a file belongs; remove or rename that folder",
+        errno.ENAMETOOLONG: "a name in the path is longer than the file system allows (255 bytes "
+        "on most); choose a shorter path",
     }
     hint = hints.get(exc.errno or 0)
     return UserError(f"cannot {operation} {where}: {reason}" + (f" ({hint})" if hint else ""))
@@ -132,22 +211,57 @@ def make_folder(path: Path | str) -> Path:
     return path
 
 
-def remove_stale_temps(folder: Path | str) -> list[Path]:
+def remove_stale_temps(
+    folder: Path | str, *, name: str | None = None, below: bool = True, key: str = "run_dir"
+) -> list[Path]:
     """Remove the temp files and folders (``.*.tmp``) that interrupted atomic writes left in
-    ``folder`` and below; call it only while holding the folder's lock (`core.locks`)."""
+    ``folder`` and below (only in ``folder`` with ``below=False``); with ``name`` (a glob such
+    as ``*.csv``), only the temp files ``.<name>.<random>.tmp`` of files so named.
+
+    A temp file whose writer is alive (it holds the file's ``flock`` until the rename) stays,
+    so a command may clear the temp files of its own outputs without a folder lock; a temp
+    folder (a bundle's) has no such lock: remove those only while holding the folder's lock
+    (`core.locks`), as a run's start does. ``key``: as in `file_error`.
+    """
+    pattern = f".*{TEMP_SUFFIX}" if name is None else f".{name}.*{TEMP_SUFFIX}"
+    found = Path(folder).rglob(pattern) if below else Path(folder).glob(pattern)
     removed = []
-    for path in sorted(Path(folder).rglob(f".*{TEMP_SUFFIX}"), reverse=True):
+    for path in sorted(found, reverse=True):
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
-            else:
-                path.unlink()
+            elif not _remove_orphan(path):
+                continue
         except FileNotFoundError:
             continue
         except OSError as exc:
-            raise file_error(exc, "remove the stale temp file", path) from None
+            raise file_error(exc, "remove the stale temp file", path, key=key) from None
         removed.append(path)
     return removed
+
+
+def _remove_orphan(path: Path) -> bool:
+    """Unlink the temp file ``path`` unless a live writer holds its lock (`_locked_temp`). The
+    unlink happens under the lock, so a writer that locks the file just after sees it gone."""
+    if path.is_symlink():
+        path.unlink()
+        return True
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)  # NFS emulates flock with write locks
+    except FileNotFoundError:
+        raise
+    except OSError:  # another user's file, or no longer a file: not this process's to judge
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # BlockingIOError: its writer is alive (or locks are not to be had)
+        os.close(fd)
+        return False
+    try:
+        path.unlink()
+    finally:
+        os.close(fd)
+    return True
 
 
 def fault_point() -> None:

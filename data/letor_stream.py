@@ -4,7 +4,9 @@
 piece at a time. `stream_letor` parses the file block by block with the same parser (and the
 same messages naming file and line) and yields pieces of consecutive whole QGs, each as wide as
 the caller's model: a QG cut by a block boundary waits for the next block. Memory is bounded by
-a block's items and the largest QG, not by the file.
+a block's items and the largest QG, not by the file. The file's own width (its highest feature
+index, what `read_letor` would make it) is counted on the way (`StreamStats`), for a caller that
+warns about a narrower file as training does.
 """
 
 from __future__ import annotations
@@ -62,8 +64,20 @@ class _Items:
         return first, rest
 
 
+@dataclass
+class StreamStats:
+    """What `stream_letor` has read so far."""
+
+    width: int = 0  # the file's highest feature index (1-based), before padding
+
+
 def stream_letor(
-    path: str | Path, *, n_features: int, too_wide: str, progress=None
+    path: str | Path,
+    *,
+    n_features: int,
+    too_wide: str,
+    progress=None,
+    stats: StreamStats | None = None,
 ) -> Iterator[RankingSplit]:
     """Pieces of whole QGs of ``path``, in file order, ``n_features`` wide (absent features 0).
 
@@ -71,6 +85,7 @@ def stream_letor(
         n_features: the width of every piece; a feature index beyond it is an error whose
             message names the line and ends with ``too_wide`` (what the width is).
         progress: optional; its ``update(n)`` gets the bytes of each block parsed.
+        stats: optional; updated as blocks are parsed (the file's width when the stream ends).
     """
     path = Path(path)
     name = _split_name(path)
@@ -83,6 +98,8 @@ def stream_letor(
         if not parsed.has_qid and groups is None:
             groups = _SizedGroups(path, name)
         items = _dense(parsed, n_features, path, too_wide)
+        if stats is not None and len(parsed.cols):
+            stats.width = max(stats.width, int(parsed.cols.max()) + 1)
         n_items += len(items)
         pending = pending.join(items)
         if groups is None:
@@ -103,9 +120,12 @@ def stream_letor(
 def total_bytes(path: str | Path) -> int | None:
     """The size of the text to parse when it is known without reading it (None for gzip)."""
     path = Path(path)
-    with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    return None if gzipped else path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        return None if gzipped else path.stat().st_size
+    except OSError as exc:  # as the parser says it (`_read_blocks`)
+        raise DataFormatError(path, None, f"cannot be read ({exc})") from None
 
 
 def _dense(parsed, n_features: int, path: Path, too_wide: str) -> _Items:

@@ -16,16 +16,19 @@ The fitted transform is inside the exported model. Ensembles, PCA and embedding 
 refused with a message that names what to export instead. Before the file is put in place, the
 export scores QGs of 1, 7 and 300 synthetic items drawn on the scale of the training data both
 ways (the bundle and the exported model) and refuses the file if they differ by more than the
-tolerance; the file is written atomically.
+tolerance; the file is written atomically (`core.files.atomic_path`: the umask's mode, a temp
+file of a killed export removed by the next export of that file, errors naming ``out=`` and the
+file, never the temp file). ``out=`` naming an existing folder is refused, as LightGBM's
+``save_model`` refuses it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import logging
-import os
-import tempfile
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ import numpy as np
 import torch
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import atomic_path, remove_stale_temps
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
 
@@ -67,11 +71,15 @@ def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
     ranker = load_ranker(cfg.run)
     check_format(ranker, cfg.format)
     target = Path(cfg.out) if cfg.out else run_folder_of(ranker) / "export" / FILE_NAMES[cfg.format]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
+    if target.is_dir():
+        raise UserError(
+            f"out={target} is a folder; give a file: out={target / FILE_NAMES[cfg.format]}"
+        )
+    if target.parent.is_dir():
+        name = glob.escape(target.name)
+        for stale in remove_stale_temps(target.parent, name=name, below=False, key="out"):
+            print(f"removed {stale} (left by an interrupted export)", file=sys.stderr)
+    with atomic_path(target, key="out") as tmp:
         try:
             EXPORTERS[cfg.format](ranker, tmp)
         except (RuntimeError, ValueError, TypeError) as exc:  # the exporter's, not ours
@@ -81,9 +89,6 @@ def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
                 f"{ranker.model_name} model ({type(exc).__name__}: {first}); nothing was written"
             ) from None
         difference = self_check(ranker, cfg.format, tmp, seed=cfg.seed)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     print(f"export: wrote {target} ({cfg.format}; the bundle's scores within {difference:.1e})")
     return {"out": str(target), "format": cfg.format, "max_difference": difference}
 

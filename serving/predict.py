@@ -11,10 +11,19 @@ versions over the QGs that the run's histogram detector (its fitted raw bounds, 
 names outliers. Files stream through in pieces of whole QGs (`scarce_ltr.data.letor_stream`)
 with a progress bar, so memory does not grow with the file's features. The CSV is written
 atomically: an error leaves no half file.
+
+Nothing is silent: a label outside the relevance grades ``0..30`` stops the file as training
+stops (`check_label_range`, naming file and line) before its CSV is kept (any error leaves no
+CSV, a label above ``max_grade=`` too); two inputs that would write one CSV (``test.txt`` and
+``test.txt.gz``) are refused; a file narrower than the model gets training's padding warning.
+Temp files of an earlier, killed predict of the same CSV are removed (those of a predict still
+writing are locked, and kept: `remove_stale_temps`). Errors advise ``out=``, the key for where
+predict writes.
 """
 
 from __future__ import annotations
 
+import glob
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +32,11 @@ import numpy as np
 
 from scarce_ltr.core.config import POLICIES
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_text_writer
+from scarce_ltr.core.files import atomic_text_writer, remove_stale_temps
 from scarce_ltr.core.metrics import evaluate_ranking
 from scarce_ltr.core.progress import progress_bar
-from scarce_ltr.data.letor_stream import stream_letor, total_bytes
+from scarce_ltr.data.datasets import MAX_LABEL, check_label_range
+from scarce_ltr.data.letor_stream import StreamStats, stream_letor, total_bytes
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
 
@@ -66,12 +76,22 @@ def main(cfg: PredictConfig, out_dir: Path | None = None) -> dict:
     """Score every input file; ``{file: {"out": csv, "metrics": {...} or None}}``."""
     ranker = load_ranker(cfg.run)
     inputs = input_files(Path(str(cfg.data.path)))
+    targets = output_paths(cfg, ranker, inputs)
     results = {}
-    for path in inputs:
-        target = output_path(cfg, ranker, path, several=len(inputs) > 1)
+    for path, target in zip(inputs, targets, strict=True):
+        remove_orphans(target)
         results[str(path)] = predict_file(cfg, ranker, path, target)
         print(f"predictions: {target}", file=sys.stderr)
     return results
+
+
+def remove_orphans(target: Path) -> None:
+    """Remove the temp files of ``target`` that a killed predict left (a predict writing it
+    now holds its temp file's lock: that one stays); other files' temps are not ours."""
+    if target.parent.is_dir():
+        name = glob.escape(target.name)
+        for stale in remove_stale_temps(target.parent, name=name, below=False, key="out"):
+            print(f"removed {stale} (left by an interrupted predict)", file=sys.stderr)
 
 
 def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: Path) -> dict:
@@ -81,24 +101,39 @@ def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: 
     too_wide = f"the {ranker.n_features} features the model of {ranker.folder} takes"
     kept = _Kept()
     size = total_bytes(path)
+    stats = StreamStats()
     with (
-        atomic_text_writer(target) as out,
+        atomic_text_writer(target, key="out") as out,
         _ByteProgress(size, f"predict {path.name}") as progress,
     ):
         out.write(CSV_HEADER)
         pieces = stream_letor(
-            path, n_features=ranker.n_features, too_wide=too_wide, progress=progress
+            path, n_features=ranker.n_features, too_wide=too_wide, progress=progress, stats=stats
         )
         for piece in pieces:
+            check_labels(piece, kept, path)  # inside the block: a bad label leaves no CSV
             scores = ranker.score_split(piece)
             out.write(predictions_rows(piece, scores))
             kept.add(piece, scores, ranker.outlier_groups(piece))
-    try:
-        metrics = kept.metrics(cfg) if kept.has_labels else None
-    except ValueError as exc:  # a label above max_grade=, or below 0
-        raise UserError(f"{path}: {exc}") from None
+        try:  # still inside the block: an error leaves no CSV
+            metrics = kept.metrics(cfg) if kept.has_labels else None
+        except ValueError as exc:  # a label above max_grade=
+            raise UserError(f"{path}: {exc}") from None
+    ranker.warn_if_narrower(path, stats.width)
     print(f"{path}: {kept.n_groups} QGs, {kept.n_items} items" + _shown(cfg, metrics))
     return {"out": str(target), "metrics": metrics}
+
+
+def check_labels(piece: RankingSplit, kept: _Kept, path: Path) -> None:
+    """Training's check (`check_label_range`): a label outside the relevance grades
+    ``0..MAX_LABEL`` stops the file, with the message naming its line."""
+    labels = np.asarray(piece.labels)
+    if np.any((labels < 0) | (labels > MAX_LABEL)):
+        so_far = np.concatenate([*kept.labels, labels])  # the bad item's index in the file
+        n = len(so_far)
+        features = np.zeros((n, 0), dtype=np.float32)
+        offsets = np.array([0, n], dtype=np.int64)
+        check_label_range(RankingSplit(features, so_far, offsets, np.zeros(1, np.int64)), path)
 
 
 class _Kept:
@@ -205,6 +240,27 @@ def input_files(path: Path) -> list[Path]:
             "as .txt, .txt.gz or without extension); give a file instead"
         )
     return found
+
+
+def output_paths(cfg: PredictConfig, ranker: BundledRanker, inputs: list[Path]) -> list[Path]:
+    """The CSV of each input; a `UserError` when two inputs would write one CSV, or when
+    ``out=`` names one CSV for the several files of a folder."""
+    several = len(inputs) > 1
+    if several and cfg.out and cfg.out.endswith(".csv"):
+        raise UserError(
+            f"out={cfg.out} names one file, but data.path={cfg.data.path} holds {len(inputs)} "
+            f"files ({', '.join(p.name for p in inputs)}); give out=<folder> for their CSVs"
+        )
+    targets = [output_path(cfg, ranker, path, several=several) for path in inputs]
+    first: dict[Path, Path] = {}
+    for source, target in zip(inputs, targets, strict=True):
+        if target in first:
+            raise UserError(
+                f"data.path={cfg.data.path}: {first[target]} and {source} would both be written "
+                f"to {target}; move one of them out of the folder, or give data.path=<one file>"
+            )
+        first[target] = source
+    return targets
 
 
 def output_path(cfg: PredictConfig, ranker: BundledRanker, source: Path, *, several: bool) -> Path:

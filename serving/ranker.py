@@ -11,6 +11,7 @@ columns), or an ensemble of member bundles mixed per QG. Loading runs no code fr
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +88,20 @@ class BundledRanker:
         from scarce_ltr.data.letor import read_letor
 
         split = read_letor(path)
+        self.warn_if_narrower(path, split.n_features)
         return split, self.score_split(split)
+
+    def warn_if_narrower(self, source: str | Path, width: int) -> None:
+        """Training's warning (`scarce_ltr.data.datasets`) for a file whose highest feature index
+        ``width`` is below the model's: SVMlight leaves out absent (zero) features, so the file is
+        padded with zeros, but a file of another data set would look the same."""
+        if width < self.n_features:
+            print(
+                f"warning: {source}: the highest feature indices differ (the file: {width}, the "
+                f"model of {self.folder}: {self.n_features}); the narrower file is padded with "
+                f"zero features to {self.n_features}",
+                file=sys.stderr,
+            )
 
     def check_width(self, split: RankingSplit, source: str = "the input") -> RankingSplit:
         """``split`` with the bundle's feature count: narrower SVMlight rows are padded with
@@ -148,7 +162,12 @@ class _LightGBMModel:
 
         from scarce_ltr.baselines.gbdt.semi_supervised import Projection
 
-        self.booster = lgb.Booster(model_str=(folder / info["booster"]).read_text())
+        path = folder / info["booster"]
+        try:
+            self.booster = lgb.Booster(model_str=_model_bytes(path).decode())
+        except (lgb.basic.LightGBMError, UnicodeDecodeError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise UserError(f"{path}: not a LightGBM model ({first})") from None
         self.pca, self.k = None, 0
         if info.get("pca"):
             self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
@@ -210,7 +229,7 @@ class _CatBoostModel:
         self.pool = catboost.Pool
         self.model = catboost.CatBoost()
         # CatBoost's own binary format: trees and borders, no code.
-        self.model.load_model(blob=(folder / info["model"]).read_bytes())
+        self.model.load_model(blob=_model_bytes(folder / info["model"]))
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         features = np.asarray(transform(raw).features, dtype=np.float32)
@@ -229,7 +248,7 @@ class _XGBoostModel:
         self.xgb = require_backend("xgboost", "xgboost-cpu")
         self.booster = self.xgb.Booster()
         # XGBoost's UBJSON model: trees and parameters, no code.
-        self.booster.load_model(bytearray((folder / info["model"]).read_bytes()))
+        self.booster.load_model(bytearray(_model_bytes(folder / info["model"])))
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         features = np.asarray(transform(raw).features, dtype=np.float32)
@@ -299,6 +318,14 @@ def _buffer(buffer: np.ndarray | None, piece: RankingSplit) -> np.ndarray:
     if buffer is None or len(buffer) < piece.n_items:
         return np.empty((max(piece.n_items, PIECE_ITEMS), piece.n_features), dtype=np.float32)
     return buffer
+
+
+def _model_bytes(path: Path) -> bytes:
+    """A bundle's model file, with a one-line `UserError` when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: not a readable model file ({exc.strerror})") from None
 
 
 def _build(folder: Path, info: dict):
