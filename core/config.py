@@ -5,7 +5,16 @@ A stage's config is its dataclass schema (the keys every stage shares are
 ``schema defaults <- configs/data/<data>.yaml (under "data") <- configs/<stage>/<name>.yaml
 <- key=value overrides``. ``data=<name>`` picks the data set file; every other override is a
 dotted key. An unknown key, a value of the wrong type or out of range stops with a `UserError`
-naming the key (and the allowed keys), never a traceback.
+naming the key (and the allowed keys or values), never a traceback.
+
+A numeric key's range is declared once, as its field's metadata (`allowed`): `check_allowed`
+enforces it in ``__post_init__``, and a type error (``epochs=1e23``, a float for an int) quotes
+it. nan is refused for every key, and an integer beyond int64 too. ``--config`` files are read
+as UTF-8, or as the UTF-8/16/32 their byte-order mark names (Windows PowerShell's ``>`` writes
+UTF-16). A ``device`` key that asks for CUDA on a machine without it, and a data set's
+``data.path`` that names a file where a folder of split files belongs, stop here, before a
+run folder is made. ``data.path`` is kept absolute (``~`` expanded, no trailing ``/``), so one
+folder spelled two ways is one setting of a run.
 
 The public keys that scripts rely on: ``data``, ``data.path``, ``scarcity.fraction``,
 ``scarcity.val``, ``scarcity.binary_tau``, ``seed``, ``run_dir``, ``epochs``.
@@ -13,16 +22,20 @@ The public keys that scripts rely on: ``data``, ``data.path``, ``scarcity.fracti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import codecs
+import math
+import os
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from scarce_ltr.core.config_doc import expected_type
+from scarce_ltr.core.config_doc import expected_type, key_field
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import file_error
 
 # The package's root folder (the checkout's root, or site-packages/scarce_ltr): configs/ ships
 # inside it as package data.
@@ -30,6 +43,84 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ROOT = PACKAGE_ROOT / "configs"
 POLICIES = ("skip", "one", "zero")
 LOGGERS = ("wandb", "none")
+SEED_MAX = 2**32 - 1  # numpy's seeds (np.random.seed) are 0 .. 2**32 - 1
+# More epochs (or boosting rounds) than this is a typo (epochs=1e23), not a plan: refused.
+MAX_EPOCHS = 1_000_000
+INT64_MAX = 2**63 - 1  # numpy and torch hold integers in int64
+# Byte-order marks of a --config file and their codecs; UTF-32's before UTF-16's, which they
+# begin with.
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The values a numeric key allows, from ``low`` to ``high`` (an end left out when open).
+    nan is never allowed, and inf only at a closed infinite end."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+    why: str = ""  # said after the range: what the bound is, or what to do instead
+
+    def __contains__(self, value: float) -> bool:
+        if isinstance(value, float) and math.isnan(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        """``>= 0 and <= 4294967295``; ``> 0 and finite``; ``>= 0 and < 1``."""
+        parts = []
+        if self.low > -math.inf:
+            parts.append(f"{'>' if self.low_open else '>='} {_number(self.low)}")
+        if self.high < math.inf:
+            parts.append(f"{'<' if self.high_open else '<='} {_number(self.high)}")
+        elif self.high_open:
+            parts.append("finite")
+        return " and ".join(parts) or "a number"
+
+    def check(self, key: str, value: float | None) -> None:
+        """`ValueError` ``key=value: key must be <range> (why)`` for a value outside."""
+        if value is not None and value not in self:
+            why = f" ({self.why})" if self.why else ""
+            raise ValueError(f"{key}={value!r}: {key} must be {self}{why}")
+
+
+def allowed(bounds: Allowed) -> dict:
+    """A field's metadata: the range `check_allowed` enforces and a type error quotes
+    (``seed: int = field(default=0, metadata=allowed(SEEDS))``)."""
+    return {"allowed": bounds}
+
+
+def check_allowed(config: Any, prefix: str = "") -> None:
+    """Each field of ``config`` that declares a range (`allowed`) holds a value inside it;
+    ``prefix`` is the section's dotted name (``optimizer.``). A list is checked item by item."""
+    for f in fields(config):
+        bounds = f.metadata.get("allowed")
+        if bounds is None:
+            continue
+        value = getattr(config, f.name)
+        for item in value if isinstance(value, list | tuple) else [value]:
+            bounds.check(f"{prefix}{f.name}", item)
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
+        return str(int(value))
+    return f"{value:g}"
+
+
+POSITIVE = Allowed(0, low_open=True, high_open=True)  # > 0 and finite: rates, temperatures
+NON_NEGATIVE = Allowed(0, high_open=True)  # >= 0 and finite: penalties, noise scales
+SEEDS = Allowed(0, SEED_MAX, why="numpy's seeds are 0 .. 2**32 - 1")
 
 
 @dataclass(frozen=True)
@@ -49,8 +140,9 @@ class OptimizerConfig:
     """Adam at a constant rate (paper A.2.3); pretraining's default rate is the paper's 5e-4.
     The A.2.5 recipe: ``name=adamw weight_decay=0.01 schedule=cosine`` (`core.optim`)."""
 
-    lr: float = 5e-4  # the base learning rate
-    weight_decay: float = 0.0  # adam: L2 penalty in the gradient; adamw: decoupled decay
+    lr: float = field(default=5e-4, metadata=allowed(POSITIVE))  # the base learning rate
+    # adam: L2 penalty in the gradient; adamw: decoupled decay
+    weight_decay: float = field(default=0.0, metadata=allowed(NON_NEGATIVE))
     name: str = "adam"  # adam | adamw
     schedule: str = "constant"  # constant | cosine (per batch, over the run or phase)
     warmup: float = 0.05  # cosine: share of the steps with a linear warmup from 0
@@ -58,10 +150,7 @@ class OptimizerConfig:
     def __post_init__(self) -> None:
         from scarce_ltr.core.optim import OPTIMIZERS, SCHEDULES
 
-        if not self.lr > 0:
-            raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
+        check_allowed(self, "optimizer.")
         if self.name not in OPTIMIZERS:
             raise ValueError(f"optimizer.name must be one of {', '.join(OPTIMIZERS)}")
         if self.schedule not in SCHEDULES:
@@ -86,13 +175,78 @@ def load_config(
 ) -> tuple[ConfigT, DictConfig]:
     """The validated config object and its resolved OmegaConf form (saved with every run)."""
     merged = merge_config(schema, overrides, stage_file=stage_file, config_files=config_files)
+    _absolute_data_path(merged)
     try:
         obj = OmegaConf.to_object(merged)
     except (ValueError, TypeError) as exc:
         raise UserError(f"bad config value: {exc}") from None
     except OmegaConfBaseException as exc:
         raise UserError(f"bad config: {exc}") from None
+    # After the dataclasses' own checks, whose messages name the range: the nets for the rest.
+    leaves = dict(_leaves(OmegaConf.to_container(merged)))
+    _check_numbers(leaves)
+    _check_devices(leaves)
+    _check_data_path(merged)
     return obj, merged  # type: ignore[return-value]
+
+
+def _absolute_data_path(merged: DictConfig) -> None:
+    """A data set's ``data.path`` made absolute and normal (``~`` expanded, no ``..`` or
+    trailing ``/``), so that one folder given two ways is one setting of a run; symlinks stay
+    as given (the run folder's name, `DataConfig.run_name`, resolves them itself)."""
+    data = merged.get("data")
+    if not isinstance(data, DictConfig) or "name" not in data:
+        return  # predict's data.path: a file or folder it names in its own messages
+    path = data.get("path")
+    if isinstance(path, str) and path:
+        with read_write(data):  # the merge leaves the config read-only
+            data.path = os.path.abspath(os.path.expanduser(path))
+
+
+def _check_data_path(merged: DictConfig) -> None:
+    """A data set read from a folder of split files, given a file as ``data.path``."""
+    data = merged.get("data")
+    if not isinstance(data, DictConfig) or data.get("name") in (None, "synthetic"):
+        return
+    path = data.get("path")
+    if isinstance(path, str) and path and Path(path).is_file():
+        raise UserError(
+            f"data.path={path}: a file; data={data.name} reads a folder holding the train, vali "
+            "and test files (give data.path=<that folder>)"
+        )
+
+
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted key, value)`` of every leaf of a plain config (list items as ``key[i]``)."""
+    if isinstance(node, dict):
+        return [leaf for k, v in node.items() for leaf in _leaves(v, f"{prefix}{k}.")]
+    if isinstance(node, list):
+        key = prefix.rstrip(".")
+        return [leaf for i, v in enumerate(node) for leaf in _leaves(v, f"{key}[{i}].")]
+    return [(prefix.rstrip("."), node)]
+
+
+def _check_numbers(leaves: dict[str, Any]) -> None:
+    """nan for any key, and integers beyond int64 (what numpy and torch hold), are refused even
+    where a dataclass declares no range (LightGBM's ``gbdt.params``, a section of another
+    module)."""
+    for key, value in leaves.items():
+        if isinstance(value, float) and math.isnan(value):
+            raise UserError(f"config key '{key}' is nan; give a number")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
+            raise UserError(
+                f"config key '{key}'={value}: too large; integers here are at most 2**63 - 1"
+            )
+
+
+def _check_devices(leaves: dict[str, Any]) -> None:
+    """``device=cuda`` (or ``deep.device=cuda``) on a machine without CUDA, named now rather
+    than when the stage starts in the run folder it made."""
+    for key, value in leaves.items():
+        if key.rpartition(".")[2] == "device" and isinstance(value, str) and "cuda" in value:
+            from scarce_ltr.core.device import check_device  # torch: only when CUDA is named
+
+            check_device(key, value)
 
 
 def merge_config(
@@ -133,10 +287,9 @@ def merge_config(
 
 def _read_mapping(path: Path) -> dict:
     """A ``--config`` file: YAML holding a mapping of config keys."""
-    if not path.is_file():
-        raise UserError(f"--config {path}: no such file")
+    text = read_config_text(path, flag="--config")
     try:
-        content = yaml.safe_load(path.read_text())
+        content = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f":{where.line + 1}" if where is not None else ""
@@ -147,6 +300,41 @@ def _read_mapping(path: Path) -> dict:
         kind = type(content).__name__
         raise UserError(f"{path}: a --config file holds keys (key: value), not a {kind}")
     return content
+
+
+def read_config_text(path: Path, *, flag: str = "") -> str:
+    """A config file's text: UTF-8, or what its byte-order mark names (UTF-8, UTF-16, UTF-32);
+    a `UserError` naming the file (and ``flag``) when it is missing, a folder or not UTF-8."""
+    label = f"{flag} {path}".strip()
+    if not path.exists():
+        raise UserError(f"{label}: no such file")
+    if path.is_dir():
+        raise UserError(f"{label}: a folder, not a YAML file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise file_error(exc, "read", path) from None
+    for bom, codec in BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError:
+                raise UserError(
+                    f"{label}: starts with a {codec} byte-order mark but is not {codec} text; "
+                    "save it as UTF-8"
+                ) from None
+    if b"\x00" in data:  # UTF-16 without its byte-order mark, or not text at all
+        raise UserError(
+            f"{label}: holds NUL bytes (UTF-16 without a byte-order mark?); save it as UTF-8"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{label}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8; a config file must be "
+            "UTF-8 (save it as UTF-8)"
+        ) from None
 
 
 def _open_plain_dicts(node: DictConfig) -> None:
@@ -184,8 +372,9 @@ def _data_file(dataset: str) -> Path:
 
 
 def _read_yaml(path: Path) -> Any:
+    text = read_config_text(path)
     try:
-        content = OmegaConf.load(path)
+        content = OmegaConf.create(text)
     except OmegaConfBaseException as exc:
         raise UserError(f"{path}: not valid YAML ({exc})") from None
     except yaml.YAMLError as exc:  # a shipped or user config file that does not parse
@@ -237,7 +426,28 @@ def _type_error(
     expected = expected_type(schema_type, str(key)) if key else None
     if expected == "section":
         expected = f"keys ({key}.<key>=...; ./run.sh <command> --help lists them)"
-    return f"{source}: config key '{key}' expects {expected or 'another type'}, got {value!r}"
+    message = f"{source}: config key '{key}' expects {expected or 'another type'}, got {value!r}"
+    if key and expected and expected.startswith("int"):
+        message += _range_hint(schema_type, str(key), value)
+    return message
+
+
+def _range_hint(schema_type: type, key: str, value: Any) -> str:
+    """``; <key> must be a whole number <range>`` when an int key was given another number
+    (``epochs=1e23``; scikit-learn says "must be an int in the range [1, inf)") and declares
+    a range."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return ""  # not a number at all (seed=abc): the type says it
+    found = key_field(schema_type, key)
+    bounds = found.metadata.get("allowed") if found is not None else None
+    if bounds is None:
+        return ""
+    hint = f"; {key} must be a whole number {bounds}"
+    if number.is_integer() and int(number) in bounds:
+        hint += f": write it as {int(number)}"
+    return hint
 
 
 def _nested_home(schema: DictConfig, key: str) -> str:

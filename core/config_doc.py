@@ -4,7 +4,7 @@ Read from the dataclasses themselves, so help never drifts from the code: the ty
 annotation, the default its default (or the value a YAML layer gives it), and the help line the
 comment on the field's line (or the comment lines just above it, or a nested section's docstring).
 ``./run.sh <command> [<name>] --help`` prints `help_text`; a type error names the expected type
-through `expected_type`.
+through `expected_type`, and the range a field's metadata declares through `key_field`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
 from functools import cache
 from typing import Any
 
@@ -62,6 +62,24 @@ def expected_type(schema: type, key: str) -> str | None:
             return known[key]
         key = key.rpartition(".")[0]
     return None
+
+
+def key_field(schema: type, key: str) -> Field | None:
+    """The dataclass field of dotted ``key`` (its metadata: the range it allows), None when no
+    field of a dataclass section holds it (a key inside a plain ``dict``)."""
+    node: Any = schema
+    found = None
+    for name in key.split("."):
+        if not is_dataclass(node):
+            return None
+        found = next((f for f in fields(node) if f.name == name), None)
+        if found is None:
+            return None
+        try:
+            node = typing.get_type_hints(node).get(name)
+        except (NameError, TypeError):
+            node = None
+    return found
 
 
 def type_name(tp: Any) -> str:

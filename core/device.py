@@ -3,7 +3,8 @@
 ``setup_runtime`` picks CUDA when present (bf16 autocast switchable with ``amp``), else the CPU,
 and joins the process group that ``torchrun`` describes in its environment variables (``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``): NCCL on CUDA, gloo on the CPU.
-Every stage calls it once inside ``main()`` and ``close()`` at the end.
+Every stage calls it once inside ``main()`` and ``close()`` at the end. `check_device` refuses
+``device=cuda`` on a machine without CUDA when the config loads, before a run folder is made.
 """
 
 from __future__ import annotations
@@ -92,6 +93,30 @@ def cpu_bf16_supported() -> bool:
     return bool(torch.backends.mkldnn.is_available() and check is not None and check())
 
 
+def devices_here() -> list[str]:
+    """The torch devices of this machine: ``cpu``, then ``cuda`` (with its count) and ``mps``."""
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        found.append("cuda" if count == 1 else f"cuda ({count} GPUs)")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps (not used by this tool)")
+    return found
+
+
+def check_device(key: str, value: str | None) -> None:
+    """`UserError` when ``key=value`` asks for CUDA and this machine has none, saying which
+    devices there are (a CPU-only torch build says so too)."""
+    if not value or not value.startswith("cuda") or torch.cuda.is_available():
+        return
+    build = "; this torch is a CPU-only build" if torch.version.cuda is None else ""
+    raise UserError(
+        f"{key}={value}: no CUDA device here (torch.cuda.is_available() is False{build}); "
+        f"devices here: {', '.join(devices_here())}; give {key}=cpu or {key}=auto"
+    )
+
+
 def setup_runtime(*, amp: bool = True, device: str | None = None, cpu_amp: bool = False) -> Runtime:
     """The runtime of this process; joins the DDP group when ``WORLD_SIZE`` > 1.
 
@@ -102,8 +127,7 @@ def setup_runtime(*, amp: bool = True, device: str | None = None, cpu_amp: bool 
             without native bf16, where it would be slower than fp32.
     """
     use_cuda = torch.cuda.is_available() if device is None else device.startswith("cuda")
-    if use_cuda and not torch.cuda.is_available():
-        raise RuntimeError("device=cuda asked for, but torch sees no CUDA device")
+    check_device("device", device)
     if cpu_amp and not use_cuda and not cpu_bf16_supported():
         raise UserError(
             "cpu_amp=true needs a CPU with native bf16 (AVX512-BF16 or AMX); this one has "

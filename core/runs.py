@@ -6,10 +6,13 @@ use (``simclr-rank+full``, ``gbdt``, ``gbdt-ssl+simclr-rank``, ``ensemble:a,b``)
 group, the default folder ``<runs root>/<data>/<stage>/<folder name>/<label setting>/seed=<s>``,
 and the tracker's name, group and tags. `Run` lives it out:
 
+- `Run.of` names the folder, refusing one no file system could hold: a name longer than the file
+  system allows, or a folder on a kernel file system (``/proc``, ``/sys``) that holds no files;
 - `Run.start` makes the folder, removes temp files that interrupted writes left, and writes
   ``config.yaml``, refusing a folder that holds a run with other settings (the folder itself may
-  have moved: ``run_dir`` is not a setting); the caller holds the folder's lock
-  (`scarce_ltr.core.locks`);
+  have moved: ``run_dir`` is not a setting; one data folder spelled two ways, relative or
+  absolute, with or without a trailing ``/``, is one ``data.path``); the caller holds the
+  folder's lock (`scarce_ltr.core.locks`);
 - `Run.open_tracker` starts the W&B run (or nothing) under the identity's names;
 - `Run.finish` writes ``report.json`` (the identity keys first, the same in every stage), closes
   the tracker and writes ``DONE`` last, so a finished run is skipped and an unfinished one
@@ -67,6 +70,23 @@ FREE_KEYS = ("logger", "run_dir")
 NOT_RESULTS = (DONE, "log.txt", "checkpoint.pt")
 # Keys naming the run folders a run is built from: they may differ when those folders moved.
 SOURCE_KEYS = ("pretrained", "runs")
+# Kernel file systems that hold no files of a user's (their mount types in /proc/self/mounts).
+KERNEL_FILE_SYSTEMS = {
+    "proc": "the kernel's view of its processes",
+    "sysfs": "the kernel's view of its devices and drivers",
+    "devtmpfs": "the device nodes",
+    "devpts": "the terminals",
+    "cgroup": "the control groups",
+    "cgroup2": "the control groups",
+    "debugfs": "the kernel's debug files",
+    "tracefs": "the kernel's trace files",
+    "securityfs": "the security modules' files",
+    "configfs": "the kernel's configuration objects",
+    "bpf": "the BPF objects",
+    "pstore": "the kernel's crash records",
+    "efivarfs": "the firmware's variables",
+    "mqueue": "the message queues",
+}
 
 # The report groups, and the model names that fall into each.
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
@@ -195,6 +215,7 @@ class Run:
         ``cfg.run_dir``, else the identity's default folder."""
         if folder is None:
             folder = Path(cfg.run_dir) if cfg.run_dir else identity.default_folder()
+        check_run_folder(folder)
         return cls(identity, folder, logger=cfg.logger)
 
     @property
@@ -349,14 +370,20 @@ def read_config(folder: str | Path, schema: type[ConfigT]) -> ConfigT:
     """A run's ``config.yaml`` as a ``schema`` object (keys the schema lacks are left out, so a
     stage's config reads as the `CommonConfig` every stage shares); `UserError` when unreadable."""
     path = Path(folder) / CONFIG
+    written = "a ./run.sh command wrote: runs/<data>/<stage>/<model>/<setting>/seed=<s>"
+    if Path(folder).is_file():
+        raise UserError(f"{folder}: a file, not a run folder (give the folder {written})")
+    if path.is_dir():
+        raise UserError(f"{path}: a folder where the run's config file belongs; not a run folder")
     try:
         saved = OmegaConf.load(path)
     except FileNotFoundError:
         raise UserError(
-            f"{folder}: no {CONFIG}; not a run folder (give the folder a ./run.sh command "
-            "wrote: runs/<data>/<stage>/<model>/<setting>/seed=<s>, or its run_dir=)"
+            f"{folder}: no {CONFIG}; not a run folder (give the folder {written}, or its run_dir=)"
         ) from None
-    except (OSError, OmegaConfBaseException) as exc:
+    except OSError as exc:
+        raise file_error(exc, "read", path) from None
+    except OmegaConfBaseException as exc:
         raise UserError(f"{path}: not readable ({exc})") from None
     if not isinstance(saved, DictConfig):
         raise UserError(f"{path}: not a mapping")
@@ -512,9 +539,78 @@ def sources_moved(old: Any, new: Any) -> bool:
     return not any(Path(p).exists() for p in paths)
 
 
+def check_run_folder(folder: Path) -> None:
+    """`UserError` for a run folder no file system could hold: a name longer than the file
+    system allows (ENAMETOOLONG, said before a folder is made), or a folder on a kernel file
+    system (``/proc``, ``/sys``), where "no such file" or "not permitted" would mislead."""
+    path = Path(os.path.abspath(folder))
+    existing = next((p for p in (path, *path.parents) if _exists(p)), Path("/"))
+    name_max = _path_limit(existing, "PC_NAME_MAX", 255)
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            short = part if len(part) <= 40 else f"{part[:20]}...{part[-12:]}"
+            raise UserError(
+                f"the run folder's path holds a name of {size} bytes ({short!r}); this file "
+                f"system allows {name_max} bytes per name: give run_dir=<a shorter path>"
+            )
+    path_max = _path_limit(existing, "PC_PATH_MAX", 4096)
+    if len(os.fsencode(str(path))) >= path_max:
+        raise UserError(
+            f"run folder {str(path)[:40]}...: a path of {len(os.fsencode(str(path)))} bytes; this "
+            f"file system allows {path_max - 1}: give run_dir=<a shorter path>"
+        )
+    mount, kind = _mount_of(existing.resolve())
+    if kind in KERNEL_FILE_SYSTEMS:
+        raise UserError(
+            f"run folder {folder}: {mount} is the {kind} file system ({KERNEL_FILE_SYSTEMS[kind]}"
+            "), which holds no files of yours: give run_dir=<a folder on a disk>"
+        )
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long to look up (ENAMETOOLONG): not there
+        return False
+
+
+def _path_limit(folder: Path, name: str, default: int) -> int:
+    try:
+        return os.pathconf(folder, name)
+    except (OSError, ValueError):  # no such limit here (another system): the usual one
+        return default
+
+
+def _mount_of(path: Path) -> tuple[str, str | None]:
+    """The mount point holding ``path`` and its file system type (Linux's /proc/self/mounts);
+    ``("", None)`` where there is no mount table to read."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return "", None
+    best, kind = "", None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # Spaces and tabs in mount points are written as octal escapes (\040).
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
+        inside = point == "/" or path == Path(point) or Path(point) in path.parents
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return best, kind
+
+
 def _plain(config: Any) -> dict:
+    """A run's settings, free keys left out and ``data.path`` in a normal form: a config saved
+    before paths were made absolute (`core.config.load_config`) compares equal to the same
+    folder given now."""
     plain = OmegaConf.to_container(config)
     assert isinstance(plain, dict)
+    data = plain.get("data")
+    if isinstance(data, dict) and isinstance(data.get("path"), str) and data["path"]:
+        data["path"] = os.path.abspath(os.path.expanduser(data["path"]))
     return {k: v for k, v in plain.items() if k not in FREE_KEYS}
 
 

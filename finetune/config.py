@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from scarce_ltr.core.config import OptimizerConfig
+from scarce_ltr.core.config import (
+    MAX_EPOCHS,
+    NON_NEGATIVE,
+    POSITIVE,
+    Allowed,
+    OptimizerConfig,
+    allowed,
+)
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import RunIdentity, read_config, read_report
 from scarce_ltr.data.stage_config import CommonConfig
@@ -26,6 +33,7 @@ STRATEGIES = ("lp", "mp", "full", "combine")
 DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 DEVICES = ("auto", "cpu", "cuda")
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
+PHASE_EPOCHS = Allowed(0, MAX_EPOCHS)  # head_epochs, full_epochs: 0 leaves a phase out
 
 
 @dataclass(frozen=True)
@@ -42,12 +50,11 @@ class LossConfig:
     def __post_init__(self) -> None:
         if self.name not in LOSSES:
             raise ValueError(f"loss.name must be one of {', '.join(LOSSES)}, got {self.name!r}")
-        if self.sigma <= 0 or (self.temperature is not None and self.temperature <= 0):
-            raise ValueError("loss.sigma and loss.temperature must be > 0")
+        POSITIVE.check("loss.sigma", self.sigma)
+        POSITIVE.check("loss.temperature", self.temperature)
         if self.k is not None and self.k < 1:
             raise ValueError("loss.k must be >= 1 (or null for no truncation)")
-        if self.mu < 0:
-            raise ValueError(f"loss.mu must be >= 0, got {self.mu}")
+        NON_NEGATIVE.check("loss.mu", self.mu)
 
     def build(self):
         """The loss function with this config's options bound: ``f(scores, labels, *, mask)``.
@@ -105,8 +112,10 @@ class FinetuneConfig(CommonConfig):
     head: str = "mlp"  # linear | mlp (linear for binary labels, paper 4.1.2)
     head_hidden: int = 128
     head_dropout: float = 0.0
-    head_epochs: int = 100  # encoder frozen, head trained alone
-    full_epochs: int = 100  # whole network (0 for the frozen strategies)
+    # encoder frozen, head trained alone
+    head_epochs: int = field(default=100, metadata=allowed(PHASE_EPOCHS))
+    # whole network (0 for the frozen strategies)
+    full_epochs: int = field(default=100, metadata=allowed(PHASE_EPOCHS))
     loss: LossConfig = field(default_factory=LossConfig)
     # Adam at the paper's finetuning learning rate (A.2.3).
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=5e-5))
@@ -140,12 +149,12 @@ class FinetuneConfig(CommonConfig):
             raise ValueError(f"head must be one of {', '.join(HEADS)}, got {self.head!r}")
         if self.head_hidden < 1 or not 0 <= self.head_dropout < 1:
             raise ValueError("head_hidden must be >= 1 and head_dropout in [0, 1)")
-        if min(self.head_epochs, self.full_epochs) < 0:
-            raise ValueError("head_epochs and full_epochs must be >= 0")
         if self.head_epochs + self.full_epochs < 1:
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
         check_training_keys(self)
-        if any(lr <= 0 for lr in self.lrs) or len(set(self.lrs)) != len(self.lrs):
+        for lr in self.lrs:
+            POSITIVE.check("lrs", lr)
+        if len(set(self.lrs)) != len(self.lrs):
             raise ValueError("lrs must list distinct positive learning rates (or be empty)")
         if not 0 <= self.combination_dropout < 1:
             raise ValueError("combine_dropout (or data.combine_dropout) must be in [0, 1)")
@@ -237,8 +246,7 @@ def check_training_keys(cfg, *, prefix: str = "") -> None:
         raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
     if cfg.patience is not None and cfg.patience < 1:
         raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
-    if not cfg.noise_std >= 0:
-        raise ValueError(f"{prefix}noise_std must be >= 0, got {cfg.noise_std}")
+    NON_NEGATIVE.check(f"{prefix}noise_std", cfg.noise_std)
     if cfg.device not in DEVICES:
         raise ValueError(f"{prefix}device must be one of {', '.join(DEVICES)}, got {cfg.device}")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from scarce_ltr.core.config import OptimizerConfig
+from scarce_ltr.core.config import NON_NEGATIVE, POSITIVE, OptimizerConfig
 from scarce_ltr.core.runs import VARIANT_MARK, RunIdentity
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
@@ -43,8 +43,7 @@ class AugmentConfig:
         _probability("augment.corrupt_p", self.corrupt_p, closed=True)
         _probability("augment.mixup", self.mixup, closed=True)
         _probability("augment.overlap", self.overlap)
-        if self.noise_scale < 0:
-            raise ValueError(f"augment.noise_scale must be >= 0, got {self.noise_scale}")
+        NON_NEGATIVE.check("augment.noise_scale", self.noise_scale)
         if self.subsets < 1:
             raise ValueError(f"augment.subsets must be >= 1, got {self.subsets}")
 
@@ -86,8 +85,9 @@ class MonitorConfig:
         if self.n_items < 2:
             raise ValueError("monitor.n_items must be >= 2")
         _probability("monitor.zero_p", self.zero_p)
-        if self.noise_scale < 0:
-            raise ValueError("monitor.noise_scale must be >= 0")
+        NON_NEGATIVE.check("monitor.noise_scale", self.noise_scale)
+        _probability("monitor.collapse_share", self.collapse_share, closed=True)
+        NON_NEGATIVE.check("monitor.collapse_min", self.collapse_min)
 
 
 @dataclass(frozen=True)
@@ -126,10 +126,8 @@ class PretrainConfig(CommonConfig):
             raise ValueError(f"item_budget must be >= 2, got {self.item_budget}")
         if self.max_list_len is not None and self.max_list_len < 1:
             raise ValueError(f"max_list_len must be >= 1, got {self.max_list_len}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if self.vime_alpha < 0:
-            raise ValueError(f"vime_alpha must be >= 0, got {self.vime_alpha}")
+        POSITIVE.check("temperature", self.temperature)
+        NON_NEGATIVE.check("vime_alpha", self.vime_alpha)
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device}")
         if self.ssl_val not in SSL_VAL_CRITERIA:

@@ -13,6 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scarce_ltr.core.config import (
+    MAX_EPOCHS,
+    NON_NEGATIVE,
+    POSITIVE,
+    Allowed,
+    allowed,
+    check_allowed,
+)
 from scarce_ltr.finetune.config import LossConfig, TrainOptions, check_training_keys
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.pretrain.encoders import EncoderConfig
@@ -21,7 +29,8 @@ from scarce_ltr.pretrain.encoders import EncoderConfig
 @dataclass(frozen=True)
 class DeepBaselineOptions:
     lrs: list[float] = field(default_factory=lambda: [1e-2, 1e-3, 1e-4])  # Adam, the grid
-    max_epochs: int = 300  # `epochs` caps it further when set
+    # `epochs` caps it further when set
+    max_epochs: int = field(default=300, metadata=allowed(Allowed(1, MAX_EPOCHS)))
     weight_decay: float = 0.0
     # resnet: the encoder of the pretrained rankers, with the same head, from random init
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
@@ -50,12 +59,14 @@ class DeepBaselineOptions:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        if not self.lrs or min(self.lrs) <= 0:
+        if not self.lrs:
             raise ValueError("deep.lrs must be a non-empty list of positive learning rates")
+        for lr in self.lrs:
+            POSITIVE.check("deep.lrs", lr)
         if not self.cross_layers or min(self.cross_layers) < 1:
             raise ValueError("deep.cross_layers must be a non-empty list of integers >= 1")
-        if self.max_epochs < 1 or self.weight_decay < 0:
-            raise ValueError("deep.max_epochs must be >= 1 and deep.weight_decay >= 0")
+        check_allowed(self, "deep.")  # max_epochs
+        NON_NEGATIVE.check("deep.weight_decay", self.weight_decay)
         if self.head not in HEADS:
             raise ValueError(f"deep.head must be one of {', '.join(HEADS)}")
         if min(self.head_hidden, self.embedding_dim, self.hidden, self.n_layers) < 1:

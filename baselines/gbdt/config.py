@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scarce_ltr.core.config import MAX_EPOCHS, POSITIVE, Allowed, allowed, check_allowed
+
 GRIDS = ("paper", "full")
 # paper-grid: the paper's baseline (``grid``); optuna: a seeded TPE search of `search_space`.
 SEARCHES = ("paper-grid", "optuna")
@@ -51,7 +53,8 @@ class GBDTOptions:
     min_data_in_leaf: list[int] = field(default_factory=lambda: [20, 60, 200])
     feature_fraction: list[float] = field(default_factory=lambda: [0.5, 0.9, 1.0])
     learning_rate: float = 0.05
-    max_rounds: int = 500  # boosting rounds at most; `epochs` caps it further when set
+    # boosting rounds at most; `epochs` caps it further when set
+    max_rounds: int = field(default=500, metadata=allowed(Allowed(1, MAX_EPOCHS)))
     early_stopping_rounds: int = 50  # on vali NDCG@5
     num_threads: int = 2
     pca_components: list[int] = field(default_factory=lambda: [5, 10, 15])  # gbdt-pca*
@@ -84,11 +87,11 @@ class GBDTOptions:
         _check_list("gbdt.min_data_in_leaf", self.min_data_in_leaf, low=1)
         if not self.feature_fraction or not all(0 < f <= 1 for f in self.feature_fraction):
             raise ValueError("gbdt.feature_fraction must be a non-empty list of values in (0, 1]")
-        if not self.learning_rate > 0:
-            raise ValueError("gbdt.learning_rate must be > 0")
+        POSITIVE.check("gbdt.learning_rate", self.learning_rate)
         for key in ("max_rounds", "early_stopping_rounds", "num_threads"):
             if getattr(self, key) < 1:
                 raise ValueError(f"gbdt.{key} must be >= 1")
+        check_allowed(self, "gbdt.")  # max_rounds
         _check_list("gbdt.pca_components", self.pca_components, low=1)
         if not 2 <= self.pseudo_levels <= MAX_LIGHTGBM_LABEL + 1:
             raise ValueError(
