@@ -211,8 +211,8 @@ def _check_data_path(merged: DictConfig) -> None:
     path = data.get("path")
     if isinstance(path, str) and path and Path(path).is_file():
         raise UserError(
-            f"data.path={path}: a file; data={data.name} reads a folder holding the train, vali "
-            "and test files (give data.path=<that folder>)"
+            f"data.path={path}: a file; data={data.name} reads a folder holding its train, vali "
+            "and test splits (give data.path=<that folder>)"
         )
 
 
