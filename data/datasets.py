@@ -1,7 +1,8 @@
 """Data sets by name: the synthetic default, any LETOR folder, and the public presets.
 
 ``configs/data/<name>.yaml`` fills `DataConfig`. ``synthetic`` is generated from its spec;
-``letor`` reads ``data.path``; a preset reads ``data.path`` or, when that is unset,
+``letor`` reads ``data.path``; ``arrays`` reads folders of ``.npy`` arrays in the parsed cache's
+form (`scarce_ltr.data.arrays`); a preset reads ``data.path`` or, when that is unset,
 ``$LTR_DATA_DIR/<name>/``, and stops with a message saying which files belong where and where the
 data set is published when they are missing.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scarce_ltr.core.errors import DataFormatError, UserError
+from scarce_ltr.data.arrays import read_arrays, split_folder
 from scarce_ltr.data.cache import load_split
 from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
@@ -22,6 +24,7 @@ from scarce_ltr.data.synthetic import SyntheticSpec, generate
 from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
+FORMATS = ("letor", "arrays")  # how a split is stored: a text file, or a folder of .npy arrays
 MAX_LABEL = 30  # relevance grades 0..30: LightGBM's gain table, and 2^30 - 1 is exact in float32
 
 
@@ -50,6 +53,8 @@ class OutlierConfig:
 class DataConfig:
     name: str = "synthetic"  # the data set; data=<name> loads configs/data/<name>.yaml
     path: str | None = None  # folder holding the split files (letor and presets)
+    # letor: LETOR/SVMlight text files | arrays: a folder per split of .npy arrays (data=arrays)
+    format: str = "letor"
     # File of each split inside `path`; ".txt" and ".txt.gz" are tried after the name itself.
     splits: dict[str, str] = field(default_factory=lambda: {s: s for s in SPLITS})
     # Features, fit on train: none | standardize | log1p | log1p-standardize | qg-standardize.
@@ -67,19 +72,21 @@ class DataConfig:
             raise ValueError(f"data.transform must be one of {', '.join(TRANSFORMS)}")
         if set(self.splits) != set(SPLITS):
             raise ValueError(f"data.splits must name exactly {', '.join(SPLITS)}")
+        if self.format not in FORMATS:
+            raise ValueError(f"data.format must be one of {', '.join(FORMATS)}")
 
     @property
     def run_name(self) -> str:
         """The data set's name in run folders and reports: ``data.name``, except that
         ``data=letor`` takes its folder's name (``letor-ohsumed-letor3``), so two folders read
-        with ``data=letor`` never share (and refuse) one run folder."""
-        if self.name != "letor" or not self.path:
+        with ``data=letor`` never share (and refuse) one run folder; so does ``data=arrays``."""
+        if self.name not in ("letor", "arrays") or not self.path:
             return self.name
         parts = [p for p in Path(self.path).expanduser().resolve().parts if p not in ("/", "")]
         # A fold folder (Fold1) says little alone: keep its parent's name too.
         tail = parts[-2:] if parts and re.fullmatch(r"(?i)fold\d+", parts[-1]) else parts[-1:]
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(tail)).strip("_")
-        return f"letor-{slug}" if slug else "letor"
+        return f"{self.name}-{slug}" if slug else self.name
 
 
 def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
@@ -89,7 +96,10 @@ def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
     else:
         check_files(cfg)
         folder = _folder(cfg)
-        files = {split: _find_file(folder, cfg.splits[split]) for split in SPLITS}
+        files = {split: _find(cfg, folder, cfg.splits[split]) for split in SPLITS}
+        if cfg.format == "arrays":  # checked as they are read
+            splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
+            return _same_width(splits, cfg, files)
         splits = {split: load_split(path, name=split) for split, path in files.items() if path}
         for split, path in files.items():
             check_label_range(splits[split], path)
@@ -119,10 +129,11 @@ def check_files(cfg: DataConfig) -> None:
     if cfg.name == "synthetic":
         return
     folder = _folder(cfg)
+    what = "/ (a folder holding features.npy)" if cfg.format == "arrays" else "[.txt|.txt.gz]"
     missing = [
-        f"{folder / cfg.splits[s]}[.txt|.txt.gz]"
+        f"{folder / cfg.splits[s]}{what}"
         for s in SPLITS
-        if _find_file(folder, cfg.splits[s]) is None
+        if _find(cfg, folder, cfg.splits[s]) is None
     ]
     if missing:
         raise UserError(_missing_message(cfg, folder, missing))
@@ -132,14 +143,22 @@ def split_file(cfg: DataConfig, split: str) -> Path | None:
     """The file holding ``split`` of a file-based data set (None: synthetic, or not found)."""
     if cfg.name == "synthetic":
         return None
-    return _find_file(_folder(cfg), cfg.splits[split])
+    return _find(cfg, _folder(cfg), cfg.splits[split])
+
+
+def _find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
+    """A split's file (``letor``) or folder of arrays (``arrays``)."""
+    return split_folder(folder, stem) if cfg.format == "arrays" else _find_file(folder, stem)
 
 
 def _folder(cfg: DataConfig) -> Path:
     if cfg.path:
         return Path(cfg.path).expanduser()
-    if cfg.name == "letor":
-        raise UserError("data=letor needs data.path=<folder holding train, vali and test files>")
+    if cfg.name in ("letor", "arrays"):
+        raise UserError(
+            f"data={cfg.name} needs data.path=<folder holding train, vali and test "
+            f"{'folders' if cfg.format == 'arrays' else 'files'}>"
+        )
     root = os.environ.get("LTR_DATA_DIR")
     if not root:
         raise UserError(
@@ -158,12 +177,13 @@ def _find_file(folder: Path, stem: str) -> Path | None:
 
 
 def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
-    lines = [f"data set '{cfg.name}': missing files (plain text or .gz):"]
+    kind = "folders of .npy arrays" if cfg.format == "arrays" else "files (plain text or .gz)"
+    lines = [f"data set '{cfg.name}': missing {kind}:"]
     lines += [f"  {m}" for m in missing]
     hints = [
         f"data.splits.{split}={stem}"
         for split in SPLITS
-        if _find_file(folder, cfg.splits[split]) is None
+        if _find(cfg, folder, cfg.splits[split]) is None
         for stem in _likely_files(folder, split, cfg.splits[split])[:1]
     ]
     if hints:

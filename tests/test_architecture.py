@@ -19,6 +19,7 @@ PACKAGE = "scarce_ltr"
 # Bottom to top (docs/architecture.md): a module imports from its own layer or below.
 LAYERS = (
     "core", "data", "pretrain", "finetune", "baselines", "ensembles", "serving", "sweeps", "cli",
+    "api",
 )  # fmt: skip
 NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")
 

@@ -1,0 +1,111 @@
+"""Data sets given as arrays: one folder per split in the parsed cache's own form.
+
+``data=arrays data.path=<folder>`` reads ``<folder>/train/``, ``vali/`` and ``test/`` (other
+names with ``data.splits.<split>=<name>``), each holding what `scarce_ltr.data.cache` keeps of a
+parsed LETOR file:
+
+    features.npy  float32 [N, d]   (NaN: a missing value; the trees take it as missing)
+    labels.npy    float   [N]      relevance grades 0..30
+    offsets.npy   int64   [Q + 1]  QG g owns rows offsets[g]:offsets[g + 1]
+    qids.npy      int64   [Q]
+
+The files are memory-mapped, never parsed: there is nothing to cache. `write_arrays` writes a
+split in this form (a temp folder renamed into place), as the estimators of `scarce_ltr.api` do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import file_error
+from scarce_ltr.data.ranking_split import RankingSplit
+
+ARRAYS = ("features", "labels", "offsets", "qids")
+MAX_LABEL = 30  # as `scarce_ltr.data.datasets.MAX_LABEL`: NDCG's gain 2^y - 1 stays exact
+
+
+def split_folder(root: Path, stem: str) -> Path | None:
+    """``root/stem`` when it is a folder holding ``features.npy`` (None otherwise)."""
+    folder = root / stem
+    return folder if (folder / "features.npy").is_file() else None
+
+
+def read_arrays(folder: str | Path, *, name: str) -> RankingSplit:
+    """The split of ``folder`` (memory-mapped features and labels), checked."""
+    folder = Path(folder)
+    missing = [f"{key}.npy" for key in ARRAYS if not (folder / f"{key}.npy").is_file()]
+    if missing:
+        raise UserError(f"{folder}: missing {', '.join(missing)} (data=arrays needs {_NEEDS})")
+    try:
+        arrays = {key: np.load(folder / f"{key}.npy", mmap_mode="r") for key in ARRAYS}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{folder}: not readable as .npy arrays ({exc})") from None
+    features = arrays["features"]
+    if features.ndim != 2 or features.dtype != np.float32:
+        raise UserError(
+            f"{folder / 'features.npy'}: features must be float32 [N, d], got "
+            f"{features.dtype} of shape {features.shape}"
+        )
+    offsets = np.asarray(arrays["offsets"], dtype=np.int64)
+    if len(offsets) and (np.diff(offsets) < 0).any():
+        raise UserError(f"{folder / 'offsets.npy'}: offsets must not decrease")
+    try:
+        split = RankingSplit(
+            features,
+            arrays["labels"],
+            offsets,
+            np.asarray(arrays["qids"], dtype=np.int64),
+            name,
+        )
+    except (ValueError, IndexError) as exc:
+        raise UserError(f"{folder}: arrays do not fit together ({exc}); {_NEEDS}") from None
+    check_labels(np.asarray(split.labels), folder / "labels.npy")
+    return split
+
+
+def check_labels(labels: np.ndarray, where: object) -> None:
+    """Refuse a label outside the relevance grades ``0..MAX_LABEL`` (or NaN), naming its row."""
+    bad = np.flatnonzero(~((labels >= 0) & (labels <= MAX_LABEL)))
+    if len(bad):
+        row = int(bad[0])
+        raise UserError(
+            f"{where}: row {row}: label {labels[row]:g} is outside the relevance grades "
+            f"0..{MAX_LABEL} (NDCG's gain is 2^label - 1)"
+        )
+
+
+def write_arrays(split: RankingSplit, folder: str | Path) -> None:
+    """Write ``split`` into ``folder`` in the form `read_arrays` reads: a temp folder beside it,
+    renamed into place, so a crash leaves the old folder or the new one, never half."""
+    folder = Path(folder)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    except OSError as exc:
+        raise file_error(exc, "write arrays in", folder.parent) from None
+    try:
+        np.save(tmp / "features.npy", np.ascontiguousarray(split.features, dtype=np.float32))
+        np.save(tmp / "labels.npy", np.ascontiguousarray(split.labels, dtype=np.float32))
+        np.save(tmp / "offsets.npy", np.asarray(split.offsets, dtype=np.int64))
+        np.save(tmp / "qids.npy", np.asarray(split.qids, dtype=np.int64))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise file_error(exc, "write arrays in", folder) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+_NEEDS = (
+    "features.npy float32 [N, d], labels.npy [N], offsets.npy int64 [Q + 1] from 0 to N, "
+    "qids.npy [Q]"
+)
