@@ -107,19 +107,19 @@ def _no_relevant_message(prepared: PreparedData, split: str, why: str) -> str:
     config = labels.config
     whole = labels.train if split == "train" else labels.vali
     source = prepared.files.get(split, f"the {split} split")
+    labeled = labels.labeled_train() if split == "train" else labels.labeled_vali()
     if not whole.groups_with_relevant().any():
         if config.binary_tau is not None:
             return (
                 f"the implicit labels of scarcity.binary_tau={config.binary_tau:g} leave "
-                f"{whole.n_groups} QGs of {source} and none has a relevant item: {why}; lower "
-                "scarcity.binary_tau"
+                f"{labeled.n_groups} labeled {split} QGs and none has a relevant item, nor any "
+                f"of the {whole.n_groups} QGs of {source}: {why}; lower scarcity.binary_tau"
             )
         return (
             f"every label of {source} is 0, so none of its {whole.n_groups} QGs has a relevant "
             f"item: {why}; relevant items need a label above 0 in the first column of their "
             "line (relevance grades 0..30)"
         )
-    labeled = labels.labeled_train() if split == "train" else labels.labeled_vali()
     advice = []
     if split == "vali" and config.val == "same":
         advice.append("use scarcity.val=full")
@@ -129,7 +129,7 @@ def _no_relevant_message(prepared: PreparedData, split: str, why: str) -> str:
         advice.append("lower scarcity.binary_tau")
     advice.append("change seed" if config.seed is None else "change scarcity.seed")
     return (
-        f"scarcity setting {config.tag} leaves {labeled.n_groups} labeled {split} QGs of "
-        f"{source} and none has a relevant item: {why}; {', '.join(advice[:-1])}"
+        f"scarcity setting {config.tag} leaves {labeled.n_groups} labeled {split} QGs and "
+        f"none has a relevant item ({source}): {why}; {', '.join(advice[:-1])}"
         f"{' or ' if len(advice) > 1 else ''}{advice[-1]}"
     )

@@ -50,7 +50,7 @@ def test_a_small_label_fraction_advises_what_can_be_changed(tmp_path) -> None:
         for seed in range(20):
             run([*args, *GBDT, f"seed={seed}", f"run_dir={tmp_path / str(seed)}"])
     message = str(error.value)
-    assert "labeled vali QGs of the vali split and none has a relevant item" in message
+    assert "labeled vali QGs and none has a relevant item (the vali split)" in message
     assert message.endswith("use scarcity.val=full, raise scarcity.fraction or change seed")
 
 
