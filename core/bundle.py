@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,13 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import TEMP_SUFFIX, fault_point, file_error, jsonable
+from scarce_ltr.core.files import (
+    TEMP_SUFFIX,
+    fault_point,
+    file_error,
+    jsonable,
+    temp_folder_beside,
+)
 
 BUNDLE_DIR = "bundle"
 MANIFEST = "bundle.json"
@@ -37,7 +42,7 @@ def write_bundle(run_folder: Path, manifest: dict[str, Any], files: dict[str, by
     """Write ``<run_folder>/bundle/`` atomically; ``files`` maps relative paths (``model.txt``,
     ``members/0/bundle.json``) to their contents."""
     final = Path(run_folder) / BUNDLE_DIR
-    tmp = Path(tempfile.mkdtemp(prefix=f".{BUNDLE_DIR}.", suffix=TEMP_SUFFIX, dir=run_folder))
+    tmp = temp_folder_beside(final)
     try:
         for name, data in files.items():
             path = tmp / name

@@ -157,6 +157,16 @@ def file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
+def temp_folder_beside(target: Path) -> Path:
+    """A new empty folder ``.<name>.<random>.tmp`` beside ``target``, to be filled and renamed
+    onto it, with the mode ``mkdir`` gives (``0o777`` less the umask; `mkdtemp` gives 0o700, which
+    would keep teammates out of a bundle or cache once it is renamed into place)."""
+    target = Path(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent))
+    os.chmod(tmp, 0o777 & ~current_umask())
+    return tmp
+
+
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=jsonable) + "\n")
 

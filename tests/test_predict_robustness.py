@@ -252,6 +252,24 @@ def test_files_respect_the_umask(gbdt, tmp_path, umask, mode) -> None:
         os.umask(old)
 
 
+def test_a_runs_folders_and_bundle_respect_the_umask(tmp_path) -> None:
+    """The bundle is built in a temp folder and renamed into place: it gets mkdir's mode, not
+    mkdtemp's 0o700, so a teammate can predict with the run."""
+    old = os.umask(0o022)
+    try:
+        run(["baseline", "gbdt", *DATA, *GBDT, f"run_dir={tmp_path / 'run'}"])
+    finally:
+        os.umask(old)
+    modes = {
+        str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode)
+        for p in (tmp_path / "run").rglob("*")
+        if p.name != ".lock"
+    }
+    bundle = os.path.join("run", "bundle")
+    assert modes[bundle] == 0o755 and modes[os.path.join(bundle, "bundle.json")] == 0o644
+    assert set(modes.values()) == {0o755, 0o644}, modes
+
+
 def test_the_csv_of_a_padded_file_scores_as_the_wide_one(gbdt, tmp_path) -> None:
     """A narrower file is padded: it scores as if its absent features were there as zeros."""
     narrow = tmp_path / "narrow.txt"
