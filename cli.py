@@ -34,6 +34,7 @@ class Stage:
     config_folder: str | None = None  # the stage takes a name: configs/<folder>/<name>.yaml
     runs: bool = False  # the stage trains or scores in a run folder (its config: identity())
     name_key: str | None = None  # config key that receives the command-line name
+    out_key: str = "run_dir"  # the key that says where the command writes (in file advice)
 
 
 def _load(ref: str):
@@ -234,7 +235,9 @@ def main() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except OSError as exc:  # a file operation of a layer that does not name its own
-        print(f"error: {file_error(exc, 'use')}", file=sys.stderr)
+        stage = STAGES.get(sys.argv[1] if len(sys.argv) > 1 else "")
+        key = stage.out_key if stage else "run_dir"
+        print(f"error: {file_error(exc, 'use', key=key)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -298,6 +301,7 @@ STAGES: dict[str, Stage] = {
         "or of every run (./run.sh report)",
         entry="scarce_ltr.sweeps.report:main",
         schema="scarce_ltr.sweeps.report:ReportConfig",
+        out_key="out",
     ),
     "select": Stage(
         help="the validation-best model of each data set and label setting of a sweep, over all "
@@ -305,18 +309,21 @@ STAGES: dict[str, Stage] = {
         "and bundle paths",
         entry="scarce_ltr.sweeps.select:main",
         schema="scarce_ltr.sweeps.select:SelectConfig",
+        out_key="out",
     ),
     "predict": Stage(
         help="score a LETOR file or folder with a finished run's model bundle "
         "(./run.sh predict <run> data.path=<file or folder> [out=<file.csv or folder>])",
         entry="scarce_ltr.serving.predict:main",
         schema="scarce_ltr.serving.predict:PredictConfig",
+        out_key="out",
     ),
     "export": Stage(
         help="a finished run's model as one file that takes raw features "
         "(./run.sh export <run> format=onnx|torchscript|lightgbm [out=<file>])",
         entry="scarce_ltr.serving.export:main",
         schema="scarce_ltr.serving.export:ExportConfig",
+        out_key="out",
     ),
 }
 

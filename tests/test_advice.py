@@ -118,3 +118,24 @@ def test_following_the_positional_advice_predicts(tmp_path) -> None:
         run(both)
     run([*both[:2], *both[3:], f"out={tmp_path / 'scores.csv'}"])  # the positional one only
     assert (tmp_path / "scores.csv").read_text().startswith("qid,position,score,rank")
+
+
+def test_a_stray_file_error_advises_the_commands_own_key(tmp_path, monkeypatch, capsys) -> None:
+    """An `OSError` no layer named reaches the CLI: predict and export write where ``out=``
+    says, so the advice names ``out=``, never ``run_dir=``."""
+    import sys
+
+    from scarce_ltr import cli
+    from scarce_ltr.serving import predict
+
+    def refused(cfg, out_dir):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "scores.csv"))
+
+    monkeypatch.setattr(predict, "main", refused)
+    args = ["predict", str(tmp_path / "frac=1" / "seed=0"), f"data.path={tmp_path / 'x.txt'}"]
+    monkeypatch.setattr(sys, "argv", ["scarce-ltr", *args])
+    with pytest.raises(SystemExit) as stop:
+        cli.main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "give out=<a folder you may write to>" in err
+    assert "run_dir" not in err
