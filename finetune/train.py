@@ -275,9 +275,11 @@ def run_identity(cfg: FinetuneConfig) -> str:
 
 def _check_identity(out_dir: Path, found: str | None, expected: str) -> None:
     if found is not None and found != expected:
-        old, new = json.loads(found), json.loads(expected)
+        old, new = _data_path_resolved(json.loads(found)), json.loads(expected)
         keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if keys and all(k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)) for k in keys):
+        if not keys:  # the data folder spelled otherwise by an earlier version
+            return
+        if all(k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)) for k in keys):
             # The runs it was finetuned from have moved (a copied or moved runs/ tree): the
             # same settings otherwise, so it is the same run.
             print(f"{out_dir}: its {' and '.join(keys)} moved; resuming there", file=sys.stderr)
@@ -286,6 +288,15 @@ def _check_identity(out_dir: Path, found: str | None, expected: str) -> None:
             f"{out_dir} holds a finetuning run with other settings ({', '.join(keys)} differ); "
             "pass run_dir=<new folder>, or delete that folder to start over"
         )
+
+
+def _data_path_resolved(settings: dict) -> dict:
+    """A checkpoint of an earlier version stored ``data.path`` as typed (relative, with a
+    trailing ``/``); configs store it absolute now: the same folder is the same setting."""
+    data = settings.get("data")
+    if isinstance(data, dict) and data.get("path"):
+        data["path"] = str(Path(str(data["path"])).expanduser().resolve())
+    return settings
 
 
 def _checkpoint_meta(path: Path) -> dict:

@@ -139,3 +139,19 @@ def test_a_stray_file_error_advises_the_commands_own_key(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "give out=<a folder you may write to>" in err
     assert "run_dir" not in err
+
+
+def test_a_finetuning_checkpoint_with_a_relative_data_path_resumes(tmp_path, monkeypatch) -> None:
+    """Earlier versions stored ``data.path`` as typed; configs store it absolute now."""
+    import json
+
+    from scarce_ltr.finetune.train import _check_identity
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    old = json.dumps({"data": {"path": "data/"}, "lrs": [1e-3]}, sort_keys=True)
+    new = json.dumps({"data": {"path": str(tmp_path / "data")}, "lrs": [1e-3]}, sort_keys=True)
+    _check_identity(tmp_path / "run", old, new)  # the same folder: the same run
+    other = new.replace("0.001", "0.002")
+    with pytest.raises(UserError, match=r"other settings \(lrs differ\)"):
+        _check_identity(tmp_path / "run", old, other)
