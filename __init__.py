@@ -28,3 +28,16 @@ def load_ranker(run_or_bundle: str | Path) -> BundledRanker:
     from scarce_ltr.serving.ranker import load_ranker as load
 
     return load(run_or_bundle)
+
+
+_ESTIMATORS = ("PretrainedRanker", "TreeRanker", "PretrainedEncoder", "load_estimator")
+
+
+def __getattr__(name: str):
+    """``scarce_ltr.PretrainedRanker`` and the other estimators of `scarce_ltr.api`, imported on
+    first use (they import every stage)."""
+    if name in _ESTIMATORS:
+        from scarce_ltr import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'scarce_ltr' has no attribute {name!r}")

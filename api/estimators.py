@@ -27,7 +27,7 @@ import numpy as np
 
 from scarce_ltr.api import inputs
 from scarce_ltr.api.layout import holdout, train_split
-from scarce_ltr.api.stages import route, run_stage
+from scarce_ltr.api.stages import leaves, route, run_stage
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -199,7 +199,7 @@ class _Ranker:
         qids = inputs.as_qids(qid, n)
         groups = inputs.Groups(qids)
         scores = self.predict(X, qids)[groups.order]
-        policy = self.config_params().get("metrics__policy", "skip")
+        policy = dict(leaves(self.config_params())).get("metrics.policy", "skip")
         return mean_ndcg(scores, labels[groups.order], groups.offsets, k=5, policy=policy)
 
     def save(self, path: str | Path) -> Path:

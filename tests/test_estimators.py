@@ -4,6 +4,7 @@ one clear message for each bad input."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -112,6 +113,7 @@ def interleaved(qid: np.ndarray, seed: int = 0) -> np.ndarray:
 
 def test_clone_round_trip_and_the_parameter_protocol(splits) -> None:
     ranker = PretrainedRanker("simsiam", "lp", epochs=3, optimizer__lr=1e-4, missing="median")
+    assert scarce_ltr.PretrainedRanker is PretrainedRanker and scarce_ltr.TreeRanker is TreeRanker
     params = ranker.get_params()
     assert params["optimizer__lr"] == 1e-4 and params["method"] == "simsiam"
     twin = clone(ranker)
@@ -264,3 +266,68 @@ def test_labeled_fraction_takes_exactly_the_labeled_qgs() -> None:
         for n_labeled in {min(k, n) for k in (1, 2, n // 3 or 1, n // 20 or 1, n)}:
             fraction = labeled_fraction(n_labeled, n)
             assert 0 < fraction <= 1 and drawn_mask(n, fraction, seed=3).sum() == n_labeled
+
+
+FAST_TREES = {
+    "gbdt-optuna": {**GBDT, "gbdt__n_trials": 3},
+    "catboost": {"catboost__num_threads": 1, "catboost__max_rounds": 20,
+                 "catboost__early_stopping_rounds": 5, "catboost__n_trials": 2},
+    "xgboost": {"xgboost__num_threads": 1, "xgboost__max_rounds": 20,
+                "xgboost__early_stopping_rounds": 5, "xgboost__n_trials": 2},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("method", FAST_TREES)
+def test_every_tree_ranker_fits_on_arrays_with_missing_values(splits, method) -> None:
+    (x, y, qid), vali, (x_test, y_test, qid_test) = (arrays(splits[s]) for s in splits)
+    x = x.copy()
+    x[::5, 0] = np.nan  # taken as missing by each backend
+    tree = TreeRanker(method, **FAST_TREES[method]).fit(x, y, qid, eval_set=vali)
+    assert tree.ranker_.kind == ("lightgbm" if method.startswith("gbdt") else method)
+    assert tree.report_["method"] == method and 0 < tree.score(x_test, y_test, qid_test) <= 1
+    x_test = x_test.copy()
+    x_test[::3, 0] = np.nan
+    assert np.isfinite(tree.predict(x_test, qid_test)).all()
+
+
+def test_the_hybrid_reuses_an_encoder_or_pretrains_its_own(splits) -> None:
+    (x, y, qid), vali, test = (arrays(splits[s]) for s in splits)
+    keys = {**GBDT, "embedding__components": [4], "embedding__raw": False}
+    deep = PretrainedRanker(None, "full", epochs=1, head_hidden=16, **ENCODER)
+    with pytest.raises(ValueError, match="without a pretrained encoder"):
+        TreeRanker("gbdt-ssl", pretrained=deep, **keys).fit(x, y, qid, eval_set=vali)
+    own = TreeRanker("gbdt-ssl", pretrain__epochs=1, **{f"pretrain__{k}": v for k, v in
+                     ENCODER.items()}, **keys)  # fmt: skip
+    own.fit(x, y, qid, eval_set=vali)
+    assert [c[0] for c in own.commands_] == ["pretrain", "baseline"]
+    hybrid = TreeRanker("gbdt-ssl", pretrained=own.encoder_, **keys).fit(x, y, qid, eval_set=vali)
+    assert [c[0] for c in hybrid.commands_] == ["baseline"]
+    np.testing.assert_array_equal(hybrid.predict(*test[::2]), own.predict(*test[::2]))
+    with pytest.raises(ValueError, match="pretrained= is for gbdt-ssl"):
+        TreeRanker("gbdt", pretrained=own.encoder_).fit(x, y, qid, eval_set=vali)
+
+
+def test_the_readme_from_python_section_runs(tmp_path, monkeypatch, capsys) -> None:
+    """README's "From Python", on tiny data and budgets."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("## From Python") :].split("\n## ", 1)[0]
+    code = section.split("```python\n")[1].split("```")[0]
+    fast = ", ".join(f"{k}={v!r}" for k, v in DEEP.items() if k != "epochs")
+    for old, new in [
+        ("SyntheticSpec(seed=0)", "SyntheticSpec(seed=0, n_train_groups=40, n_vali_groups=10, "
+         "n_test_groups=10, n_features=12)"),
+        ("round(0.05 * len(qids))", "round(0.2 * len(qids))"),
+        ("pretrain__epochs=40, finetune__epochs=100", f"pretrain__epochs=1, epochs=2, {fast}"),
+        ('TreeRanker("gbdt")', f'TreeRanker("gbdt", **{GBDT!r})'),
+    ]:  # fmt: skip
+        assert old in code, old
+        code = code.replace(old, new)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(code, namespace)  # noqa: S102
+    shown = capsys.readouterr().out
+    assert "SimCLR-Rank + full: test NDCG@5 0." in shown and "LightGBM: test NDCG@5 0." in shown
+    test, deep = namespace["test"], namespace["deep"]
+    expected = deep.predict(test[namespace["features"]], test.qid)
+    np.testing.assert_array_equal(namespace["scores"], expected)
+    assert (tmp_path / "my-ranker" / "bundle.json").is_file()
