@@ -15,6 +15,7 @@ split in this form (a temp folder renamed into place), as the estimators of `sca
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -80,9 +81,10 @@ def check_labels(labels: np.ndarray, where: object) -> None:
         )
 
 
-def write_arrays(split: RankingSplit, folder: str | Path) -> None:
-    """Write ``split`` into ``folder`` in the form `read_arrays` reads: a temp folder beside it,
-    renamed into place, so a crash leaves the old folder or the new one, never half."""
+def write_arrays(split: RankingSplit, folder: str | Path, *, meta: dict | None = None) -> None:
+    """Write ``split`` into ``folder`` in the form `read_arrays` reads (and ``meta`` as
+    ``meta.json``): a temp folder beside it, renamed into place, so a crash leaves the old
+    folder or the new one, never half."""
     folder = Path(folder)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +96,8 @@ def write_arrays(split: RankingSplit, folder: str | Path) -> None:
         np.save(tmp / "labels.npy", np.ascontiguousarray(split.labels, dtype=np.float32))
         np.save(tmp / "offsets.npy", np.asarray(split.offsets, dtype=np.int64))
         np.save(tmp / "qids.npy", np.asarray(split.qids, dtype=np.int64))
+        if meta is not None:
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)

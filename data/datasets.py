@@ -2,7 +2,8 @@
 
 ``configs/data/<name>.yaml`` fills `DataConfig`. ``synthetic`` is generated from its spec;
 ``letor`` reads ``data.path``; ``arrays`` reads folders of ``.npy`` arrays in the parsed cache's
-form (`scarce_ltr.data.arrays`); a preset reads ``data.path`` or, when that is unset,
+form (`scarce_ltr.data.arrays`), ``table`` Parquet files and ``.npz`` columns
+(`scarce_ltr.data.tables`); a preset reads ``data.path`` or, when that is unset,
 ``$LTR_DATA_DIR/<name>/``, and stops with a message saying which files belong where and where the
 data set is published when they are missing.
 """
@@ -21,10 +22,17 @@ from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
+from scarce_ltr.data.tables import find_table, load_table
 from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
-FORMATS = ("letor", "arrays")  # how a split is stored: a text file, or a folder of .npy arrays
+# How a split is stored: a text file, a folder of .npy arrays, a Parquet or .npz table.
+FORMATS = ("letor", "arrays", "table")
+FILE_KINDS = {
+    "letor": ("[.txt|.txt.gz]", "files (plain text or .gz)"),
+    "arrays": ("/ (a folder holding features.npy)", "folders of .npy arrays"),
+    "table": ("[.parquet|.pq|.npz|/]", "tables (Parquet, a folder of Parquet parts, or .npz)"),
+}
 MAX_LABEL = 30  # relevance grades 0..30: LightGBM's gain table, and 2^30 - 1 is exact in float32
 
 
@@ -54,7 +62,11 @@ class DataConfig:
     name: str = "synthetic"  # the data set; data=<name> loads configs/data/<name>.yaml
     path: str | None = None  # folder holding the split files (letor and presets)
     # letor: LETOR/SVMlight text files | arrays: a folder per split of .npy arrays (data=arrays)
+    # | table: a Parquet file (or folder of parts) or an .npz of columns per split (data=table)
     format: str = "letor"
+    qid: str = "qid"  # data=table: the column of query ids (rows in any order)
+    label: str = "label"  # data=table: the column of relevance labels
+    features: list[str] = field(default_factory=list)  # data=table: feature columns; []: all others
     # File of each split inside `path`; ".txt" and ".txt.gz" are tried after the name itself.
     splits: dict[str, str] = field(default_factory=lambda: {s: s for s in SPLITS})
     # Features, fit on train: none | standardize | log1p | log1p-standardize | qg-standardize.
@@ -80,7 +92,7 @@ class DataConfig:
         """The data set's name in run folders and reports: ``data.name``, except that
         ``data=letor`` takes its folder's name (``letor-ohsumed-letor3``), so two folders read
         with ``data=letor`` never share (and refuse) one run folder; so does ``data=arrays``."""
-        if self.name not in ("letor", "arrays") or not self.path:
+        if self.name not in ("letor", "arrays", "table") or not self.path:
             return self.name
         parts = [p for p in Path(self.path).expanduser().resolve().parts if p not in ("/", "")]
         # A fold folder (Fold1) says little alone: keep its parent's name too.
@@ -99,6 +111,10 @@ def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
         files = {split: _find(cfg, folder, cfg.splits[split]) for split in SPLITS}
         if cfg.format == "arrays":  # checked as they are read
             splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
+            return _same_width(splits, cfg, files)
+        if cfg.format == "table":
+            columns = dict(qid=cfg.qid, label=cfg.label, features=cfg.features)
+            splits = {s: load_table(path, name=s, **columns) for s, path in files.items() if path}
             return _same_width(splits, cfg, files)
         splits = {split: load_split(path, name=split) for split, path in files.items() if path}
         for split, path in files.items():
@@ -129,7 +145,7 @@ def check_files(cfg: DataConfig) -> None:
     if cfg.name == "synthetic":
         return
     folder = _folder(cfg)
-    what = "/ (a folder holding features.npy)" if cfg.format == "arrays" else "[.txt|.txt.gz]"
+    what = FILE_KINDS[cfg.format][0]
     missing = [
         f"{folder / cfg.splits[s]}{what}"
         for s in SPLITS
@@ -147,17 +163,19 @@ def split_file(cfg: DataConfig, split: str) -> Path | None:
 
 
 def _find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
-    """A split's file (``letor``) or folder of arrays (``arrays``)."""
+    """A split's file (``letor``), folder of arrays (``arrays``) or table (``table``)."""
+    if cfg.format == "table":
+        return find_table(folder, stem)
     return split_folder(folder, stem) if cfg.format == "arrays" else _find_file(folder, stem)
 
 
 def _folder(cfg: DataConfig) -> Path:
     if cfg.path:
         return Path(cfg.path).expanduser()
-    if cfg.name in ("letor", "arrays"):
+    if cfg.name in ("letor", "arrays", "table"):
         raise UserError(
             f"data={cfg.name} needs data.path=<folder holding train, vali and test "
-            f"{'folders' if cfg.format == 'arrays' else 'files'}>"
+            f"{FILE_KINDS[cfg.format][1]}>"
         )
     root = os.environ.get("LTR_DATA_DIR")
     if not root:
@@ -177,8 +195,7 @@ def _find_file(folder: Path, stem: str) -> Path | None:
 
 
 def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
-    kind = "folders of .npy arrays" if cfg.format == "arrays" else "files (plain text or .gz)"
-    lines = [f"data set '{cfg.name}': missing {kind}:"]
+    lines = [f"data set '{cfg.name}': missing {FILE_KINDS[cfg.format][1]}:"]
     lines += [f"  {m}" for m in missing]
     hints = [
         f"data.splits.{split}={stem}"

@@ -1,0 +1,114 @@
+"""``data=table``: Parquet files and ``.npz`` columns read into the cache LETOR files use."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+import pytest
+from tiny import tiny_data
+
+from scarce_ltr.cli import run
+from scarce_ltr.core.config import load_config
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.cache import load_split
+from scarce_ltr.data.datasets import load_dataset
+from scarce_ltr.data.letor import write_letor
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.tables import load_table
+
+
+@pytest.fixture(scope="module")
+def splits():
+    cfg, _ = load_config(CommonConfig, tiny_data())
+    return load_dataset(cfg.data)
+
+
+def columns(split, order=None) -> dict[str, np.ndarray]:
+    """One row per item: qid, label and f0..f11 (rows in ``order``), a text column too."""
+    order = np.arange(split.n_items) if order is None else order
+    out = {"qid": np.repeat(split.qids, split.group_sizes)[order]}
+    out |= {f"f{j}": np.asarray(split.features)[order, j] for j in range(split.n_features)}
+    out["label"] = np.asarray(split.labels)[order].astype(np.int32)
+    return out
+
+
+def write_parquet(path, table: dict[str, np.ndarray], *, text: bool = True) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = dict(table) | ({"site": np.array(["a"] * len(table["qid"]))} if text else {})
+    pq.write_table(pa.table(data), path)
+
+
+def assert_same_arrays(got, expected) -> None:
+    for key in ("features", "labels", "offsets", "qids"):
+        a, b = np.asarray(getattr(got, key)), np.asarray(getattr(expected, key))
+        assert a.shape == b.shape and a.tobytes() == b.astype(a.dtype).tobytes(), key
+
+
+def test_npz_and_parquet_give_the_cache_arrays_of_the_letor_text(splits, tmp_path) -> None:
+    train = splits["train"]
+    write_letor(train, tmp_path / "train.txt", precision=9)
+    letor = load_split(tmp_path / "train.txt", name="train")
+    shuffled = np.random.default_rng(0).permutation(train.n_items)
+    # rows of a QG keep their order; QGs interleave: the table's qid order does not matter
+    for q in train.qids:
+        at = np.flatnonzero(np.repeat(train.qids, train.group_sizes)[shuffled] == q)
+        shuffled[at] = np.sort(shuffled[at])
+    np.savez(tmp_path / "train.npz", **columns(train, shuffled))
+    assert_same_arrays(load_table(tmp_path / "train.npz", name="train"), letor)
+    write_parquet(tmp_path / "train.parquet", columns(train, shuffled))
+    from_parquet = load_table(tmp_path / "train.parquet", name="train")
+    assert_same_arrays(from_parquet, letor)
+    assert isinstance(from_parquet.features, np.memmap)  # from the cache, memory-mapped
+    (tmp_path / "parts").mkdir()
+    half = train.n_items // 2
+    for i, rows in enumerate((shuffled[:half], shuffled[half:])):
+        write_parquet(tmp_path / "parts" / f"part-{i}.parquet", columns(train, rows))
+    assert_same_arrays(load_table(tmp_path / "parts", name="train"), letor)
+
+
+def test_data_table_on_the_command_line(splits, tmp_path) -> None:
+    for name, split in splits.items():
+        write_parquet(tmp_path / f"{name}.parquet", columns(split))
+    keys = ["data=table", f"data.path={tmp_path}", "logger=none", "data.transform=none"]
+    gbdt = ["gbdt.num_threads=1", "gbdt.max_rounds=10", "gbdt.early_stopping_rounds=5"]
+    table = run(["baseline", "gbdt", *keys, *gbdt, f"run_dir={tmp_path / 'a'}"])
+    text = run(["baseline", "gbdt", *tiny_data(), "logger=none", "data.transform=none", *gbdt,
+                f"run_dir={tmp_path / 'b'}"])  # fmt: skip
+    assert table["metrics"]["test"]["ndcg@5"] == text["metrics"]["test"]["ndcg@5"]
+    picked = ["data=table", f"data.path={tmp_path}", "data.features=[f3,f1]"]
+    cfg, _ = load_config(CommonConfig, picked)
+    assert load_dataset(cfg.data)["vali"].n_features == 2
+
+
+def test_a_table_without_its_qid_or_label_column_names_its_columns(splits, tmp_path) -> None:
+    table = columns(splits["train"])
+    np.savez(tmp_path / "t.npz", **{k: v for k, v in table.items() if k != "qid"})
+    with pytest.raises(UserError, match=r"no data.qid column 'qid'; its columns: f0, f1, .*label"):
+        load_table(tmp_path / "t.npz", name="train")
+    np.savez(tmp_path / "u.npz", **table)
+    with pytest.raises(UserError, match="no data.label column 'grade'.*give data.label="):
+        load_table(tmp_path / "u.npz", name="train", label="grade")
+    with pytest.raises(UserError, match="row 0 is 0.5, not an integer qid"):
+        np.savez(tmp_path / "v.npz", **(table | {"qid": table["qid"] - 0.5}))
+        load_table(tmp_path / "v.npz", name="train")
+    with pytest.raises(UserError, match="label 31 is outside the relevance grades"):
+        np.savez(tmp_path / "w.npz", **(table | {"label": table["label"] + 31}))
+        load_table(tmp_path / "w.npz", name="train")
+    with pytest.raises(UserError, match=r"missing tables \(Parquet.*\n.*vali\[\.parquet"):
+        run(["data-info", "data=table", f"data.path={tmp_path}", "data.splits.train=u"])
+
+
+def test_without_pyarrow_a_parquet_file_gets_one_clear_message(tmp_path, monkeypatch) -> None:
+    real_import = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    (tmp_path / "train.parquet").write_bytes(b"PAR1")
+    with pytest.raises(UserError, match=r"needs pyarrow.*pip install 'scarce-ltr\[parquet\]'"):
+        load_table(tmp_path / "train.parquet", name="train")
