@@ -6,11 +6,7 @@ on the arrays they are given; `load_estimator` reads back what ``save`` wrote. T
 it calls the command line (`scarce_ltr.cli`).
 """
 
-from scarce_ltr.api.estimators import (
-    PretrainedEncoder,
-    PretrainedRanker,
-    TreeRanker,
-    load_estimator,
-)
+from scarce_ltr.api.base import PretrainedEncoder
+from scarce_ltr.api.estimators import PretrainedRanker, TreeRanker, load_estimator
 
 __all__ = ["PretrainedEncoder", "PretrainedRanker", "TreeRanker", "load_estimator"]
