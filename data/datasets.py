@@ -22,7 +22,7 @@ from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
-from scarce_ltr.data.tables import find_table, load_table
+from scarce_ltr.data.tables import find_table, load_table, single_table
 from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
@@ -67,6 +67,9 @@ class DataConfig:
     qid: str = "qid"  # data=table: the column of query ids (rows in any order)
     label: str = "label"  # data=table: the column of relevance labels
     features: list[str] = field(default_factory=list)  # data=table: feature columns; []: all others
+    # data=table: a column naming each row's split (its values: data.splits), all splits in the
+    # folder's one table; null: a table per split
+    split_column: str | None = None
     # File of each split inside `path`; ".txt" and ".txt.gz" are tried after the name itself.
     splits: dict[str, str] = field(default_factory=lambda: {s: s for s in SPLITS})
     # Features, fit on train: none | standardize | log1p | log1p-standardize | qg-standardize.
@@ -114,7 +117,11 @@ def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
             return _same_width(splits, cfg, files)
         if cfg.format == "table":
             columns = dict(qid=cfg.qid, label=cfg.label, features=cfg.features)
-            splits = {s: load_table(path, name=s, **columns) for s, path in files.items() if path}
+            splits = {
+                s: load_table(path, name=s, split=_split_rows(cfg, s), **columns)
+                for s, path in files.items()
+                if path
+            }
             return _same_width(splits, cfg, files)
         splits = {split: load_split(path, name=split) for split, path in files.items() if path}
         for split, path in files.items():
@@ -165,8 +172,13 @@ def split_file(cfg: DataConfig, split: str) -> Path | None:
 def _find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
     """A split's file (``letor``), folder of arrays (``arrays``) or table (``table``)."""
     if cfg.format == "table":
-        return find_table(folder, stem)
+        return single_table(folder) if cfg.split_column else find_table(folder, stem)
     return split_folder(folder, stem) if cfg.format == "arrays" else _find_file(folder, stem)
+
+
+def _split_rows(cfg: DataConfig, split: str) -> tuple[str, str] | None:
+    """``data.split_column``: the column and the value (``data.splits``) of a split's rows."""
+    return (cfg.split_column, cfg.splits[split]) if cfg.split_column else None
 
 
 def _folder(cfg: DataConfig) -> Path:

@@ -2,7 +2,8 @@
 
 ``data.path=<folder>`` holds each split as ``<name>.parquet`` (or ``.pq``), ``<name>.npz`` (one
 1-D array per column, as ``np.savez(path, **columns)`` writes) or a folder ``<name>/`` of
-Parquet parts. A table has one row per item: ``data.qid`` (default ``qid``) and ``data.label``
+Parquet parts; or all splits in the folder's one table, with ``data.split_column=<column>``
+naming each row's split (its values: ``data.splits``). A table has one row per item: ``data.qid`` (default ``qid``) and ``data.label``
 (``label``) columns, and the features: ``data.features=[...]`` in that order, or every other
 numeric column in the table's order. Rows may come in any qid order: they are grouped stably
 (QGs by ascending qid, a QG's rows in table order). NaN in a feature is a missing value.
@@ -45,6 +46,20 @@ def find_table(folder: Path, stem: str) -> Path | None:
     return None
 
 
+def single_table(folder: Path) -> Path | None:
+    """The one table of ``folder`` (``data.split_column``: every split in one table); a folder
+    holding several is refused, naming them."""
+    if not folder.is_dir():
+        return None
+    tables = [p for p in sorted(folder.iterdir()) if find_table(folder, p.name) == p]
+    if len(tables) > 1:
+        names = ", ".join(p.name for p in tables)
+        raise UserError(
+            f"{folder}: data.split_column takes the folder's one table; it holds {names}"
+        )
+    return tables[0] if tables else None
+
+
 def load_table(
     path: str | Path,
     *,
@@ -52,11 +67,14 @@ def load_table(
     qid: str = "qid",
     label: str = "label",
     features: list[str] | None = None,
+    split: tuple[str, str] | None = None,
     cache_root: Path | None = None,
 ) -> RankingSplit:
-    """The split of a table, from the cache when it is current."""
+    """The split of a table (its rows whose column ``split[0]`` is ``split[1]`` when given),
+    from the cache when it is current."""
     source = Path(path).resolve()
     spec = {"qid": qid, "label": label, "features": list(features or [])}
+    spec["split"] = list(split) if split else None
     stamp = {"source": str(source), "files": _file_stamps(source), "columns": spec}
     stamp["version"] = TABLE_VERSION
     key = hashlib.sha1(json.dumps(stamp["columns"] | {"s": str(source)}).encode()).hexdigest()
@@ -67,18 +85,26 @@ def load_table(
     except (OSError, ValueError):
         current = False
     if not current:
-        split, names = read_table(source, name=name, qid=qid, label=label, features=features)
-        info = {"stamp": stamp, "n_items": split.n_items, "feature_names": names}
-        write_arrays(split, target, meta=info)
+        columns = dict(qid=qid, label=label, features=features, split=split)
+        data, names = read_table(source, name=name, **columns)
+        info = {"stamp": stamp, "n_items": data.n_items, "feature_names": names}
+        write_arrays(data, target, meta=info)
     return read_arrays(target, name=name)
 
 
 def read_table(
-    path: Path, *, name: str, qid: str, label: str, features: list[str] | None
+    path: Path,
+    *,
+    name: str,
+    qid: str,
+    label: str,
+    features: list[str] | None,
+    split: tuple[str, str] | None = None,
 ) -> tuple[RankingSplit, list[str]]:
     """The split of a table (no cache) and its feature columns' names, checked."""
     table = _Table.open(path)
-    for role, column in (("data.qid", qid), ("data.label", label)):
+    roles = [("data.qid", qid), ("data.label", label)]
+    for role, column in roles + ([("data.split_column", split[0])] if split else []):
         if column not in table.names:
             raise UserError(
                 f"{path}: no {role} column '{column}'; its columns: {', '.join(table.names)} "
@@ -96,23 +122,42 @@ def read_table(
             raise UserError(f"{path}: data.features {', '.join(map(repr, bad))} not numeric")
         chosen = list(features)
     else:
-        chosen = [c for c in table.names if c not in (qid, label) and table.numeric(c)]
+        taken = (qid, label, split[0] if split else None)
+        chosen = [c for c in table.names if c not in taken and table.numeric(c)]
         if not chosen:
             raise UserError(f"{path}: no numeric column besides {qid} and {label}")
-    table.load([qid, label, *chosen])
+    table.load([qid, label, *chosen, *([split[0]] if split else [])])
     qids = _qids(table.column(qid), path, qid)
-    order = np.argsort(qids, kind="stable")
-    in_order = bool(len(qids) < 2 or (np.diff(qids) >= 0).all())
+    rows = _rows(table, path, split, qids)  # None: every row, in qid order already
+    qids = qids if rows is None else qids[rows]
     values = np.empty((len(qids), len(chosen)), dtype=np.float32)
     for j, column in enumerate(chosen):
         data = table.column(column).astype(np.float32)
-        values[:, j] = data if in_order else data[order]
+        values[:, j] = data if rows is None else data[rows]
     labels = table.column(label).astype(np.float32)
-    labels = labels if in_order else labels[order]
+    labels = labels if rows is None else labels[rows]
     check_labels(labels, f"{path} (column {label}, rows in qid order)")
     group_qids, sizes = np.unique(qids, return_counts=True)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     return RankingSplit(values, labels, offsets, group_qids.astype(np.int64), name), chosen
+
+
+def _rows(table, path: Path, split, qids: np.ndarray) -> np.ndarray | None:
+    """The rows of the split (all without ``split``) in stable qid order; None: all, as they
+    are (already in qid order)."""
+    rows = None
+    if split is not None:
+        column, value = split
+        values = table.column(column).astype(str)
+        rows = np.flatnonzero(values == str(value))
+        if not len(rows):
+            found = ", ".join(map(str, np.unique(values)[:10]))
+            raise UserError(f"{path}: no row has {column}={value} (data.splits); it has {found}")
+    chosen = qids if rows is None else qids[rows]
+    if rows is None and (len(qids) < 2 or (np.diff(qids) >= 0).all()):
+        return None
+    order = np.argsort(chosen, kind="stable")
+    return order if rows is None else rows[order]
 
 
 class _Table:

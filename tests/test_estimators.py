@@ -85,6 +85,7 @@ def test_an_estimator_gives_the_scores_of_the_run_sh_commands(splits, tmp_path) 
     again.fit(*arrays(train), eval_set=arrays(vali))
     assert [c[0] for c in again.commands_] == ["finetune"]
     assert again.pretrain_run_ == ranker.pretrain_run_
+    assert clone(again).pretrained is ranker.encoder_  # clone shares the encoder, not a copy
 
 
 def test_a_tree_gives_the_scores_of_run_sh_baseline(splits, tmp_path) -> None:

@@ -112,3 +112,22 @@ def test_without_pyarrow_a_parquet_file_gets_one_clear_message(tmp_path, monkeyp
     (tmp_path / "train.parquet").write_bytes(b"PAR1")
     with pytest.raises(UserError, match=r"needs pyarrow.*pip install 'scarce-ltr\[parquet\]'"):
         load_table(tmp_path / "train.parquet", name="train")
+
+
+def test_one_table_with_a_split_column(splits, tmp_path) -> None:
+    table: dict[str, list[np.ndarray]] = {}
+    for name, split in splits.items():
+        for key, values in (columns(split) | {"split": np.array([name] * split.n_items)}).items():
+            table.setdefault(key, []).append(values)
+    (tmp_path / "all").mkdir()
+    np.savez(tmp_path / "all" / "items.npz", **{k: np.concatenate(v) for k, v in table.items()})
+    keys = ["data=table", f"data.path={tmp_path / 'all'}", "data.split_column=split"]
+    cfg, _ = load_config(CommonConfig, keys)
+    for name, split in load_dataset(cfg.data).items():
+        assert_same_arrays(split, splits[name])
+    cfg, _ = load_config(CommonConfig, [*keys, "data.splits.vali=valid"])
+    with pytest.raises(UserError, match="no row has split=valid .*; it has test, train, vali"):
+        load_dataset(cfg.data)
+    np.savez(tmp_path / "all" / "more.npz", qid=np.zeros(1))
+    with pytest.raises(UserError, match="one table; it holds items.npz, more.npz"):
+        load_dataset(cfg.data)
