@@ -3,26 +3,35 @@
 Accepted lines: ``<label> qid:<int> <index>:<value> ... [# comment]`` with 1-based sparse indices
 (absent features are 0), integer or float labels, CRLF or LF line ends, blank and comment-only
 lines; plain or gzip-compressed. Also LightGBM-style files without ``qid:`` and a ``<file>.query``
-file beside them holding one QG size per line.
+file beside them holding one QG size per line. A UTF-8 byte-order mark at the start of a file is
+skipped (as most readers do); a NUL byte in a line, which binary and UTF-16 files are full of, is
+named as such, and so is a byte-order mark in the middle (files joined with ``cat``).
 
 Every value is checked against what it is stored as: labels and features must be finite in
 float32 (|x| <= 3.4e38; a larger value would turn into inf and then NaN in every split after
 standardising), qids must be integers that float64 holds exactly (|qid| < 2**53), feature
-indices at most `MAX_FEATURE_INDEX` (the features are dense). A feature index given twice on one
+indices at most `MAX_FEATURE_INDEX` (the features are dense). A qid or feature index must be
+written as an integer (``[+-]?<digits>``): ``qid:1.0`` and ``1.0:<value>`` are refused by every
+path, as scikit-learn's `load_svmlight_file` refuses them. A feature index given twice on one
 line is an error: the format gives no meaning to it, and taking either value would be a guess.
+Before the dense ``[n_items, n_features]`` float32 array is allocated its size is checked against
+the memory available (`available_memory`): one stray large index would otherwise get the
+process killed by the kernel instead of a message naming its line.
 
 Parsing works over chunks of the file, three ways, the first that accepts a chunk wins. Chunks
 of dense lines (every line the same features, no comment or blank line: MSLR, Yahoo) go through
 numpy's C text reader after a check of the line structure (`_parse_dense`); other chunks through
 vectorized numpy token code (`_parse_fast`); a chunk either refuses is parsed again line by line
 in Python (`_parse_slow`), which names the first bad line and says what was expected. All three
-give values equal to ``float(token)``; the slow path is the reference the tests compare the
-others with. Large files are parsed by forked worker processes when cores are idle.
+give values equal to ``float(token)`` and accept and refuse the same lines; the slow path is
+the reference the tests compare the others with. Large files are parsed by forked worker
+processes when cores are idle.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import gzip
 import io
 import itertools
@@ -57,6 +66,9 @@ _EXPECTED = "expected '<label> qid:<int> <index>:<value> ...'"
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_QID = 2**53
 MAX_FEATURE_INDEX = 1_000_000  # dense [n_items, n_features] float32: more is a mistake
+_MAX_DENSE_PAIRS = 1 << 16  # wider dense lines take the token path (a record type per width)
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 @dataclass
@@ -96,6 +108,7 @@ def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
     line_numbers = np.concatenate([c.line_numbers for c in chunks])
     has_qid = chunks[0].has_qid
     n_features = max((_width(c) for c in chunks), default=0)
+    _check_memory(path, chunks, len(labels), n_features)
     features = np.zeros((len(labels), n_features), dtype=np.float32)
     start = 0
     for c in chunks:
@@ -113,6 +126,67 @@ def read_letor(path: str | Path, *, name: str | None = None) -> RankingSplit:
     return RankingSplit(
         features, labels.astype(np.float32), offsets, qids, name or _split_name(path)
     )
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate without swapping: ``MemAvailable`` of
+    ``/proc/meminfo``, lowered to the room left under a cgroup v2 limit (a container's), or
+    the free pages `os.sysconf` counts elsewhere; None when the system says nothing."""
+    try:
+        meminfo = Path("/proc/meminfo").read_text()
+        match = re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.MULTILINE)
+        available = int(match.group(1)) * 1024 if match else None
+    except OSError:
+        available = None
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit.isdigit():
+            available = min(available, max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def _check_memory(path: Path, chunks: list[_Parsed], n_items: int, n_features: int) -> None:
+    """Refuse, naming the line of the largest feature index, a dense feature array larger
+    than the memory available: allocating it would get the process killed by the kernel."""
+    needed = n_items * n_features * 4
+    available = available_memory()
+    if available is None or needed <= available:
+        return
+    line = None
+    for c in chunks:
+        if _width(c) == n_features and len(c.labels):
+            at = 0 if c.width is not None else int(c.rows[np.argmax(c.cols)])
+            line = int(c.line_numbers[at])
+            break
+    stored = sum(len(c.values) for c in chunks)
+    if stored < n_items * n_features // 2:  # mostly absent features: a stray index
+        way_out = (
+            f"feature index {n_features:,} on this line is the largest; the features are "
+            "stored dense, so renumber the feature indices to be contiguous or drop the stray one"
+        )
+    else:
+        way_out = "use a machine with more memory, or split the file"
+    raise DataFormatError(
+        path,
+        line,
+        f"{n_items:,} items x {n_features:,} features need {_bytes(needed)} as dense float32, "
+        f"more than the {_bytes(available)} of memory available; {way_out}",
+    )
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def _width(parsed: _Parsed) -> int:
@@ -171,7 +245,7 @@ def parse_chunks(path: Path, on_block=None):
 def _parsed_blocks(path: Path, on_block, *, values_dtype=np.float64):
     """`parse_chunks`, with ``width`` standing for ``rows`` and ``cols`` where it can, and the
     values as ``values_dtype``."""
-    blocks = _reported(_read_blocks(path), on_block)
+    blocks = _without_bom(_reported(_read_blocks(path), on_block))
     for block, first_line in blocks:
         first = next((ln for ln in block.split(b"\n") if ln.split(b"#")[0].strip()), None)
         if first is None:
@@ -191,6 +265,15 @@ def _reported(blocks, on_block):
     for block, first_line in blocks:
         if on_block is not None:
             on_block(len(block))
+        yield block, first_line
+
+
+def _without_bom(blocks):
+    """``blocks`` with a UTF-8 byte-order mark at the start of the file dropped (Windows
+    editors write one); after `_reported`, so progress still counts every byte."""
+    for block, first_line in blocks:
+        if first_line == 1 and block.startswith(_UTF8_BOM):
+            block = block[len(_UTF8_BOM) :]
         yield block, first_line
 
 
@@ -279,7 +362,8 @@ def _parse_dense(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None
     file written dense) and hold no blank line, comment or odd byte; None for anything else.
 
     numpy's C text reader (`np.loadtxt`) converts the tokens with CPython's own correctly
-    rounded ``PyOS_string_to_double``, so every value is what ``float(token)`` gives. The line
+    rounded ``PyOS_string_to_double``, so every value is what ``float(token)`` gives; qids and
+    indices are read as integers (`_dense_dtype`), so ``1.0`` there is refused. The line
     structure is checked from colon and whitespace positions: every colon sits inside a word,
     no word holds two, and each line has ``P + qid`` colons with the first one ending ``qid:``
     after one label word. With the field count that `np.loadtxt` enforces (1 + qid + 2P per
@@ -327,31 +411,49 @@ def _parse_dense(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None
             np.logical_or.reduceat(space, np.stack([line_start, first], 1).ravel())[::2]
         ):
             return None  # the label word holds a colon
+    if n_pairs > _MAX_DENSE_PAIRS:
+        return None
     text = block.translate(_SEPARATORS_QID if has_qid else _SEPARATORS)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            table = np.loadtxt(io.BytesIO(text), dtype=np.float64, comments=None, ndmin=2)
-    except (ValueError, Warning):  # a token that is no number, an empty table
+            table = np.loadtxt(
+                io.BytesIO(text), dtype=_dense_dtype(has_qid, n_pairs), comments=None, ndmin=1
+            )
+    except (ValueError, Warning):  # a token that is no number (no integer), a column count off
         return None
-    if table.shape != (n, head + 2 * n_pairs):
+    if table.shape != (n,):
         return None
-    labels = table[:, 0]
-    qids = table[:, 1] if has_qid else np.zeros(0)
-    values = table[:, head + 1 :: 2].ravel()
+    # Every field is 8 bytes: the records are rows of one [n, fields] table, read both ways.
+    as_float = table.view(np.float64).reshape(n, head + 2 * n_pairs)
+    as_int = table.view(np.int64).reshape(n, head + 2 * n_pairs)
+    labels = as_float[:, 0]
+    qids = as_int[:, 1].astype(np.float64) if has_qid else np.zeros(0)
+    values = as_float[:, head + 1 :: 2].ravel()
     if not _numbers_ok(labels, qids, values):
         return None
     line_numbers = np.arange(first_line, first_line + n, dtype=np.int64)
     labels, qids = np.ascontiguousarray(labels), np.ascontiguousarray(qids)
     if n_pairs <= MAX_FEATURE_INDEX and np.array_equal(
-        table[:, head::2], np.broadcast_to(np.arange(1, n_pairs + 1), (n, n_pairs))
+        as_int[:, head::2], np.broadcast_to(np.arange(1, n_pairs + 1), (n, n_pairs))
     ):
         return _Parsed(labels, qids, None, None, values, line_numbers, has_qid, n_pairs)  # type: ignore[arg-type]
-    cols = table[:, head::2].ravel()
+    cols = as_int[:, head::2].ravel()
     rows = np.repeat(np.arange(n, dtype=np.int64), n_pairs)
     if not _indices_ok(rows, cols):
         return None
     return _Parsed(labels, qids, rows, cols.astype(np.int64) - 1, values, line_numbers, has_qid)
+
+
+@functools.lru_cache(maxsize=8)
+def _dense_dtype(has_qid: bool, n_pairs: int) -> np.dtype:
+    """Record of one dense line: float64 label and values, int64 qid and indices. numpy's
+    integer reader takes ``[+-]?<digits>`` only, so ``qid:1.0`` and ``1.0:<value>`` are
+    refused here as on the slow path (reading float columns would take them as 1), and it
+    reads integers faster than floats: ~40 % off `np.loadtxt` on an MSLR block."""
+    head = 2 if has_qid else 1
+    kinds = ["f8", "i8"][:head] + ["i8", "f8"] * n_pairs
+    return np.dtype([(f"f{i}", kind) for i, kind in enumerate(kinds)])
 
 
 def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
@@ -366,9 +468,10 @@ def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
     not_space = ~is_space
     starts = np.flatnonzero(not_space & np.concatenate(([True], is_space[:-1])))
     ends = np.flatnonzero(not_space & np.concatenate((is_space[1:], [True])))
-    numbers = _decimal_numbers(buf, starts, ends, cleaned)
-    if numbers is None:
+    decoded = _decimal_numbers(buf, starts, ends, cleaned)
+    if decoded is None:
         return None
+    numbers, integer_text = decoded
     # Line of every token and of every line break; blank lines hold no token.
     token_line = np.searchsorted(newline, starts)
     n_lines_in_block = len(newline)
@@ -399,6 +502,11 @@ def _parse_fast(block: bytes, first_line: int, has_qid: bool) -> _Parsed | None:
     if len(index_tokens) and (
         np.any(raw[ends[index_tokens] + 1] != ord(":"))
         or np.any(raw[starts[value_tokens] - 1] != ord(":"))
+    ):
+        return None
+    # qid:1.0 and 1.0:<value> are refused as the slow path refuses them, whatever they equal.
+    if not np.all(integer_text[index_tokens]) or (
+        has_qid and not np.all(integer_text[first_token + 1])
     ):
         return None
     cols = numbers[index_tokens]
@@ -458,8 +566,9 @@ def _has_duplicate_index(rows: np.ndarray, cols: np.ndarray) -> bool:
 
 def _decimal_numbers(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, cleaned: bytes
-) -> np.ndarray | None:
-    """``[n_tokens]`` float64 values of the tokens ``cleaned[starts[i]:ends[i] + 1]``, or None.
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``[n_tokens]`` float64 values of the tokens ``cleaned[starts[i]:ends[i] + 1]`` and
+    ``[n_tokens]`` bool, whether each is written as an integer (``[+-]?<digits>``); or None.
 
     Plain decimals (``-12.5``, ``3``, ``.25``) are converted without a Python loop: their digits
     form an integer mantissa (exact in float64 below 2**53) divided by a power of ten, which
@@ -482,6 +591,7 @@ def _decimal_numbers(
     dots = (packed >> 6) & 63
     signs = (packed >> 12) & 63
     others = packed >> 18
+    integer_text = (others == 0) & (dots == 0) & (signs == is_sign[starts]) & (digits >= 1)
     simple = (others == 0) & (dots <= 1) & (signs == is_sign[starts])
     simple &= (digits >= 1) & (digits <= _MAX_DIGITS)
     digit_pos = np.flatnonzero(is_digit)
@@ -507,7 +617,7 @@ def _decimal_numbers(
             values[i] = float(cleaned[starts[i] : ends[i] + 1])
         except ValueError:
             return None
-    return values
+    return values, integer_text
 
 
 def _parse_slow(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Parsed:
@@ -515,7 +625,17 @@ def _parse_slow(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Pa
     labels, qids, rows, cols, values, line_numbers = [], [], [], [], [], []
     for offset, raw_line in enumerate(block.split(b"\n")[:-1]):
         number = first_line + offset
-        tokens = raw_line.split(b"#", 1)[0].split()
+        data = raw_line.split(b"#", 1)[0]
+        tokens = data.split()
+        if (number == 1 and raw_line.startswith(_UTF16_BOMS)) or b"\0" in data:
+            raise DataFormatError(path, number, _binary_problem(raw_line))
+        if _UTF8_BOM in data:
+            raise DataFormatError(
+                path,
+                number,
+                "UTF-8 byte-order mark (EF BB BF) inside the file, where only text may be "
+                "(files joined with cat?); remove it",
+            )
         if not tokens:
             continue
         text = [t.decode("utf-8", "replace") for t in tokens]
@@ -578,6 +698,22 @@ def _parse_slow(block: bytes, first_line: int, has_qid: bool, path: Path) -> _Pa
         values=np.asarray(values, dtype=np.float64),
         line_numbers=np.asarray(line_numbers, dtype=np.int64),
         has_qid=has_qid,
+    )
+
+
+def _binary_problem(line: bytes) -> str:
+    """What a line holding NUL bytes (or opening with a UTF-16 byte-order mark) looks like:
+    UTF-16 text of ASCII characters has a NUL beside every one, about half its bytes."""
+    nul = line.count(b"\0")
+    if line.startswith(_UTF16_BOMS) or 0.3 * len(line) <= nul <= 0.7 * len(line):
+        return (
+            "the file looks like UTF-16 text (a NUL byte beside every character), not UTF-8; "
+            "save it as UTF-8 or ASCII"
+        )
+    column = line.index(b"\0") + 1
+    return (
+        f"NUL byte (\\0) at column {column}: the file is binary, or not UTF-8 text, or was "
+        "cut short and padded with zeros"
     )
 
 
@@ -653,11 +789,20 @@ def query_sizes(path: Path) -> np.ndarray:
         raise DataFormatError(
             path, None, f"lines have no qid: and there is no {query_path.name} file of group sizes"
         )
+    try:
+        data = query_path.read_bytes()
+    except OSError as exc:
+        raise DataFormatError(query_path, None, f"cannot be read ({exc.strerror})") from None
+    if data.startswith(_UTF16_BOMS):
+        raise DataFormatError(query_path, 1, _binary_problem(data.split(b"\n", 1)[0]))
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
     sizes = []
-    for number, line in enumerate(query_path.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
+        if "\0" in line:
+            raise DataFormatError(query_path, number, _binary_problem(line.encode()))
         if not line.strip():
             continue
-        if not line.strip().isdigit() or int(line) < 1:
+        if not re.fullmatch(r"[0-9]+", line.strip()) or int(line) < 1:
             raise DataFormatError(
                 query_path, number, f"'{line.strip()}' is not a group size (a positive integer)"
             )
