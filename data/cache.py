@@ -26,14 +26,13 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.files import file_error
+from scarce_ltr.core.files import file_error, temp_folder_beside
 from scarce_ltr.data.letor import query_file_for, read_letor
 from scarce_ltr.data.ranking_split import RankingSplit
 
@@ -187,7 +186,7 @@ def _open(target: Path, name: str) -> RankingSplit:
 
 def _write(split: RankingSplit, target: Path, stamp: dict) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = temp_folder_beside(target)  # the umask's mode, not mkdtemp's 0o700
     try:
         for key in _ARRAYS:
             np.save(tmp / f"{key}.npy", np.ascontiguousarray(getattr(split, key)))

@@ -322,3 +322,23 @@ def test_errors_name_their_line_across_chunk_boundaries(
                 read_letor(path)
             assert info.value.line == where + 1, (workers, chunk, where, str(info.value))
             assert str(info.value).startswith(f"{path}:{where + 1}: ")
+
+
+def test_the_cache_folder_respects_the_umask(tmp_path) -> None:
+    """Built in a temp folder and renamed into place: mkdir's mode, not mkdtemp's 0o700, so a
+    teammate sharing LTR_CACHE_DIR reads it."""
+    import os
+    import stat
+
+    from scarce_ltr.data.cache import load_split
+
+    source = tmp_path / "train.txt"
+    source.write_text("1 qid:1 1:0.5 2:1\n0 qid:1 1:0.2 2:0\n")
+    old = os.umask(0o022)
+    try:
+        load_split(source, name="train", cache_root=tmp_path / "cache")
+    finally:
+        os.umask(old)
+    (entry,) = (tmp_path / "cache").iterdir()
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o755
+    assert {stat.S_IMODE(p.stat().st_mode) for p in entry.iterdir()} == {0o644}
