@@ -105,14 +105,7 @@ def test_following_the_combine_advice_mixes_the_runs(tmp_path) -> None:
 def test_following_the_positional_advice_predicts(tmp_path) -> None:
     folder = tmp_path / "gbdt" / "frac=1" / "seed=0"
     run(["baseline", "gbdt", *tiny_data(), *GBDT, f"run_dir={folder}"])
-    data = tmp_path / "test.txt"
-    from scarce_ltr.core.config import load_config
-    from scarce_ltr.data.datasets import load_dataset
-    from scarce_ltr.data.letor import write_letor
-    from scarce_ltr.data.stage_config import CommonConfig
-
-    cfg, _ = load_config(CommonConfig, tiny_data())
-    write_letor(load_dataset(cfg.data)["test"], data, precision=9)
+    data = _tiny_test_file(tmp_path / "test.txt")
     both = ["predict", str(folder), f"run={folder}", f"data.path={data}"]
     with pytest.raises(UserError, match="give one"):
         run(both)
@@ -155,3 +148,40 @@ def test_a_finetuning_checkpoint_with_a_relative_data_path_resumes(tmp_path, mon
     other = new.replace("0.001", "0.002")
     with pytest.raises(UserError, match=r"other settings \(lrs differ\)"):
         _check_identity(tmp_path / "run", old, other)
+
+
+def _tiny_test_file(path: Path) -> Path:
+    from scarce_ltr.core.config import load_config
+    from scarce_ltr.data.datasets import load_dataset
+    from scarce_ltr.data.letor import write_letor
+    from scarce_ltr.data.stage_config import CommonConfig
+
+    cfg, _ = load_config(CommonConfig, tiny_data())
+    write_letor(load_dataset(cfg.data)["test"], path, precision=9)
+    return path
+
+
+def test_following_the_two_inputs_for_one_csv_advice_predicts(tmp_path) -> None:
+    import gzip
+
+    model = tmp_path / "gbdt"
+    run(["baseline", "gbdt", *tiny_data(), *GBDT, f"run_dir={model}"])
+    data = tmp_path / "data"
+    data.mkdir()
+    plain = _tiny_test_file(data / "test.txt")
+    (data / "test.txt.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    args = ["predict", str(model), f"out={tmp_path / 'out'}"]
+    with pytest.raises(UserError, match=r"give data.path=<one file>"):
+        run([*args, f"data.path={data}"])
+    run([*args, f"data.path={plain}"])  # the advice
+    assert (tmp_path / "out" / "test.csv").is_file()
+
+
+def test_following_the_other_settings_advice_trains(tmp_path) -> None:
+    folder = tmp_path / "run"
+    run(["baseline", "gbdt", *tiny_data(), *GBDT, f"run_dir={folder}"])
+    other = ["baseline", "gbdt", *tiny_data(), *GBDT, "seed=1"]
+    with pytest.raises(UserError, match=r"give run_dir=<another folder>"):
+        run([*other, f"run_dir={folder}"])
+    run([*other, f"run_dir={tmp_path / 'another'}"])  # the advice
+    assert (tmp_path / "another" / "DONE").is_file() and (folder / "DONE").is_file()
