@@ -199,10 +199,16 @@ def _folder(cfg: DataConfig) -> Path:
 
 
 def _find_file(folder: Path, stem: str) -> Path | None:
-    for candidate in (stem, f"{stem}.txt", f"{stem}.txt.gz", f"{stem}.gz"):
-        path = folder / candidate
+    candidates = [folder / c for c in (stem, f"{stem}.txt", f"{stem}.txt.gz", f"{stem}.gz")]
+    for path in candidates:
         if path.is_file():
             return path
+    for path in candidates:  # not "missing": a folder stands where the file belongs
+        if path.is_dir():
+            raise UserError(
+                f"{path} is a folder; a LETOR file (plain or .gz) is expected there "
+                "(data=arrays reads a folder of .npy arrays per split)"
+            )
     return None
 
 

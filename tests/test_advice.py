@@ -185,3 +185,12 @@ def test_following_the_other_settings_advice_trains(tmp_path) -> None:
         run([*other, f"run_dir={folder}"])
     run([*other, f"run_dir={tmp_path / 'another'}"])  # the advice
     assert (tmp_path / "another" / "DONE").is_file() and (folder / "DONE").is_file()
+
+
+def test_a_folder_where_a_split_file_belongs_is_named(tmp_path) -> None:
+    data = _letor(tmp_path / "data")
+    (data / "train.txt").unlink()
+    (data / "train").mkdir()
+    args = ["baseline", "gbdt", "data=letor", f"data.path={data}", *GBDT]
+    with pytest.raises(UserError, match=r"data/train is a folder; a LETOR file .* is expected"):
+        run([*args, f"run_dir={tmp_path / 'run'}"])
