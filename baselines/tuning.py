@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from scarce_ltr.core.config import MAX_EPOCHS, MAX_TRIALS
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -38,11 +39,13 @@ class SearchOptions:
     params: dict[str, Any] = field(default_factory=dict)  # any backend parameter, every trial
 
     def __post_init__(self) -> None:
-        if self.n_trials < 1:
-            raise ValueError(f"{self.section}.n_trials must be >= 1, got {self.n_trials}")
+        if not 1 <= self.n_trials <= MAX_TRIALS:
+            raise ValueError(
+                f"{self.section}.n_trials must be >= 1 and <= {MAX_TRIALS}, got {self.n_trials}"
+            )
         for key in ("max_rounds", "early_stopping_rounds"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{self.section}.{key} must be >= 1")
+            if not 1 <= getattr(self, key) <= MAX_EPOCHS:
+                raise ValueError(f"{self.section}.{key} must be >= 1 and <= {MAX_EPOCHS}")
         if self.num_threads < 0:
             raise ValueError(f"{self.section}.num_threads must be >= 0 (0: every core)")
         if self.params:

@@ -46,6 +46,7 @@ LOGGERS = ("wandb", "none")
 SEED_MAX = 2**32 - 1  # numpy's seeds (np.random.seed) are 0 .. 2**32 - 1
 # More epochs (or boosting rounds) than this is a typo (epochs=1e23), not a plan: refused.
 MAX_EPOCHS = 1_000_000
+MAX_TRIALS = 100_000  # Optuna trials, likewise
 INT64_MAX = 2**63 - 1  # numpy and torch hold integers in int64
 # Byte-order marks of a --config file and their codecs; UTF-32's before UTF-16's, which they
 # begin with.

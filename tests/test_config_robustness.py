@@ -151,6 +151,17 @@ def test_the_largest_numpy_seed_is_taken() -> None:
         ),
         ("baseline", ["gbdt.learning_rate=inf"], r"gbdt\.learning_rate must be > 0 and finite"),
         ("baseline", ["gbdt.max_rounds=1000000000"], r"gbdt\.max_rounds must be >= 1 and <= 1000"),
+        ("baseline", ["gbdt.n_trials=1000000000"], r"gbdt\.n_trials must be >= 1 and <= 100000"),
+        (
+            "baseline",
+            ["method=catboost", "catboost.max_rounds=1000000000"],
+            r"catboost\.max_rounds must be >= 1 and <= 1000000",
+        ),
+        (
+            "baseline",
+            ["method=xgboost", "xgboost.n_trials=1000000000"],
+            r"xgboost\.n_trials must be >= 1 and <= 100000",
+        ),
         # keys of sections that declare no range: the nets for nan and beyond-int64 integers
         ("common", ["scarcity.binary_tau=nan"], r"config key 'scarcity\.binary_tau' is nan"),
         ("pretrain", ["item_budget=100000000000000000000000"], r"'item_budget'=1000.*too large"),

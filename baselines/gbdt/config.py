@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scarce_ltr.core.config import MAX_EPOCHS, POSITIVE, Allowed, allowed, check_allowed
+from scarce_ltr.core.config import MAX_EPOCHS, MAX_TRIALS, POSITIVE, Allowed, allowed, check_allowed
 
 GRIDS = ("paper", "full")
 # paper-grid: the paper's baseline (``grid``); optuna: a seeded TPE search of `search_space`.
@@ -73,8 +73,8 @@ class GBDTOptions:
                 )
         if not self.objectives:
             raise ValueError("gbdt.objectives must name at least one objective")
-        if self.n_trials < 1:
-            raise ValueError(f"gbdt.n_trials must be >= 1, got {self.n_trials}")
+        if not 1 <= self.n_trials <= MAX_TRIALS:
+            raise ValueError(f"gbdt.n_trials must be >= 1 and <= {MAX_TRIALS}, got {self.n_trials}")
         main_params = lightgbm_param_names(self.params)
         if self.search == "paper-grid":
             for key in set(main_params.values()) & set(GRID_PARAMS):
