@@ -95,9 +95,21 @@ def test_collect_reads_curves_costs_and_per_qg(tmp_path: Path) -> None:
     assert by_model["gbdt"]["curves"]["vali NDCG@5 per grid point (trees)"] == [[1, 0.3], [2, 0.35]]
     qg = by_model["gbdt"]["qg"]
     assert qg["qids"] == [1, 2, 3] and qg["outlier"] == [False, False, True]
-    assert all(v is None or 0 <= v <= 1 for v in qg["ndcg"])
+    # gbdt, seed 0: the scores _scores wrote (shift 4 * 0.40), NDCG@5 per QG by a plain loop.
+    labels = np.array([2, 0, 1, 0, 0, 1, 0, 0, 1, 0, 2, 0], dtype=np.float32)
+    scores = np.random.default_rng(160).normal(size=12) + 1.6 * labels
+    assert qg["ndcg"] == pytest.approx([_ndcg5(labels[o : o + 4], scores[o : o + 4])
+                                        for o in (0, 4, 8)], abs=1e-5)  # fmt: skip
     colours = data["colours"]
     assert len(set(colours.values())) == len(colours) == 3  # one colour per model
+
+
+def _ndcg5(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Gain 2^y - 1, discount 1 / log2(rank + 1), ties in input order (the one convention)."""
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    dcg = sum((2 ** labels[i] - 1) / np.log2(r + 2) for r, i in enumerate(order[:5]))
+    ideal = sorted(labels, reverse=True)[:5]
+    return dcg / sum((2**y - 1) / np.log2(r + 2) for r, y in enumerate(ideal))
 
 
 def test_colours_stay_distinct_past_ten_models() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -237,4 +235,7 @@ def test_config_errors() -> None:
         load_config(FinetuneConfig, [*TINY, "strategy=lp", "head=mlp", "full_epochs=0"])
     with pytest.raises(Exception, match="runs"):
         load_config(FinetuneConfig, [*TINY, "strategy=combine", "full_epochs=0"])
-    assert math.isfinite(load_config(FinetuneConfig, TINY)[0].optimizer.lr)
+    # Finetuning's own default rate (the paper's 5e-5), not pretraining's 5e-4 it shares a
+    # schema with; an override replaces it.
+    assert load_config(FinetuneConfig, TINY)[0].optimizer.lr == 5e-5
+    assert load_config(FinetuneConfig, [*TINY, "optimizer.lr=1e-3"])[0].optimizer.lr == 1e-3

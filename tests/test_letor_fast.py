@@ -169,4 +169,24 @@ def test_small_files_and_busy_machines_parse_in_this_process(tmp_path: Path, mon
     monkeypatch.setattr(letor, "_busy_cores", lambda: 0.0)
     cores = min(len(os.sched_getaffinity(0)), letor.MAX_WORKERS)
     assert letor._worker_count(path) == (cores if cores >= 2 else 1)
-    assert letor._busy_cores() >= 0  # this test's own task is not counted
+
+
+def test_busy_cores_are_the_runnable_tasks_less_this_one(monkeypatch) -> None:
+    """/proc/loadavg's 4th field counts runnable tasks with this one; without the file, the
+    1-minute load average stands in."""
+    real = letor.Path.read_text
+
+    def loadavg(path, *args, **kwargs):
+        if str(path) == "/proc/loadavg":
+            return "0.52 0.40 0.33 3/215 12345\n"
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(letor.Path, "read_text", loadavg)
+    assert letor._busy_cores() == 2.0
+
+    def unreadable(path, *args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(letor.Path, "read_text", unreadable)
+    monkeypatch.setattr(letor.os, "getloadavg", lambda: (1.25, 1.0, 0.5))
+    assert letor._busy_cores() == 1.25

@@ -43,12 +43,37 @@ def test_bad_optimizer_keys_are_refused() -> None:
         OptimizerConfig(warmup=1.0)
 
 
-def test_the_a25_recipe_runs_pretraining_and_finetuning(tmp_path) -> None:
+def test_the_a25_recipe_runs_pretraining_and_finetuning(tmp_path, monkeypatch) -> None:
+    """The recipe's keys reach both training loops: AdamW with its decay, and a cosine rate that
+    warms up from 0 to the base rate and decays again within each run (each finetuning phase)."""
+    from scarce_ltr.core import optim
+    from scarce_ltr.finetune import loop
+    from scarce_ltr.pretrain import train
+
+    steps: list[tuple[str, type, float, float]] = []
+
+    def recording(stage: str):
+        def set_and_record(optimizer, lr, **schedule) -> None:
+            optim.set_learning_rate(optimizer, lr, **schedule)
+            group = optimizer.param_groups[0]
+            steps.append((stage, type(optimizer), group["weight_decay"], group["lr"] / lr))
+
+        return set_and_record
+
+    monkeypatch.setattr(train, "set_learning_rate", recording("pretrain"))
+    monkeypatch.setattr(loop, "set_learning_rate", recording("finetune"))
     recipe = ["optimizer.name=adamw", "optimizer.weight_decay=0.01", "optimizer.schedule=cosine"]
     pre, fine = tmp_path / "pre", tmp_path / "fine"
-    run(["pretrain", "simclr-rank", *tiny_pretraining(), *recipe, "epochs=2",
+    run(["pretrain", "simclr-rank", *tiny_pretraining(), *recipe, "epochs=2", "item_budget=300",
          "monitor.enabled=false", f"run_dir={pre}"])  # fmt: skip
     report = run(["finetune", "full", *tiny_pretraining()[:4], "logger=none", *recipe,
-                  "epochs=2", "head_hidden=8", f"pretrained={pre}", f"run_dir={fine}"])  # fmt: skip
+                  "epochs=4", "item_budget=300", "head_hidden=8", f"pretrained={pre}",
+                  f"run_dir={fine}"])  # fmt: skip
     assert "schedule: cosine" in (fine / "config.yaml").read_text()
-    assert report["metrics"]["test"]["ndcg@5"] >= 0
+    assert 0 < report["metrics"]["test"]["ndcg@5"] <= 1
+    for stage in ("pretrain", "finetune"):
+        mine = [s for s in steps if s[0] == stage]
+        assert len(mine) >= 4 and {(s[1], s[2]) for s in mine} == {(torch.optim.AdamW, 0.01)}
+        factors = [s[3] for s in mine]
+        assert factors[0] == 0.0  # the warmup starts at 0
+        assert max(factors) > 0.5 and factors[-1] < max(factors)  # ... rises, then decays

@@ -100,4 +100,6 @@ def test_a_finished_baseline_ends_with_its_block(tmp_path: Path, capsys) -> None
     assert f"{report['metrics']['test']['ndcg@5']:.4f}" in test_line
     # The chosen model's per-round vali curve (W&B's round/vali_ndcg@5, the dashboard's curve).
     curve = report["rounds_vali_ndcg@5"]
-    assert len(curve) >= report["selected"]["rounds"] and all(0 <= v <= 1 for v in curve)
+    rounds = report["selected"]["rounds"]
+    assert len(curve) >= rounds and all(0 <= v <= 1 for v in curve)
+    assert curve.index(max(curve)) == rounds - 1  # the round kept is the curve's first best
