@@ -90,26 +90,11 @@ def atomic_path(path: Path, *, key: str = "run_dir") -> Iterator[Path]:
 
 @contextlib.contextmanager
 def _atomic_file(path: Path, mode: str, key: str = "run_dir") -> Iterator[Any]:
-    """A temp file beside ``path``, flushed, synced and renamed onto it when the block ends
-    without an error, removed otherwise; an `OSError` becomes a `UserError` naming ``path``."""
-    path = Path(path)
-    fd, tmp = _locked_temp(path, key)
-    lock = os.dup(fd)  # holds the flock while ``f`` closes, until the rename is done
-    try:
+    """`atomic_path`'s temp file, opened in ``mode`` and flushed before it is renamed."""
+    with atomic_path(path, key=key) as tmp:
         text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
-        with os.fdopen(fd, mode, **text) as f:
+        with open(tmp, mode, **text) as f:
             yield f
-            f.flush()
-            os.fsync(f.fileno())
-            os.fchmod(f.fileno(), file_mode())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise file_error(exc, "write", path, key=key) from None
-        raise
-    finally:
-        os.close(lock)
 
 
 def _locked_temp(path: Path, key: str) -> tuple[int, Path]:
