@@ -129,6 +129,9 @@ def test_clone_round_trip_and_the_parameter_protocol(splits) -> None:
                and k not in tree.get_params())  # fmt: skip
     copy = clone(tree)
     assert copy.get_params() == tree.get_params() and not hasattr(copy, "ranker_")
+    held_out = copy.fit(*arrays(splits["train"]))  # no eval_set: 20% of the labeled QGs
+    assert held_out.n_labeled_groups_ == 24  # 6 of the 30 labeled QGs validate
+    copy = clone(tree)
     with pytest.raises(ValueError, match="not fitted"):
         copy.predict(*arrays(splits["test"])[::2])
 
