@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tiny import tiny_data
+from tiny import letor_folder, tiny_data
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
@@ -14,25 +14,11 @@ from scarce_ltr.core.errors import UserError
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=5", "logger=none"]
 
 
-def _letor(folder: Path, *, zero_labels: tuple[str, ...] = ()) -> Path:
-    """4 QGs of 4 items per split, 3 features; the splits named in ``zero_labels`` all 0."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "vali", "test"):
-        lines = [
-            f"{0 if split in zero_labels else i % 3} qid:{q} 1:{q * 0.5 + i} "
-            f"2:{(q * 7 + i * 3) % 5} 3:{i * 1.5}"
-            for q in range(1, 5)
-            for i in range(4)
-        ]
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return folder
-
-
 @pytest.mark.parametrize("split", ["train", "vali"])
 def test_a_split_whose_labels_are_all_zero_is_named_without_dead_end_advice(
     split, tmp_path
 ) -> None:
-    data = _letor(tmp_path / "data", zero_labels=(split,))
+    data = letor_folder(tmp_path / "data", zero_labels=(split,))
     args = ["baseline", "gbdt", "data=letor", f"data.path={data}", "data.outliers.method=none"]
     with pytest.raises(UserError) as error:
         run([*args, *GBDT, f"run_dir={tmp_path / 'run'}"])
@@ -66,12 +52,12 @@ def test_combine_over_a_baseline_run_says_it_takes_finetuned_runs(tmp_path) -> N
 
 
 def test_following_the_all_zero_labels_advice_trains(tmp_path) -> None:
-    data = _letor(tmp_path / "data", zero_labels=("train",))
+    data = letor_folder(tmp_path / "data", zero_labels=("train",))
     args = ["baseline", "gbdt", "data=letor", f"data.path={data}", "data.outliers.method=none",
             *GBDT, f"run_dir={tmp_path / 'run'}"]  # fmt: skip
     with pytest.raises(UserError, match="relevant items need a label above 0"):
         run(args)
-    _letor(data)  # the advice: graded labels in the first column
+    letor_folder(data)  # the advice: graded labels in the first column
     run(args)  # the same command, the same run folder
     assert (tmp_path / "run" / "DONE").is_file()
 
@@ -188,7 +174,7 @@ def test_following_the_other_settings_advice_trains(tmp_path) -> None:
 
 
 def test_a_folder_where_a_split_file_belongs_is_named(tmp_path) -> None:
-    data = _letor(tmp_path / "data")
+    data = letor_folder(tmp_path / "data")
     (data / "train.txt").unlink()
     (data / "train").mkdir()
     args = ["baseline", "gbdt", "data=letor", f"data.path={data}", *GBDT]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tiny import tiny_data, tiny_pretraining
+from tiny import letor_folder, tiny_data, tiny_pretraining
 
 from scarce_ltr import cli
 from scarce_ltr.core import files
@@ -25,21 +25,6 @@ from scarce_ltr.core.locks import FolderLock
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import fit_transform
 from scarce_ltr.pretrain.train import CRASH_ENV
-
-
-def _letor(folder: Path, edits: dict[str, dict[int, str]] | None = None) -> Path:
-    """4 QGs of 4 items per split, 3 features; ``edits[split][line]`` replaces a line."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "vali", "test"):
-        lines = [
-            f"{i % 3} qid:{q} 1:{q * 0.5 + i} 2:{(q * 7 + i * 3) % 5} 3:{i * 1.5}"
-            for q in range(1, 5)
-            for i in range(4)
-        ]
-        for number, text in (edits or {}).get(split, {}).items():
-            lines[number - 1] = text
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return folder
 
 
 def _main(monkeypatch, capsys, args: list[str]) -> tuple[int, str]:
@@ -68,7 +53,7 @@ def _case(tmp: Path, name: str) -> tuple[list[str], str]:
     }
     if name in line:
         split, number, text = line[name]
-        _letor(tmp / "data", {split: {number: text}})
+        letor_folder(tmp / "data", {split: {number: text}})
         pattern = {
             "overflow": r"train.txt:3: value of feature 2 is 1e300, beyond the float32 range",
             "duplicate index": r"train.txt:2: feature 1 is given twice \(0.5 and 0.7\)",
@@ -86,7 +71,7 @@ def _case(tmp: Path, name: str) -> tuple[list[str], str]:
             "baseline": ["baseline", "gbdt", *GBDT],
         }[command]
         return [*args, *data, f"run_dir={tmp / 'run'}"], pattern
-    _letor(tmp / "data")
+    letor_folder(tmp / "data")
     (tmp / "a-file").write_text("")
     gbdt = ["baseline", "gbdt", *GBDT, *data]
     if name == "epochs=0":
@@ -156,7 +141,7 @@ def test_bad_input_is_one_line_naming_the_place(name, tmp_path, monkeypatch, cap
 
 
 def test_a_second_process_on_a_run_folder_is_told_the_holder(tmp_path, monkeypatch, capsys):
-    _letor(tmp_path / "data")
+    letor_folder(tmp_path / "data")
     folder = tmp_path / "run"
     args = ["baseline", "gbdt", *GBDT, "data=letor", f"data.path={tmp_path / 'data'}"]
     with FolderLock(folder):  # another open file: flock refuses it like another process
@@ -171,7 +156,7 @@ def test_a_second_process_on_a_run_folder_is_told_the_holder(tmp_path, monkeypat
 
 
 def test_unequal_feature_counts_are_padded_with_a_warning(tmp_path, monkeypatch, capsys):
-    data = _letor(tmp_path / "data", {"vali": {1: "0 qid:1 1:1 5:2"}})
+    data = letor_folder(tmp_path / "data", {"vali": {1: "0 qid:1 1:1 5:2"}})
     code, err = _main(monkeypatch, capsys, ["data-info", "data=letor", f"data.path={data}"])
     assert code == 0
     assert f"{data / 'vali.txt'}: 5" in err and "padded with zero features to 5" in err

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny import tiny_data
+from tiny import letor_folder, tiny_data
 
 from scarce_ltr import cli
 from scarce_ltr.core.config import load_config
@@ -49,19 +49,6 @@ def runs(tmp_path: Path, monkeypatch) -> Path:
     root = tmp_path / "runs"
     monkeypatch.setenv("LTR_RUNS_DIR", str(root))
     return root
-
-
-def _letor(folder: Path) -> Path:
-    """4 QGs of 4 items per split, 3 features."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "vali", "test"):
-        lines = [
-            f"{i % 3} qid:{q} 1:{q * 0.5 + i} 2:{(q * 7 + i * 3) % 5} 3:{i * 1.5}"
-            for q in range(1, 5)
-            for i in range(4)
-        ]
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return folder
 
 
 # --- ranges, nan and inf ---------------------------------------------------------------------
@@ -300,7 +287,7 @@ def test_a_run_folder_whose_files_are_folders_or_that_is_a_file(tmp_path) -> Non
 
 
 def test_letor_data_path_that_is_a_file_is_one_line(tmp_path, runs, monkeypatch, capsys):
-    data = _letor(tmp_path / "data")
+    data = letor_folder(tmp_path / "data")
     args = [*GBDT, "data=letor", f"data.path={data / 'train.txt'}"]
     line = _one_error(*_main(monkeypatch, capsys, args))
     assert re.search(r"data\.path=.*train\.txt: a file; data=letor reads a folder", line), line
@@ -321,7 +308,7 @@ def _start(folder: Path, overrides: list[str]) -> Run:
 
 
 def test_one_data_folder_spelled_three_ways_is_one_setting(tmp_path, monkeypatch) -> None:
-    _letor(tmp_path / "shared" / "Fold1")
+    letor_folder(tmp_path / "shared" / "Fold1")
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     folder = tmp_path / "run"
@@ -337,13 +324,13 @@ def test_one_data_folder_spelled_three_ways_is_one_setting(tmp_path, monkeypatch
     (folder / "config.yaml").write_text(saved.replace(str(tmp_path / "shared"), "../shared"))
     _start(folder, [f"data.path={tmp_path}/shared/Fold1/"])
     # Another folder is another setting.
-    _letor(tmp_path / "other" / "Fold1")
+    letor_folder(tmp_path / "other" / "Fold1")
     with pytest.raises(UserError, match=r"other settings \(data\.path differ\)"):
         _start(folder, [f"data.path={tmp_path}/other/Fold1"])
 
 
 def test_a_run_resumed_with_its_data_folder_spelled_otherwise(tmp_path, runs, monkeypatch, capsys):
-    _letor(tmp_path / "data")
+    letor_folder(tmp_path / "data")
     monkeypatch.chdir(tmp_path)
     args = [*GBDT, "data=letor", "gbdt.grid=paper"]
     code, err = _main(monkeypatch, capsys, [*args, "data.path=data"])

@@ -35,3 +35,22 @@ def tiny_pretraining() -> list[str]:
         "logger=none",
         "monitor.n_items=64",
     ]
+
+
+def letor_folder(
+    folder, edits: dict[str, dict[int, str]] | None = None, *, zero_labels: tuple[str, ...] = ()
+):
+    """train/vali/test.txt of 4 QGs x 4 items, 3 features, labels 0..2 (all 0 in the splits
+    named in ``zero_labels``); ``edits[split][line]`` replaces a line. Returns ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "vali", "test"):
+        lines = [
+            f"{0 if split in zero_labels else i % 3} qid:{q} 1:{q * 0.5 + i} "
+            f"2:{(q * 7 + i * 3) % 5} 3:{i * 1.5}"
+            for q in range(1, 5)
+            for i in range(4)
+        ]
+        for number, text in (edits or {}).get(split, {}).items():
+            lines[number - 1] = text
+        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return folder
