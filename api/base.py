@@ -154,6 +154,9 @@ class Ranker:
             log = None if self.verbose else workspace.path / "log.txt"
             self.commands_: list[list[str]] = []
             self._run_stages(workspace, common, overrides, fraction, log)
+            drawn = ((self.report_ or {}).get("labels") or {}).get("train_labeled_groups")
+            if drawn not in (None, splits["train"].n_groups):  # layout.train_split's promise
+                raise RuntimeError(f"the run labeled {drawn} QGs, not {splits['train'].n_groups}")
             if workspace.temporary:  # the runs keep what they need; the copy of X goes
                 shutil.rmtree(data, ignore_errors=True)
         except BaseException:
