@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from tiny import tiny_data
 
@@ -131,3 +133,47 @@ def test_one_table_with_a_split_column(splits, tmp_path) -> None:
     np.savez(tmp_path / "all" / "more.npz", qid=np.zeros(1))
     with pytest.raises(UserError, match="one table; it holds items.npz, more.npz"):
         load_dataset(cfg.data)
+
+
+def test_predict_table_scores_a_parquet_file_as_the_run_scored_its_test_split(splits, tmp_path):
+    from scarce_ltr.api import TreeRanker, predict_table
+
+    train, vali, test = (columns(splits[s]) for s in ("train", "vali", "test"))
+    names = [f"f{j}" for j in range(12)]
+    frame = {
+        s: pd.DataFrame({n: c[n] for n in names}) for s, c in (("train", train), ("vali", vali))
+    }
+    tree = TreeRanker("gbdt", gbdt__num_threads=1, gbdt__max_rounds=10).fit(
+        frame["train"], train["label"], train["qid"],
+        eval_set=(frame["vali"], vali["label"], vali["qid"]),
+    )  # fmt: skip
+    rows = np.random.default_rng(0).permutation(len(test["qid"]))
+    write_parquet(tmp_path / "new.parquet", {k: v[rows] for k, v in test.items()})
+    result = predict_table(tree.run_, tmp_path / "new.parquet")
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = pq.read_table(result["out"]).to_pydict()
+    assert result["out"] == tmp_path / "new.scores.parquet" and out["qid"] == list(
+        test["qid"][rows]
+    )
+    expected = tree.predict(np.column_stack([test[n] for n in names]), test["qid"])
+    np.testing.assert_array_equal(out["score"], expected[rows])
+    assert result["metrics"]["ndcg@5"] == tree.score(
+        np.column_stack([test[n] for n in names]), test["label"], test["qid"]
+    )
+    first = np.flatnonzero(np.asarray(out["qid"]) == test["qid"][0])
+    assert sorted(np.asarray(out["rank"])[first]) == list(range(1, len(first) + 1))
+    np.savez(tmp_path / "wide.npz", **{k: v for k, v in test.items()}, extra=test["f0"])
+    with pytest.raises(UserError, match="13 feature columns .* takes 12"):
+        predict_table(tree.run_, tmp_path / "wide.npz")
+    # a saved estimator's columns are taken by name, in any order
+    saved = tree.save(tmp_path / "saved")
+    assert json.loads((saved / "estimator.json").read_text())["feature_names"] == names
+    reordered = {k: test[k] for k in ["label", *names[::-1], "qid"]}
+    np.savez(tmp_path / "reordered.npz", **reordered, extra=test["f0"])
+    result = predict_table(saved, tmp_path / "reordered.npz", tmp_path / "out.csv")
+    lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert lines[0] == "qid,position,score,rank" and len(lines) == len(test["qid"]) + 1
+    np.testing.assert_array_equal([float(line.split(",")[2]) for line in lines[1:]], expected)
+    np.savez(tmp_path / "less.npz", **{k: v for k, v in reordered.items() if k != "f3"})
+    with pytest.raises(UserError, match="lacks the column.*'f3'"):
+        predict_table(saved, tmp_path / "less.npz")

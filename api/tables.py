@@ -1,0 +1,138 @@
+"""Score a table (Parquet, a folder of Parquet parts, or ``.npz`` columns) with a model bundle.
+
+    >>> result = predict_table("my-ranker", "new.parquet")  # -> new.scores.parquet beside it
+
+One row per item, in the table's order: ``qid``, ``position`` (0-based within its QG, in table
+order), ``score``, ``rank`` (1 = the top of its QG; ties in table order), as ``./run.sh predict``
+writes for LETOR files; Parquet out when Parquet comes in, CSV otherwise. The features are
+``features=[...]``, else the columns a saved estimator was fit on (``estimator.json``, matched by
+name), else every numeric column but the qid and the label, in table order. When the table has
+the label column, the result holds NDCG@k, ERR@k, MRR and MAP (`scarce_ltr.core.metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.metrics import evaluate_ranking
+from scarce_ltr.data.arrays import check_labels
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.tables import Table, feature_matrix
+from scarce_ltr.serving.ranker import BundledRanker, load_ranker
+
+ESTIMATOR_FILE = "estimator.json"  # `scarce_ltr.api.base.ESTIMATOR_FILE`
+
+
+def predict_table(
+    run_or_bundle: str | Path,
+    path: str | Path,
+    out: str | Path | None = None,
+    *,
+    qid: str = "qid",
+    label: str = "label",
+    features: list[str] | None = None,
+    ks: tuple[int, ...] = (1, 3, 5, 10),
+    policy: str = "skip",
+) -> dict:
+    """Score the table at ``path``; ``{"out": file, "n_items": n, "metrics": {...} | None}``."""
+    ranker = load_ranker(run_or_bundle)
+    path = Path(path)
+    table = Table.open(path)
+    if qid not in table.names:
+        raise UserError(f"{path}: no qid column '{qid}'; its columns: {', '.join(table.names)}")
+    names = _feature_names(ranker, table, path, qid=qid, label=label, given=features)
+    labeled = label in table.names
+    table.load([qid, *names, *([label] if labeled else [])])
+    qids = table.column(qid)
+    if qids.dtype.kind not in "iu" and not (
+        qids.dtype.kind == "f" and np.isfinite(qids).all() and (qids == np.round(qids)).all()
+    ):
+        raise UserError(f"{path}: column {qid} must hold integer qids, got {qids.dtype}")
+    qids = qids.astype(np.int64)
+    order = np.argsort(qids, kind="stable")
+    group_qids, sizes = np.unique(qids, return_counts=True)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    labels = np.zeros(len(qids), dtype=np.float32)
+    if labeled:
+        labels = table.column(label).astype(np.float32)[order]
+        check_labels(labels, f"{path} (column {label}, rows in qid order)")
+    x = feature_matrix([table.column(c) for c in names], order, len(qids))
+    split = RankingSplit(x, labels, offsets, group_qids.astype(np.int64), "table")
+    scores = ranker.score_split(split)
+    position, rank = _positions_and_ranks(offsets, scores)
+    rows = {"qid": qids, "position": np.empty_like(position), "score": np.empty_like(scores)}
+    rows["rank"] = np.empty_like(rank)
+    rows["position"][order], rows["score"][order], rows["rank"][order] = position, scores, rank
+    target = Path(out) if out else path.with_name(f"{path.stem}.scores{_suffix(path)}")
+    _write(rows, target)
+    metrics = None
+    if labeled:
+        metrics = evaluate_ranking(scores, labels, offsets, ks=ks, policy=policy)
+    return {"out": target, "n_items": len(qids), "metrics": metrics}
+
+
+def _feature_names(
+    ranker: BundledRanker, table: Table, path: Path, *, qid: str, label: str, given
+) -> list[str]:
+    saved = ranker.folder / ESTIMATOR_FILE
+    names = list(given or [])
+    if not names and saved.is_file():
+        names = json.loads(saved.read_text()).get("feature_names") or []
+    if not names:
+        names = [c for c in table.names if c not in (qid, label) and table.numeric(c)]
+    absent = [c for c in names if c not in table.names]
+    if absent:
+        raise UserError(
+            f"{path} lacks the column(s) {', '.join(map(repr, absent))} the ranker takes; its "
+            f"columns: {', '.join(table.names)}"
+        )
+    if len(names) != ranker.n_features:
+        raise UserError(
+            f"{path}: {len(names)} feature columns ({', '.join(names[:5])}, ...); the model of "
+            f"{ranker.folder} takes {ranker.n_features} (give features=[...])"
+        )
+    return names
+
+
+def _positions_and_ranks(offsets: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per item (QG order): its position in its QG and its rank by score (ties: position)."""
+    sizes = np.diff(offsets)
+    n = len(scores)
+    group_of = np.repeat(np.arange(len(sizes)), sizes)
+    position = np.arange(n) - np.repeat(offsets[:-1], sizes)
+    by_score = np.lexsort((position, -scores, group_of))
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_score] = position + 1
+    return position, rank
+
+
+def _suffix(path: Path) -> str:
+    return ".parquet" if path.is_dir() or path.suffix in (".parquet", ".pq") else ".csv"
+
+
+def _write(rows: dict[str, np.ndarray], target: Path) -> None:
+    """Parquet or CSV by ``target``'s suffix, written to a temp file and renamed into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        if target.suffix in (".parquet", ".pq"):
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.table(rows), tmp)
+        else:
+            with open(tmp, "w") as f:
+                f.write("qid,position,score,rank\n")
+                columns = (rows[k].tolist() for k in ("qid", "position", "score", "rank"))
+                f.writelines(f"{q},{p},{s!r},{r}\n" for q, p, s, r in zip(*columns, strict=True))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
