@@ -32,7 +32,7 @@ setup() {
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
   # constraints.txt: the versions the tests passed with, for a reproducible environment.
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -c "$ROOT/constraints.txt" -e "$ROOT[dev,trees,parquet]"
+    -c "$ROOT/constraints.txt" -e "$ROOT[dev,trees,parquet,cluster]"
   rm -f "$VENV"/.installed-*
   touch "$STAMP"
   echo "run.sh: setup done" >&2

@@ -11,10 +11,15 @@ children get it, as the jobs did before) and exits when the sweep closes its inp
 
 The protocol is one JSON line per job on the server's stdin and one line, the exit code, back on
 its stdout.
+
+Under Ray (`scarce_ltr.sweeps.ray_executor`) the server lives in a Ray worker process and is made
+with ``die_with_parent``: the server, and a job it forked, get SIGKILL from the kernel when their
+parent dies, so a task Ray cancels or a worker that dies leaves no job running on the node.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import os
@@ -26,6 +31,7 @@ from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
 
+PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 # Imported once by the server (a module that fails to import is left to the job to report).
 PRELOAD = (
     "torch",
@@ -41,21 +47,29 @@ PRELOAD = (
 class JobServer:
     """One server process (started at the first job, with ``env``); ``run`` one job at a time."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *, die_with_parent: bool = False) -> None:
         self.env = env
+        self.die_with_parent = die_with_parent
         self._process: subprocess.Popen | None = None
 
-    def run(self, args: list[str], *, log: Path, env: dict[str, str]) -> int:
-        """``scarce-ltr args`` in a forked child, output appended to ``log``; its exit code."""
+    def run(
+        self, args: list[str], *, log: Path, env: dict[str, str], cwd: str | None = None
+    ) -> int:
+        """``scarce-ltr args`` in a forked child, output appended to ``log``; its exit code.
+        The job runs in ``cwd`` (default: this process's working folder)."""
         if self._process is None or self._process.poll() is not None:
+            # (The server sets its own death signal: no preexec_fn in a threaded parent.)
+            parent = [str(os.getpid())] if self.die_with_parent else []
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "scarce_ltr.sweeps.jobserver"],
+                [sys.executable, "-m", "scarce_ltr.sweeps.jobserver", *parent],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=self.env,
                 text=True,
             )
-        request = {"args": args, "log": str(log), "env": env, "cwd": os.getcwd()}
+        request = {"args": args, "log": str(log), "env": env, "cwd": cwd or os.getcwd()}
+        if self.die_with_parent:
+            request["die_with_server"] = True
         assert self._process.stdin is not None and self._process.stdout is not None
         try:
             self._process.stdin.write(json.dumps(request) + "\n")
@@ -77,18 +91,24 @@ class JobServer:
             self._process = None
 
 
-def serve() -> None:
-    """The server: preload, then fork one child per request line until stdin closes."""
+def serve(parent: int | None = None) -> None:
+    """The server: preload, then fork one child per request line until stdin closes; with a
+    ``parent`` PID, it dies with that process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        die_with(parent)
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except ImportError:
             pass
+    server = os.getpid()
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
+            if request.get("die_with_server"):
+                die_with(server)
             _become_job(request)
             # `python -m scarce_ltr`, which ends with sys.exit: the child then leaves this loop
             # and ends as any Python process does (atexit handlers, threads joined, flushes).
@@ -97,6 +117,18 @@ def serve() -> None:
         _, status = os.waitpid(pid, 0)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         print(code, flush=True)
+
+
+def die_with(parent: int) -> None:
+    """In a child: SIGKILL when ``parent`` dies (Linux; elsewhere nothing), and at once when it
+    already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the call above
+        os._exit(137)
 
 
 def _become_job(request: dict) -> None:
@@ -116,4 +148,4 @@ def _become_job(request: dict) -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(int(sys.argv[1]) if len(sys.argv) > 1 else None)

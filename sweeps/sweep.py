@@ -18,12 +18,14 @@ crashing cell is recorded with its error and the sweep goes on. A job whose run 
 
 Every run is logged to wandb with group = the sweep and tags for model, label setting and seed
 (``WANDB_RUN_GROUP`` / ``WANDB_TAGS``), when ``logger=wandb``.
+
+``executor=ray`` runs the same jobs as Ray tasks across a cluster (`scarce_ltr.sweeps.executors`,
+`scarce_ltr.sweeps.ray_executor`); the plan, order, manifest and report stay this module's.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +49,8 @@ from scarce_ltr.sweeps.cells import (
     plan_cells,
     pretraining_methods,
 )
-from scarce_ltr.sweeps.jobserver import JobServer
+from scarce_ltr.sweeps.executors import EXECUTORS, Executor, make_executor
+from scarce_ltr.sweeps.ray_executor import RayConfig, check_installed
 
 MANIFEST = "manifest.json"
 
@@ -85,6 +88,8 @@ class SweepConfig:
     # {zero0.1: [augment.zero_p=0.1, augment.noise_scale=0.0]}: see docs/sweeps.md.
     variants: dict[str, list[str]] = field(default_factory=dict)
     workers: int = 1  # jobs run at the same time
+    executor: str = "local"  # local | ray (jobs as Ray tasks: the ray.* keys, docs/sweeps.md)
+    ray: RayConfig = field(default_factory=RayConfig)
     seed_ensemble_size: int = 3  # runs per seed-ensemble:<model> cell (DASALC-ens: 3-5)
     dry_run: bool = False  # --dry-run: list the jobs, run nothing
     run_dir: str | None = None  # default runs/sweeps/<name>
@@ -94,6 +99,8 @@ class SweepConfig:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}")
         if self.seed_ensemble_size < 2:
             raise ValueError("seed_ensemble_size must be >= 2")
         if not self.datasets or not self.models or not self.seeds:
@@ -149,6 +156,8 @@ def _data_overrides(cfg: SweepConfig) -> list[str]:
 
 def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
     folder = sweep_dir(cfg)
+    if cfg.executor == "ray" and not cfg.dry_run:
+        check_installed()
     check_variants(cfg)
     check_datasets(cfg)
     jobs, cells = plan_cells(cfg, folder)
@@ -171,7 +180,8 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
                 f"sweep {cfg.name}: resuming; {finished} of {len(jobs)} jobs finished before",
                 file=sys.stderr,
             )
-        runner = _Runner(cfg, folder, jobs, cells)
+        executor = make_executor(cfg, folder, jobs)
+        runner = _Runner(cfg, folder, jobs, cells, executor)
         runner.run()
         print(runner.summary_line())
         if cfg.report and any(c.status == "done" for c in runner.cells):
@@ -200,18 +210,21 @@ class SweepResult(list):
 
 
 class _Runner:
-    """Runs jobs in dependency order (pretraining first), `workers` at a time."""
+    """Runs jobs in dependency order (pretraining first), `workers` at a time, on `executor`."""
 
-    def __init__(self, cfg: SweepConfig, folder: Path, jobs: list[Job], cells: list[SweepCell]):
+    def __init__(
+        self,
+        cfg: SweepConfig,
+        folder: Path,
+        jobs: list[Job],
+        cells: list[SweepCell],
+        executor: Executor,
+    ):
         self.cfg, self.folder, self.jobs, self.cells = cfg, folder, jobs, cells
+        self.executor = executor
         self.results: dict[str, tuple[str, str | None, float]] = {}
         self.started = time.time()
         self.bar = None
-        threads = max(1, (os.cpu_count() or 1) // cfg.workers)
-        # Jobs running side by side share the cores: no OpenMP spin-waiting, fair threads.
-        self.env = {"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": str(threads), **os.environ}
-        self.servers: list[JobServer] = []  # at most one per worker
-        self.idle_servers: queue.SimpleQueue[JobServer] = queue.SimpleQueue()
 
     def run(self) -> None:
         # A bar on a terminal; plain lines with an ETA when the sweep's output goes to a file.
@@ -221,11 +234,14 @@ class _Runner:
             for phase in (["pretrain"], ["finetune", "baseline"], ["combine"], ["ensemble"]):
                 todo = [j for j in self.jobs if j.stage in phase]
                 with ThreadPoolExecutor(self.cfg.workers) as pool:
-                    for _ in pool.map(self._run_job, todo):
-                        pass
+                    try:
+                        for _ in pool.map(self._run_job, todo):
+                            pass
+                    except BaseException:  # Ctrl-C: before the pool waits for its threads
+                        self.executor.cancel()
+                        raise
         finally:
-            for server in self.servers:
-                server.close()
+            self.executor.close()
             self.bar.close()
             self._write_manifest()
 
@@ -252,27 +268,18 @@ class _Runner:
         name = [job.name] if job.name else []  # ./run.sh ensemble takes no method name
         stage = cli_stage(job.stage)
         args = [stage, *name, *job.overrides]
-        env = {
-            **self.env,
+        env = {  # on top of the machine's environment (the executor's)
             "WANDB_RUN_GROUP": self.cfg.name,
             "WANDB_TAGS": ",".join(job.tags),
             # A job still running from an earlier, killed sweep holds its folder: wait for it
             # (its run then counts as done) rather than fail the cell.
             WAIT_ENV: os.environ.get(WAIT_ENV, str(24 * 3600)),
         }
-        try:
-            server = self.idle_servers.get_nowait()
-        except queue.Empty:
-            server = JobServer(self.env)
-            self.servers.append(server)
         start = time.time()
         with open(job.run_dir / "log.txt", "ab") as log:
             # The command that reruns the job by hand.
             log.write(f"$ {sys.executable} -m scarce_ltr {' '.join(args)}\n".encode())
-        try:
-            code = server.run(args, log=job.run_dir / "log.txt", env=env)
-        finally:
-            self.idle_servers.put(server)
+        code = self.executor.run(job, args, log=job.run_dir / "log.txt", env=env)
         seconds = time.time() - start
         if code == 0 and is_done(job.run_dir):
             return "done", None, seconds

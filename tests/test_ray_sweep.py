@@ -1,0 +1,284 @@
+"""``executor=ray``: a sweep on a real two-node Ray cluster on the loopback address.
+
+The head and a worker node are started here (one CPU each, a small object store, no dashboard)
+in a temp folder of this module's own, and every process they started is killed at the end by
+PID. A sweep's jobs on Ray end with the metrics the local executor gives; a worker node killed
+mid-job leaves the sweep complete with every cell once and the same metrics; a failing job is a
+failed cell, run once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from tiny import tiny_data
+
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
+
+pytest.importorskip("ray", reason='Ray is not installed (pip install "scarce-ltr[cluster]")')
+
+RAY = Path(sys.executable).parent / "ray"
+GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=40", "gbdt.early_stopping_rounds=40"]
+TINY = "[" + ",".join([*tiny_data(n_features=16), *GBDT]) + "]"
+NODE = [
+    "--node-ip-address=127.0.0.1",
+    "--num-cpus=1",
+    "--object-store-memory=100000000",
+    "--disable-usage-stats",
+]
+
+
+def sweep_args(folder: Path, *extra: str) -> list[str]:
+    return [
+        "sweep",
+        "quick",
+        "models=[gbdt,gbdt-pca]",
+        "fractions=[0.5,1.0]",
+        "seeds=[0]",
+        "workers=2",
+        "logger=none",
+        "report=false",
+        f"overrides.common={TINY}",
+        "overrides.pretrain=[]",
+        "overrides.finetune=[]",
+        f"run_dir={folder}",
+        *extra,
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """PID -> (parent PID, process group, command line) of every process now."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        found[int(entry.name)] = (int(fields[1]), int(fields[2]), cmdline)
+    return found
+
+
+def _node_processes(temp_dir: str) -> set[int]:
+    """A node's processes: those naming its temp folder, their process groups and descendants."""
+    procs = _processes()
+    pids = {pid for pid, (_, _, cmd) in procs.items() if temp_dir in cmd}
+    groups = {procs[pid][1] for pid in pids} - {os.getpgid(0)}  # never this test's own group
+    pids |= {pid for pid, (_, pgid, _) in procs.items() if pgid in groups}
+    while True:
+        children = {pid for pid, (ppid, _, _) in procs.items() if ppid in pids} - pids
+        if not children:
+            return pids
+        pids |= children
+
+
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="ltr-ray-", dir="/tmp")  # socket paths: keep short
+        self.head_dir, self.worker_dir = f"{self.root}/h", f"{self.root}/w"
+        self.address = f"127.0.0.1:{_free_port()}"
+        # Node deaths are seen in about a second (the default: half a minute).
+        self.env = {
+            **os.environ,
+            "RAY_health_check_period_ms": "300",
+            "RAY_health_check_failure_threshold": "3",
+            "RAY_health_check_timeout_ms": "300",
+        }
+
+    def start(self) -> None:
+        self._ray(
+            "start",
+            "--head",
+            f"--port={self.address.split(':')[1]}",
+            *NODE,
+            f"--temp-dir={self.head_dir}",
+            "--include-dashboard=false",
+            f"--dashboard-port={_free_port()}",
+            f"--ray-client-server-port={_free_port()}",
+            f"--dashboard-agent-listen-port={_free_port()}",
+        )
+        self.start_worker()
+
+    def start_worker(self) -> None:
+        self._ray(
+            "start",
+            f"--address={self.address}",
+            *NODE,
+            f"--temp-dir={self.worker_dir}",
+            f"--dashboard-agent-listen-port={_free_port()}",
+        )
+
+    def _ray(self, *args: str) -> None:
+        # A session of its own: the node's processes are a process group apart from pytest's.
+        subprocess.run(
+            [str(RAY), *args], env=self.env, check=True, capture_output=True, start_new_session=True
+        )
+
+    def kill_worker(self) -> None:
+        _kill(_node_processes(self.worker_dir))
+
+    def stop(self) -> None:
+        for _ in range(3):  # a process forked while the first round killed
+            _kill(_node_processes(self.head_dir) | _node_processes(self.worker_dir))
+            time.sleep(0.5)
+        left = _node_processes(self.head_dir) | _node_processes(self.worker_dir)
+        shutil.rmtree(self.root, ignore_errors=True)
+        assert not left, f"Ray processes left running: {sorted(left)}"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = Cluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    """The same sweep by the local executor: each cell's metrics."""
+    folder = tmp_path_factory.mktemp("local") / "sweep"
+    cells = run(sweep_args(folder))
+    assert all(c["status"] == "done" for c in cells)
+    return _metrics(folder)
+
+
+def _metrics(folder: Path) -> dict[str, str]:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    metrics = {}
+    for cell in manifest["cells"]:
+        assert cell["status"] == "done", cell
+        report = json.loads((Path(cell["run_dir"]) / "report.json").read_text())
+        metrics[cell["id"]] = json.dumps(report["metrics"], sort_keys=True)  # NaN equals itself
+    return metrics
+
+
+def _sweep(args: list[str]) -> subprocess.Popen:
+    """The sweep's driver in a process of its own, as ./run.sh runs it."""
+    command = [sys.executable, "-m", "scarce_ltr", *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_sweep_on_ray_ends_with_the_local_executors_results(cluster, reference, tmp_path):
+    folder = tmp_path / "sweep"
+    driver = _sweep(sweep_args(folder, "executor=ray", f"ray.address={cluster.address}"))
+    out, _ = driver.communicate(timeout=300)
+    assert driver.returncode == 0, out
+    assert "sweep quick: 4 cells (4 done)" in out
+    assert _metrics(folder) == reference
+    for cell in json.loads((folder / "manifest.json").read_text())["cells"]:
+        log = (Path(cell["run_dir"]) / "log.txt").read_text()
+        assert log.count("$ ") == 1 and "-m scarce_ltr baseline gbdt" in log
+
+
+def test_a_failing_job_is_a_failed_cell_run_once(cluster, tmp_path):
+    folder = tmp_path / "sweep"
+    args = sweep_args(
+        folder,
+        "executor=ray",
+        f"ray.address={cluster.address}",
+        "models=[gbdt-pca]",
+        "fractions=[1.0]",
+        "overrides.per_model.gbdt-pca=[gbdt.bogus=1]",
+    )
+    driver = _sweep(args)
+    out, _ = driver.communicate(timeout=300)
+    assert driver.returncode == 1, out
+    [cell] = json.loads((folder / "manifest.json").read_text())["cells"]
+    assert cell["status"] == "failed" and "gbdt.bogus" in cell["error"]
+    assert (Path(cell["run_dir"]) / "log.txt").read_text().count("$ ") == 1  # not retried
+
+
+def test_without_ray_executor_ray_stops_with_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails
+    with pytest.raises(UserError, match=r'pip install "scarce-ltr\[cluster\]"'):
+        run(sweep_args(tmp_path / "sweep", "executor=ray"))
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_bad_ray_settings_stop_before_any_cell(tmp_path):
+    with pytest.raises(UserError, match="ray.resources.pretrian: not a job stage"):
+        run(sweep_args(tmp_path / "sweep", "executor=ray", "ray.resources.pretrian={num_cpus: 2}"))
+    with pytest.raises(UserError, match="executor must be one of local, ray"):
+        run(sweep_args(tmp_path / "sweep", "executor=slurm"))
+
+
+def _running_job(temp_dirs: list[str]) -> int | None:
+    """The job server of a job running now on one of these nodes, if any."""
+    procs = _processes()
+    for pid in set().union(*(_node_processes(d) for d in temp_dirs)):
+        server = "scarce_ltr.sweeps.jobserver" in procs.get(pid, (0, 0, ""))[2]
+        if server and any(ppid == pid for ppid, _, _ in procs.values()):  # a job forked
+            return pid
+    return None
+
+
+def _wait_for_job(temp_dirs: list[str], driver: subprocess.Popen) -> int | None:
+    deadline = time.time() + 120
+    while time.time() < deadline and driver.poll() is None:
+        if (server := _running_job(temp_dirs)) is not None:
+            return server
+        time.sleep(0.05)
+    return None
+
+
+def test_ctrl_c_on_the_driver_cancels_the_jobs(cluster, tmp_path):
+    folder = tmp_path / "sweep"
+    driver = _sweep(sweep_args(folder, "executor=ray", f"ray.address={cluster.address}"))
+    nodes = [cluster.head_dir, cluster.worker_dir]
+    assert _wait_for_job(nodes, driver) is not None, "no job started"
+    driver.send_signal(signal.SIGINT)
+    out, _ = driver.communicate(timeout=60)
+    assert driver.returncode != 0, out
+    deadline = time.time() + 20
+    while time.time() < deadline and _running_job(nodes) is not None:
+        time.sleep(0.2)
+    assert _running_job(nodes) is None, "a job went on running after Ctrl-C"
+    cells = json.loads((folder / "manifest.json").read_text())["cells"]
+    assert any(c["status"] != "done" for c in cells)
+
+
+def test_a_node_killed_mid_job_loses_and_repeats_no_cell(cluster, reference, tmp_path):
+    """Runs last: the worker node dies here (and is started again for nothing after it)."""
+    folder = tmp_path / "sweep"
+    driver = _sweep(sweep_args(folder, "executor=ray", f"ray.address={cluster.address}"))
+    assert _wait_for_job([cluster.worker_dir], driver) is not None, "no job on the worker node"
+    cluster.kill_worker()
+    out, _ = driver.communicate(timeout=300)
+    assert driver.returncode == 0, out
+    assert "sweep quick: 4 cells (4 done)" in out
+    assert _metrics(folder) == reference  # every cell once, as if never killed
+    logs = [p.read_text() for p in folder.rglob("log.txt")]
+    assert [log.count("$ ") for log in logs] == [1, 1, 1, 1]
+    # The killed job's task ran again on the head; every other job's ran once.
+    assert sorted(log.count("ray: on node") for log in logs) == [1, 1, 1, 2]
