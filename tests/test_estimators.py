@@ -151,6 +151,15 @@ def test_rows_in_any_order_give_the_same_scores(splits) -> None:
     assert mixed.score(test[0][shuffled], test[1][shuffled], test[2][shuffled]) == first.score(
         *test
     )
+    deep = {"epochs": 1, "head_hidden": 16, **ENCODER}
+    first = PretrainedRanker(None, **deep).fit(*train, eval_set=vali)
+    mixed = PretrainedRanker(None, **deep).fit(
+        *(a[rows] for a in train), eval_set=tuple(a[vali_rows] for a in vali)
+    )
+    np.testing.assert_array_equal(
+        mixed.predict(test[0][shuffled], test[2][shuffled]),
+        first.predict(test[0], test[2])[shuffled],
+    )
 
 
 def test_dataframe_columns_are_matched_by_name_and_saved(splits, tmp_path) -> None:
