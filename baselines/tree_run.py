@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any, Protocol
 
 import numpy as np
 
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import SELECTION_K
 from scarce_ltr.baselines.gbdt.train import finish_run
 from scarce_ltr.baselines.tuning import optuna_search
 from scarce_ltr.core.runs import Run
 from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import evaluation_report, save_scores, vali_metrics
+from scarce_ltr.data.evaluation import (
+    evaluation_report,
+    save_scores,
+    selection_rule,
+    vali_selection,
+)
 from scarce_ltr.data.pipeline import prepare_data, require_labeled_vali, require_relevant_labels
 from scarce_ltr.data.ranking_split import RankingSplit
 
@@ -72,18 +76,12 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend) -> dict:
     train, labeled_vali = labels.labeled_train(), labels.labeled_vali()
     backend.check_labels(train, "train (labeled QGs)")
     backend.check_labels(labeled_vali, "vali (labeled QGs)")
-    selection = replace(cfg.metrics, ks=[SELECTION_K])
     tracker = run.open_tracker(asdict(cfg))
 
     def train_trial(choices: dict, report: Report) -> tuple[Any, int, float, float]:
         model, rounds, seconds = backend.fit(choices, train, labeled_vali, report)
         scores = backend.predict(model, prepared.vali.features)
-        return (
-            model,
-            rounds,
-            vali_metrics(prepared, scores, selection)[f"ndcg@{SELECTION_K}"],
-            seconds,
-        )
+        return model, rounds, vali_selection(prepared, scores, cfg.metrics), seconds
 
     outcome = optuna_search(
         n_trials=backend.n_trials,
@@ -103,7 +101,7 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend) -> dict:
         "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
         "selected": best.as_dict(),
         "trials": [result.as_dict() for result in outcome.results],
-        "selection": f"vali ndcg@{SELECTION_K}, policy {cfg.metrics.policy}",
+        "selection": selection_rule(cfg.metrics),
         "search": "optuna",
         "n_train_items": prepared.train.n_items,
         "n_train_labeled_items": train.n_items,

@@ -18,6 +18,11 @@ Beside NDCG, the metrics users compare with, in the same model order (ties by in
   precision at their ranks (the whole list, no cutoff). Relevance is binary: label > 0.
 - ERR@k (Chapelle et al., 2009): ``sum_{r <= k} R_r / r * prod_{i < r} (1 - R_i)`` with graded
   ``R = (2**y - 1) / 2**y_max``, ``y_max`` the data set's highest grade (``max_grade``).
+- P@k: the share of relevant items (label > 0) among the top k, k clipped to the list length as
+  NDCG's is (a QG of 3 items with 2 relevant has P@5 = 2/3).
+
+`METRICS`, at the bottom, is the one list of them: every report key, results column, table and
+printout derives from it, and a new metric is one `Metric` line there (docs/architecture.md).
 
 A QG without a relevant item (label > 0) is exactly a QG without a defined NDCG, and the
 empty-QG policy treats it alike in every metric: NaN and left out (``skip``), 1 (``one``) or 0
@@ -28,7 +33,8 @@ outlier QGs only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -153,6 +159,17 @@ def err_per_group(
     return ranked.err_at(check_k(k), _stop_scale(labels, max_grade), fill)
 
 
+def precision_per_group(
+    scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, k: int, policy: str = "skip"
+) -> np.ndarray:
+    """``[n_groups]`` P@k: relevant items (label > 0) among the top k, k clipped to the QG.
+
+    Example: scores ``[3, 2, 1]``, labels ``[1, 0, 2]``: P@2 ``= 1/2``, P@5 ``= 2/3`` (3 items).
+    """
+    fill = check_policy(policy)
+    return _RankedGains.build(scores, labels, offsets).precision_at(check_k(k), fill)
+
+
 def evaluate_ranking(
     scores: np.ndarray,
     labels: np.ndarray,
@@ -163,8 +180,8 @@ def evaluate_ranking(
     outlier_groups: np.ndarray | None = None,
     max_grade: float | None = None,
 ) -> dict[str, float]:
-    """Every NDCG@k and ERR@k of ``ks``, MRR, MAP, and their outlier versions with
-    ``outlier_groups``.
+    """Every metric of `METRICS` (NDCG@k, ERR@k and P@k for each k of ``ks``, MRR, MAP), and
+    their outlier versions with ``outlier_groups``.
 
     Args:
         scores, labels, offsets, policy: as in ``ndcg_per_group``.
@@ -173,11 +190,11 @@ def evaluate_ranking(
         max_grade: ERR's highest grade, the data set's (None: the highest of ``labels``).
 
     Returns:
-        ``ndcg@k`` and ``err@k`` for each k, ``mrr``, ``map`` and ``n_groups_evaluated`` (QGs
-        that entered the means, the same for every metric); with ``outlier_groups`` also
-        ``outlier_ndcg@k``, ``outlier_err@k``, ``outlier_mrr``, ``outlier_map`` (the same
-        per-QG values, averaged over the outlier QGs only) and ``n_outlier_groups`` (outlier QGs
-        that entered the outlier means). Means with nothing to average are NaN.
+        ``ndcg@k``, ``err@k`` and ``precision@k`` for each k, ``mrr``, ``map`` (`Metric.key`) and
+        ``n_groups_evaluated`` (QGs that entered the means, the same for every metric); with
+        ``outlier_groups`` also ``outlier_<key>`` of each (the same per-QG values, averaged over
+        the outlier QGs only) and ``n_outlier_groups`` (outlier QGs that entered the outlier
+        means). Means with nothing to average are NaN.
     """
     fill = check_policy(policy)
     cutoffs = [check_k(k) for k in ks]
@@ -189,22 +206,13 @@ def evaluate_ranking(
     if outlier_groups is not None:
         outlier = group_mask(outlier_groups, n_groups=ranked.n_groups)
     report: dict[str, float] = {}
-    for k in cutoffs:
-        per_group = ranked.ndcg_at(k, fill)
-        report[f"ndcg@{k}"] = _nanmean(per_group)
-        if outlier is not None:
-            report[f"outlier_ndcg@{k}"] = _nanmean(per_group[outlier])
-    for k in cutoffs:
-        err = ranked.err_at(k, scale, fill)
-        report[f"err@{k}"] = _nanmean(err)
-        if outlier is not None:
-            report[f"outlier_err@{k}"] = _nanmean(err[outlier])
-    for name, per_group_of in (("mrr", ranked.mrr), ("map", ranked.average_precision)):
-        values = per_group_of(fill)
-        report[name] = _nanmean(values)
-        if outlier is not None:
-            report[f"outlier_{name}"] = _nanmean(values[outlier])
-    # Whether a QG is defined does not depend on k, so the last per_group speaks for all.
+    for metric in METRICS.values():
+        for k in cutoffs if metric.cutoff else [None]:
+            per_group = metric.per_group(ranked, k, scale, fill)
+            report[metric.key(k)] = _nanmean(per_group)
+            if outlier is not None:
+                report[f"outlier_{metric.key(k)}"] = _nanmean(per_group[outlier])
+    # Whether a QG is defined depends on neither the metric nor k: the last one speaks for all.
     evaluated = ~np.isnan(per_group)
     report["n_groups_evaluated"] = int(evaluated.sum())
     if outlier is not None:
@@ -306,6 +314,15 @@ class _RankedGains:
         err = np.bincount(self.group[top], weights=stop * reach / rank, minlength=self.n_groups)
         return np.where(self._defined(), err, fill)
 
+    def precision_at(self, k: int, fill: float) -> np.ndarray:
+        """``[n_groups]`` share of relevant items in the top k (k clipped to the QG's length),
+        ``fill`` without a relevant item."""
+        top = self.rank <= k
+        group = self.group[top]
+        hits = np.bincount(group, weights=self.model[top] > 0, minlength=self.n_groups)
+        shown = np.bincount(group, minlength=self.n_groups)
+        return np.where(self._defined(), hits / np.maximum(shown, 1), fill)
+
     def _within_group_cumsum(self, values: np.ndarray) -> np.ndarray:
         return _within_group_cumsum(values, self.rank)
 
@@ -359,3 +376,48 @@ def _nanmean(values: np.ndarray) -> float:
 
 # Empty-QG policy name -> the NDCG a QG without any relevant item counts as.
 EMPTY_QG_POLICIES: dict[str, float] = {"skip": float("nan"), "one": 1.0, "zero": 0.0}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric of every report: ``per_group(ranked, k, stop_scale, fill)`` gives its ``[n_groups]``
+    values (``k`` None when it takes no cutoff); higher is better for all of today's."""
+
+    name: str  # report.json key (``ndcg@5``, ``mrr``), results.csv column (``test_ndcg@5``)
+    label: str  # shown in tables and printouts (``NDCG@5``, ``MRR``)
+    per_group: Callable[[_RankedGains, int | None, float, float], np.ndarray]
+    cutoff: bool = True  # takes @k
+
+    def key(self, k: int | None) -> str:
+        return f"{self.name}@{k}" if self.cutoff else self.name
+
+    def title(self, k: int | None) -> str:
+        return f"{self.label}@{k}" if self.cutoff else self.label
+
+
+# The metrics of every report, in report order; NDCG (the paper's) chooses and is tested.
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("ndcg", "NDCG", lambda ranked, k, scale, fill: ranked.ndcg_at(k, fill)),
+        Metric("err", "ERR", lambda ranked, k, scale, fill: ranked.err_at(k, scale, fill)),
+        Metric("precision", "P", lambda ranked, k, scale, fill: ranked.precision_at(k, fill)),
+        Metric("mrr", "MRR", lambda ranked, k, scale, fill: ranked.mrr(fill), cutoff=False),
+        Metric(
+            "map",
+            "MAP",
+            lambda ranked, k, scale, fill: ranked.average_precision(fill),
+            cutoff=False,
+        ),
+    )
+}
+PRIMARY = METRICS["ndcg"]  # the NDCG and Outlier-NDCG columns, the t-tests, the choice
+SELECTION_K = 5
+SELECTION_METRIC = PRIMARY.key(SELECTION_K)  # every epoch, grid point, checkpoint: vali NDCG@5
+
+
+def compared_metrics() -> list[Metric]:
+    """The metrics shown beside the primary one and never used to choose: those without a
+    cutoff first (MRR, MAP), then the others (ERR@k, P@k)."""
+    rest = [m for m in METRICS.values() if m is not PRIMARY]
+    return [m for m in rest if not m.cutoff] + [m for m in rest if m.cutoff]

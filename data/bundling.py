@@ -7,8 +7,8 @@ from pathlib import Path
 
 from scarce_ltr.core.bundle import write_bundle
 from scarce_ltr.core.files import npz_bytes
+from scarce_ltr.core.metrics import SELECTION_METRIC
 from scarce_ltr.core.runs import Run
-from scarce_ltr.data.evaluation import SELECTION_METRIC
 from scarce_ltr.data.pipeline import PreparedData
 
 TRANSFORM_FILE = "transform.npz"

@@ -3,24 +3,23 @@
 A model hands over one score per item of the validation and test splits; this module turns them
 into ``metrics.vali.*`` (on the validation QGs the scarcity setting labels, with the labels it
 shows) and ``metrics.test.*`` (every test QG, graded labels, plus Outlier-NDCG), and keeps the
-scores in ``scores.npz`` so that ensembles need no retraining. Each split gets NDCG@k, ERR@k,
-MRR and MAP (`core.metrics`), test also their outlier versions (``outlier_ndcg@k``,
-``outlier_err@k``, ``outlier_mrr``, ``outlier_map``); ERR's highest grade is the data set's
-(`max_grade`). Selection stays on vali NDCG@5.
+scores in ``scores.npz`` so that ensembles need no retraining. Each split gets every metric of
+`core.metrics.METRICS` (NDCG@k, ERR@k, P@k, MRR, MAP), test also their outlier versions
+(``outlier_ndcg@k``, ...); ERR's highest grade is the data set's (`max_grade`). Selection stays
+on vali NDCG@5 (`core.metrics.SELECTION_METRIC`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
-from scarce_ltr.core.metrics import evaluate_ranking
+from scarce_ltr.core.metrics import SELECTION_K, SELECTION_METRIC, evaluate_ranking
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
-
-SELECTION_METRIC = "ndcg@5"  # every epoch, grid point and checkpoint is chosen on vali NDCG@5
 
 
 def vali_metrics(prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg) -> dict:
@@ -40,6 +39,18 @@ def vali_metrics(prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg) -
         policy=metrics_cfg.policy,
         max_grade=max_grade(prepared, "vali"),
     )
+
+
+def vali_selection(prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg) -> float:
+    """What every epoch, grid point, trial and ensemble weight is chosen on: vali
+    `SELECTION_METRIC` (NDCG@5) under the run's empty-QG policy."""
+    selection = replace(metrics_cfg, ks=[SELECTION_K])
+    return vali_metrics(prepared, vali_scores, selection)[SELECTION_METRIC]
+
+
+def selection_rule(metrics_cfg) -> str:
+    """The choice's rule as reports write it: ``vali ndcg@5, policy skip``."""
+    return f"vali {SELECTION_METRIC}, policy {metrics_cfg.policy}"
 
 
 def test_metrics(prepared: PreparedData, test_scores: np.ndarray, metrics_cfg) -> dict:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.metrics import SELECTION_METRIC
 from scarce_ltr.core.runs import (
     Run,
     is_done,
@@ -40,10 +41,10 @@ from scarce_ltr.core.runs import (
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
-    SELECTION_METRIC,
     evaluation_report,
     save_scores,
-    vali_metrics,
+    selection_rule,
+    vali_selection,
 )
 from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
 from scarce_ltr.data.stage_config import CommonConfig
@@ -86,8 +87,7 @@ def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
     test = np.stack([normalize(m.test, prepared.test.offsets) for m in members])
     n = len(members)
     grid = np.full((1, n), 1.0 / n) if cfg.weights == "uniform" else simplex_grid(n, cfg.step)
-    selection = replace(cfg.metrics, ks=[int(SELECTION_METRIC.partition("@")[2])])
-    tried = [vali_metrics(prepared, mix(vali, w), selection)[SELECTION_METRIC] for w in grid]
+    tried = [vali_selection(prepared, mix(vali, w), cfg.metrics) for w in grid]
     weights = grid[select_best(tried)]
     run = Run.of(cfg, cfg.identity(), out_dir)  # the members are checked: its name is theirs
     run.open_tracker(asdict(cfg))
@@ -99,7 +99,7 @@ def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
         "weights": {m.run: float(w) for m, w in zip(members, weights, strict=True)},
         "normalize": cfg.normalize,
         "weighting": cfg.weights,
-        "selection": f"vali {SELECTION_METRIC}, policy {cfg.metrics.policy}",
+        "selection": selection_rule(cfg.metrics),
         "tried": [
             {"weights": w.tolist(), f"vali_{SELECTION_METRIC}": _number(v)}
             for w, v in zip(grid, tried, strict=True)

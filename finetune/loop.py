@@ -20,7 +20,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state
 from scarce_ltr.core.selection import nan_low
 from scarce_ltr.data.batching import QueryGroupBatcher
-from scarce_ltr.data.evaluation import SELECTION_METRIC, vali_metrics
+from scarce_ltr.data.evaluation import vali_selection
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
 from scarce_ltr.finetune.config import Phase, TrainOptions
@@ -183,8 +183,7 @@ def selection_score(
         # (core.selection.nan_low), so that epoch is never the one kept.
         print("warning: vali scores are NaN (training diverged; lower the lr)", file=sys.stderr)
         return float("nan")
-    k = int(SELECTION_METRIC.partition("@")[2])
-    return vali_metrics(prepared, scores, replace(metrics_cfg, ks=[k]))[SELECTION_METRIC]
+    return vali_selection(prepared, scores, metrics_cfg)
 
 
 def train_epoch(

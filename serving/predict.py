@@ -33,7 +33,7 @@ import numpy as np
 from scarce_ltr.core.config import POLICIES
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_text_writer, remove_stale_temps
-from scarce_ltr.core.metrics import evaluate_ranking
+from scarce_ltr.core.metrics import METRICS, evaluate_ranking
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.data.datasets import MAX_LABEL, check_label_range
 from scarce_ltr.data.letor_stream import StreamStats, stream_letor, total_bytes
@@ -185,19 +185,22 @@ def _shown(cfg: PredictConfig, metrics: dict | None) -> str:
     """The metrics of a labeled file, one line per kind, each ``Name value`` (4 decimals)."""
     if metrics is None:
         return " (no labels)"
-    lines = [
-        ", ".join(f"NDCG@{k} {metrics[f'ndcg@{k}']:.4f}" for k in cfg.ks),
-        ", ".join(f"ERR@{k} {metrics[f'err@{k}']:.4f}" for k in cfg.ks)
-        + f"; MRR {metrics['mrr']:.4f}, MAP {metrics['map']:.4f}",
+    # A line per metric with a cutoff (each k), those without on the last line.
+    cut = [m for m in METRICS.values() if m.cutoff]
+    lines = [", ".join(f"{m.title(k)} {metrics[m.key(k)]:.4f}" for k in cfg.ks) for m in cut]
+    whole = [
+        f"{m.title(None)} {metrics[m.key(None)]:.4f}" for m in METRICS.values() if not m.cutoff
     ]
+    lines[-1] += "; " + ", ".join(whole)
     if "n_outlier_groups" not in metrics:
         lines.append("Outlier-NDCG: the run's outlier detector needs its own data")
     elif not metrics["n_outlier_groups"]:
         lines.append("Outlier-NDCG: no outlier QG by the run's histogram bounds")
     else:
         k = 5 if 5 in cfg.ks else cfg.ks[0]
-        names = {f"NDCG@{k}": f"ndcg@{k}", f"ERR@{k}": f"err@{k}", "MRR": "mrr", "MAP": "map"}
-        shown = ", ".join(f"Outlier-{n} {metrics[f'outlier_{m}']:.4f}" for n, m in names.items())
+        shown = ", ".join(
+            f"Outlier-{m.title(k)} {metrics[f'outlier_{m.key(k)}']:.4f}" for m in METRICS.values()
+        )
         lines.append(f"{shown} (n={metrics['n_outlier_groups']})")
     return "".join(f"\n  {line}" for line in lines)
 

@@ -16,6 +16,7 @@ import base64
 import math
 from html import escape
 
+from scarce_ltr.core.metrics import compared_metrics
 from scarce_ltr.sweeps import interactive
 from scarce_ltr.sweeps.stats import best_in_column
 
@@ -110,7 +111,11 @@ def _metrics(k: int, outlier_note: str | None) -> list[tuple[str, str]]:
     metrics = [("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")]
     metrics = metrics[:1] if outlier_note else metrics
     # The metrics users compare with (same member, same seeds; NDCG@k alone chooses and tests).
-    return [*metrics, ("mrr", "MRR"), ("map", "MAP"), ("err", f"ERR@{k}")]
+    return [*metrics, *_compared(k)]
+
+
+def _compared(k: int) -> list[tuple[str, str]]:
+    return [(m.name, m.title(k)) for m in compared_metrics()]
 
 
 def _table(
@@ -182,8 +187,7 @@ def _tuned(tuned: list[dict], *, k: int, select_k: int, alpha: float) -> str:
     that variant's numbers (``kind=tuned`` in summary.csv); nothing when the sweep has none."""
     if not tuned:
         return ""
-    metrics = [("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}"), ("mrr", "MRR"),
-               ("map", "MAP"), ("err", f"ERR@{k}")]  # fmt: skip
+    metrics = [("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}"), *_compared(k)]
     header = "".join(
         f"<th class='name'>{n}</th>" for n in ("data set", "setting", "model", "chosen variant")
     )

@@ -32,9 +32,7 @@ SUMMARY_FIELDS = [
     "kind", "dataset", "series", "setting", "x", "name", "group", "member", "n_seeds",
     "vali_mean", "test_mean", "test_std", "outlier_mean", "outlier_std", "n_outlier_seeds",
     "p_test", "p_outlier", "reference", "seeds",
-    "mrr_mean", "mrr_std", "map_mean", "map_std", "err_mean", "err_std",
-    "outlier_mrr_mean", "outlier_mrr_std", "outlier_map_mean", "outlier_map_std",
-    "outlier_err_mean", "outlier_err_std",
+    *(f"{metric}_{moment}" for metric in stats.EXTRA_METRICS for moment in ("mean", "std")),
 ]  # fmt: skip
 
 

@@ -26,6 +26,7 @@ import yaml
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_text
+from scarce_ltr.core.metrics import METRICS, PRIMARY
 from scarce_ltr.core.runs import model_group, read_config, report_model
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
@@ -37,16 +38,29 @@ IDENTITY = (
     "val_labels", "policy", "seed", "status", "error", "seconds", "run_dir",
 )  # fmt: skip
 COUNTS = ("n_vali_groups", "n_test_groups", "n_outlier_groups")
-OTHER_METRICS = ("test_mrr", "test_map", "test_outlier_mrr", "test_outlier_map")  # no cutoff
 STATUSES = ("done", "failed", "pending", "skipped")
 
 
 def metric_columns(ks: list[int]) -> list[str]:
-    """``vali_ndcg@k``, ``test_ndcg@k``, ``test_outlier_ndcg@k``, ``test_err@k`` and
-    ``test_outlier_err@k`` for every k, then ``test_mrr``, ``test_map`` and their outlier
-    versions."""
-    per_k = ("vali_ndcg", "test_ndcg", "test_outlier_ndcg", "test_err", "test_outlier_err")
-    return [f"{split}@{k}" for k in ks for split in per_k] + [*OTHER_METRICS]
+    """Per k: ``vali_ndcg@k``, then ``test_<m>@k`` and ``test_outlier_<m>@k`` of each metric
+    with a cutoff (NDCG, ERR, P); then ``test_<m>`` of those without (MRR, MAP) and their
+    outlier versions (`core.metrics.METRICS`)."""
+    return [column for column, _ in _metric_sources(ks)]
+
+
+def _metric_sources(ks: list[int]) -> list[tuple[str, tuple[str, str]]]:
+    """``(results column, (report split, report key))`` of every metric column, in order."""
+    sources = []
+    for k in ks:
+        sources.append((f"vali_{PRIMARY.key(k)}", ("vali", PRIMARY.key(k))))
+        for metric in (m for m in METRICS.values() if m.cutoff):
+            for prefix in ("", "outlier_"):
+                key = f"{prefix}{metric.key(k)}"
+                sources.append((f"test_{key}", ("test", key)))
+    whole = [m for m in METRICS.values() if not m.cutoff]
+    for prefix in ("", "outlier_"):
+        sources += [(f"test_{prefix}{m.name}", ("test", f"{prefix}{m.name}")) for m in whole]
+    return sources
 
 
 def columns(ks: list[int]) -> list[str]:
@@ -225,14 +239,9 @@ def _read_metrics(run_dir: Path, ks: list[int]) -> dict:
         "n_test_groups": test.get("n_groups_evaluated"),
         "n_outlier_groups": test.get("n_outlier_groups"),
     }
-    for k in ks:
-        out[f"vali_ndcg@{k}"] = _number(vali.get(f"ndcg@{k}"))
-        out[f"test_ndcg@{k}"] = _number(test.get(f"ndcg@{k}"))
-        out[f"test_outlier_ndcg@{k}"] = _number(test.get(f"outlier_ndcg@{k}"))
-        out[f"test_err@{k}"] = _number(test.get(f"err@{k}"))  # NaN in reports older than ERR
-        out[f"test_outlier_err@{k}"] = _number(test.get(f"outlier_err@{k}"))
-    for column in OTHER_METRICS:
-        out[column] = _number(test.get(column.removeprefix("test_")))
+    splits = {"vali": vali, "test": test}
+    for column, (split, key) in _metric_sources(ks):
+        out[column] = _number(splits[split].get(key))  # NaN in reports older than the metric
     return out
 
 

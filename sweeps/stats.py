@@ -31,13 +31,17 @@ from collections.abc import Iterable
 import numpy as np
 from scipy import stats as scipy_stats
 
+from scarce_ltr.core.metrics import PRIMARY, compared_metrics
 from scarce_ltr.core.runs import VARIANT_MARK, variant_family
 
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 REFERENCE_GROUP = "gbdt"
 CHALLENGER_GROUP = "pretrained-dl"
-# test MRR, MAP, ERR@k and their outlier versions: mean and std, no test
-EXTRA_METRICS = ("mrr", "map", "err", "outlier_mrr", "outlier_map", "outlier_err")
+# The metrics shown beside NDCG (MRR, MAP, ERR@k, P@k) and their outlier versions: mean and std,
+# no test, never used to choose.
+EXTRA_METRICS = tuple(
+    f"{prefix}{m.name}" for prefix in ("", "outlier_") for m in compared_metrics()
+)
 
 
 def finite(values: Iterable[float | None]) -> list[float]:
@@ -94,17 +98,15 @@ def model_table(rows: list[dict], *, k: int, select_k: int) -> list[dict]:
             "model": model,
             "group": members[0]["group"],
             "seeds": [r["seed"] for r in members],
-            "vali": [r.get(f"vali_ndcg@{select_k}") for r in members],
-            "test": [r.get(f"test_ndcg@{k}") for r in members],
-            "outlier": [r.get(f"test_outlier_ndcg@{k}") for r in members],
-            # the metrics users compare with, shown beside NDCG; never used to choose
-            "mrr": [r.get("test_mrr") for r in members],
-            "map": [r.get("test_map") for r in members],
-            "err": [r.get(f"test_err@{k}") for r in members],
-            "outlier_mrr": [r.get("test_outlier_mrr") for r in members],
-            "outlier_map": [r.get("test_outlier_map") for r in members],
-            "outlier_err": [r.get(f"test_outlier_err@{k}") for r in members],
+            "vali": [r.get(f"vali_{PRIMARY.key(select_k)}") for r in members],
+            "test": [r.get(f"test_{PRIMARY.key(k)}") for r in members],
+            "outlier": [r.get(f"test_outlier_{PRIMARY.key(k)}") for r in members],
         }
+        # the metrics users compare with, shown beside NDCG; never used to choose
+        for prefix in ("", "outlier_"):
+            for metric in compared_metrics():
+                column = f"test_{prefix}{metric.key(k)}"
+                entry[f"{prefix}{metric.name}"] = [r.get(column) for r in members]
         table.append(entry | _moments(entry))
     return table
 

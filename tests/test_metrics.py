@@ -10,7 +10,12 @@ import pytest
 import torch
 from sklearn.metrics import ndcg_score
 
-from scarce_ltr.core.metrics import evaluate_ranking, mean_ndcg, ndcg_per_group
+from scarce_ltr.core.metrics import (
+    evaluate_ranking,
+    mean_ndcg,
+    ndcg_per_group,
+    precision_per_group,
+)
 from scarce_ltr.core.metrics_torch import ideal_dcg_torch, mean_ndcg_torch, ndcg_torch
 
 POLICIES = ("skip", "one", "zero")
@@ -82,6 +87,10 @@ def test_evaluate_ranking_reports_every_cutoff_and_the_outliers() -> None:
         "err@3",
         "outlier_err@1",
         "outlier_err@3",
+        "precision@1",
+        "precision@3",
+        "outlier_precision@1",
+        "outlier_precision@3",
         "mrr",
         "map",
         "outlier_mrr",
@@ -94,7 +103,7 @@ def test_evaluate_ranking_reports_every_cutoff_and_the_outliers() -> None:
     assert report["n_groups_evaluated"] == 3
     assert report["n_outlier_groups"] == 2  # QG 3 has no relevant item, so it is skipped
     plain = evaluate_ranking(HAND_SCORES, HAND_LABELS, HAND_OFFSETS, policy="zero")
-    cutoffs = {f"{metric}@{k}" for metric in ("ndcg", "err") for k in (1, 3, 5, 10)}
+    cutoffs = {f"{metric}@{k}" for metric in ("ndcg", "err", "precision") for k in (1, 3, 5, 10)}
     assert set(plain) == cutoffs | {"mrr", "map", "n_groups_evaluated"}
     assert plain["n_groups_evaluated"] == 5
 
@@ -334,7 +343,7 @@ def _naive_other(scores, labels, offsets, k: int, max_grade: float) -> list[tupl
         order = sorted(range(len(s)), key=lambda i: (-s[i], i))
         ranked = [y[i] for i in order]
         if not any(v > 0 for v in ranked):
-            out.append((math.nan, math.nan, math.nan))
+            out.append((math.nan, math.nan, math.nan, math.nan))
             continue
         mrr = next(1 / (r + 1) for r, v in enumerate(ranked) if v > 0)
         hits, ap = 0, 0.0
@@ -347,7 +356,8 @@ def _naive_other(scores, labels, offsets, k: int, max_grade: float) -> list[tupl
             stop = (2**v - 1) / 2**max_grade
             err += reach * stop / (r + 1)
             reach *= 1 - stop
-        out.append((mrr, ap / hits, err))
+        top = ranked[:k]  # k clipped to the list
+        out.append((mrr, ap / hits, err, sum(v > 0 for v in top) / len(top)))
     return out
 
 
@@ -366,3 +376,15 @@ def test_mrr_map_err_match_a_naive_loop(seed: int) -> None:
     np.testing.assert_allclose(map_per_group(*args), want[:, 1], atol=1e-12)
     got = err_per_group(*args, k=5, max_grade=4)
     np.testing.assert_allclose(got, want[:, 2], atol=1e-12)
+    np.testing.assert_allclose(precision_per_group(*args, k=5), want[:, 3], atol=1e-12)
+
+
+def test_precision_hand_computed() -> None:
+    """The docstring's example: labels [1, 0, 2] in score order: P@1 1, P@2 1/2, P@5 2/3 (k is
+    clipped to the 3 items, as NDCG's is); a QG without a relevant item takes the policy."""
+    scores, labels = np.array([3.0, 2.0, 1.0, 5.0, 4.0]), np.array([1, 0, 2, 0, 0])
+    offsets = np.array([0, 3, 5])
+    for k, value in ((1, 1.0), (2, 0.5), (5, 2 / 3)):
+        got = precision_per_group(scores, labels, offsets, k=k, policy="zero")
+        np.testing.assert_allclose(got, [value, 0.0], atol=1e-12)
+    assert math.isnan(precision_per_group(scores, labels, offsets, k=2)[1])  # skip

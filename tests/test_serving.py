@@ -114,8 +114,8 @@ def test_predict_writes_scores_and_ranks_and_prints_ndcg(runs, tmp_path, capsys)
 
 
 def test_predict_prints_the_outlier_versions_of_every_metric(tmp_path, capsys) -> None:
-    """A run whose histogram rule (gap 3) flags test QGs: predict's Outlier-NDCG, -ERR, -MRR and
-    -MAP over them equal the run's report."""
+    """A run whose histogram rule (gap 3) flags test QGs: predict's Outlier-NDCG, -ERR, -P, -MRR
+    and -MAP over them equal the run's report."""
     gbdt = tmp_path / "gbdt"
     test = raw_test()
     report = run(["baseline", "gbdt", *DATA, *GBDT, "data.outliers.gap=3", f"run_dir={gbdt}"])
@@ -128,9 +128,10 @@ def test_predict_prints_the_outlier_versions_of_every_metric(tmp_path, capsys) -
     metrics = result[str(path)]["metrics"]
     out = capsys.readouterr().out
     assert metrics["n_outlier_groups"] == test_metrics["n_outlier_groups"]
-    for key in ("outlier_ndcg@5", "outlier_err@5", "outlier_mrr", "outlier_map"):
+    for key in ("outlier_ndcg@5", "outlier_err@5", "outlier_precision@5", "outlier_mrr"):
         assert metrics[key] == pytest.approx(test_metrics[key], abs=1e-12), key
-    names = {"NDCG@5": "ndcg@5", "ERR@5": "err@5", "MRR": "mrr", "MAP": "map"}
+    assert metrics["outlier_map"] == pytest.approx(test_metrics["outlier_map"], abs=1e-12)
+    names = {"NDCG@5": "ndcg@5", "ERR@5": "err@5", "P@5": "precision@5", "MRR": "mrr", "MAP": "map"}
     shown = ", ".join(f"Outlier-{n} {metrics[f'outlier_{m}']:.4f}" for n, m in names.items())
     assert f"{shown} (n={metrics['n_outlier_groups']})" in out
 

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import SELECTION_K
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import Pruned, check_labels, require_backend
+from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Run
 from scarce_ltr.data.ranking_split import RankingSplit
 

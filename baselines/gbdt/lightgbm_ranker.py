@@ -24,9 +24,9 @@ import numpy as np
 
 from scarce_ltr.baselines.gbdt.config import MAX_LIGHTGBM_LABEL
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.data.ranking_split import RankingSplit
 
-SELECTION_K = 5  # NDCG@5, data.evaluation.SELECTION_METRIC
 DEFAULT_MIN_DATA_IN_BIN = 3  # LightGBM's default
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lightgbm as lgb
@@ -27,7 +27,6 @@ import numpy as np
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
-    SELECTION_K,
     Fit,
     RankingData,
     TrainingOptions,
@@ -43,7 +42,12 @@ from scarce_ltr.core.runs import Run
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import evaluation_report, save_scores, vali_metrics
+from scarce_ltr.data.evaluation import (
+    evaluation_report,
+    save_scores,
+    selection_rule,
+    vali_selection,
+)
 from scarce_ltr.data.pipeline import (
     PreparedData,
     prepare_data,
@@ -225,11 +229,10 @@ def _fit_features(
     train, vali = features.split("train", k), features.split("vali", k)
     labels = prepared.labels
     labeled_vali = vali.subset(np.flatnonzero(labels.vali_labeled))
-    selection = replace(cfg.metrics, ks=[SELECTION_K])
 
     def score_vali(model: Fit) -> float:
         scores = model.predict(vali.features, num_threads=training.num_threads)
-        return vali_metrics(prepared, scores, selection)[f"ndcg@{SELECTION_K}"]
+        return vali_selection(prepared, scores, cfg.metrics)
 
     grid = dict(training=training, score_vali=score_vali, pca_components=k, on_point=on_point)
     data = RankingData(
@@ -298,7 +301,7 @@ def _report(
         "pseudo_labels": chosen.pseudo,
         "grid": [result.as_dict() for c in candidates for result in _all(c)],
         "rounds_vali_ndcg@5": model.vali_curve,  # LightGBM's per-round vali NDCG@5
-        "selection": f"vali ndcg@{SELECTION_K}, policy {cfg.metrics.policy}",
+        "selection": selection_rule(cfg.metrics),
         "search": cfg.gbdt.search,
         "objective": best.choices.get("objective", cfg.gbdt.objective),
         "n_train_items": prepared.train.n_items,

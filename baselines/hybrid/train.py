@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lightgbm as lgb
@@ -26,7 +26,6 @@ import numpy as np
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
-    SELECTION_K,
     Fit,
     RankingData,
     TrainingOptions,
@@ -46,7 +45,7 @@ from scarce_ltr.core.files import npz_bytes
 from scarce_ltr.core.runs import Run
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import evaluation_report, vali_metrics
+from scarce_ltr.data.evaluation import evaluation_report, selection_rule, vali_selection
 from scarce_ltr.data.pipeline import (
     PreparedData,
 )
@@ -144,11 +143,10 @@ def _fit(
     """The GBDT grid on one candidate's features, trained on the labeled train QGs."""
     train, vali = features.split("train", k), features.split("vali", k)
     labels = prepared.labels
-    selection = replace(cfg.metrics, ks=[SELECTION_K])
 
     def score_vali(model: Fit) -> float:
         scores = model.predict(vali.features, num_threads=training.num_threads)
-        return vali_metrics(prepared, scores, selection)[f"ndcg@{SELECTION_K}"]
+        return vali_selection(prepared, scores, cfg.metrics)
 
     def on_point(result: PointResult) -> None:
         tracker.log({"grid": {"embedding": name, **result.as_dict()}})
@@ -195,7 +193,7 @@ def _evaluate_chosen(
         "grid": [
             {"embedding": c.name, **r.as_dict()} for c in candidates for r in c.outcome.results
         ],
-        "selection": f"vali ndcg@{SELECTION_K}, policy {cfg.metrics.policy}",
+        "selection": selection_rule(cfg.metrics),
         "n_train_labeled_groups": int(prepared.labels.train_labeled.sum()),
         "n_vali_labeled_groups": int(prepared.labels.vali_labeled.sum()),
         "n_features": prepared.n_features + features.width(chosen.k),

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import SELECTION_K
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import check_labels, require_backend
 from scarce_ltr.baselines.xgboost.config import MAX_XGBOOST_LABEL, XGBoostOptions
+from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Run
 from scarce_ltr.data.ranking_split import RankingSplit
 
