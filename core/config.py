@@ -205,9 +205,12 @@ def _absolute_data_path(merged: DictConfig) -> None:
 
 
 def _check_data_path(merged: DictConfig) -> None:
-    """A data set read from a folder of split files, given a file as ``data.path``."""
+    """A data set read from a folder of split files, given a file as ``data.path`` (a table
+    holding every split, ``data.format=table``, may be one file)."""
     data = merged.get("data")
     if not isinstance(data, DictConfig) or data.get("name") in (None, "synthetic"):
+        return
+    if data.get("format") == "table":
         return
     path = data.get("path")
     if isinstance(path, str) and path and Path(path).is_file():

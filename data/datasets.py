@@ -22,6 +22,7 @@ from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
+from scarce_ltr.data.tables import SUFFIXES as TABLE_SUFFIXES
 from scarce_ltr.data.tables import find_table, load_table, single_table
 from scarce_ltr.data.transforms import TRANSFORMS
 
@@ -172,6 +173,13 @@ def split_file(cfg: DataConfig, split: str) -> Path | None:
 def _find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
     """A split's file (``letor``), folder of arrays (``arrays``) or table (``table``)."""
     if cfg.format == "table":
+        if folder.is_file():  # data.path=<one table>: every split in it, by data.split_column
+            if not cfg.split_column:
+                raise UserError(
+                    f"data.path={folder} is one table: give data.split_column=<column naming "
+                    "each row's split>, or data.path=<folder holding a table per split>"
+                )
+            return folder if folder.suffix in TABLE_SUFFIXES else None
         return single_table(folder) if cfg.split_column else find_table(folder, stem)
     return split_folder(folder, stem) if cfg.format == "arrays" else _find_file(folder, stem)
 

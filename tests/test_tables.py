@@ -130,6 +130,14 @@ def test_one_table_with_a_split_column(splits, tmp_path) -> None:
     cfg, _ = load_config(CommonConfig, [*keys, "data.splits.vali=valid"])
     with pytest.raises(UserError, match="no row has split=valid .*; it has test, train, vali"):
         load_dataset(cfg.data)
+    # The one table given as data.path itself.
+    one = ["data=table", f"data.path={tmp_path / 'all' / 'items.npz'}", "data.split_column=split"]
+    cfg_one, _ = load_config(CommonConfig, one)
+    for name, split in load_dataset(cfg_one.data).items():
+        assert_same_arrays(split, splits[name])
+    cfg_one, _ = load_config(CommonConfig, one[:2])
+    with pytest.raises(UserError, match=r"is one table: give data.split_column=<column"):
+        load_dataset(cfg_one.data)
     np.savez(tmp_path / "all" / "more.npz", qid=np.zeros(1))
     with pytest.raises(UserError, match="one table; it holds items.npz, more.npz"):
         load_dataset(cfg.data)
