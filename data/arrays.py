@@ -18,13 +18,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import file_error
+from scarce_ltr.core.files import file_error, temp_folder_beside
 from scarce_ltr.data.ranking_split import RankingSplit
 
 ARRAYS = ("features", "labels", "offsets", "qids")
@@ -88,7 +87,7 @@ def write_arrays(split: RankingSplit, folder: str | Path, *, meta: dict | None =
     folder = Path(folder)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        tmp = temp_folder_beside(folder)  # the umask's mode, not mkdtemp's 0o700
     except OSError as exc:
         raise file_error(exc, "write arrays in", folder.parent) from None
     try:

@@ -10,8 +10,9 @@ may come in any qid order: they are grouped stably (QGs by ascending qid, a QG's
 order). NaN in a feature is a missing value.
 
 Each table is read once into the parsed cache (``$LTR_CACHE_DIR``, the LETOR files' cache) in
-its own form (`scarce_ltr.data.arrays`), reloaded memory-mapped, and read again when the table
-(any of its parts) or the columns asked for change. Parquet is read through pyarrow, the
+its own form (`scarce_ltr.data.arrays`), reloaded memory-mapped, and read again when the content
+of the table (any of its parts) or the columns asked for change; each entry is built under its
+lock. Parquet is read through pyarrow, the
 optional extra ``parquet`` (``pip install 'scarce-ltr[parquet]'``; ``./run.sh`` installs it).
 """
 
@@ -25,10 +26,10 @@ import numpy as np
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.arrays import check_labels, read_arrays, write_arrays
-from scarce_ltr.data.cache import default_cache_root
+from scarce_ltr.data.cache import content_hash, default_cache_root, entry_lock
 from scarce_ltr.data.ranking_split import RankingSplit
 
-TABLE_VERSION = 1  # bump when the reading changes, so that cached tables are read again
+TABLE_VERSION = 2  # bump when the reading changes (2: keyed on content), so tables are read again
 SUFFIXES = (".parquet", ".pq", ".npz")
 PARQUET_MISSING = (
     "reading Parquet needs pyarrow, the optional extra 'parquet': pip install "
@@ -81,16 +82,19 @@ def load_table(
     key = hashlib.sha1(json.dumps(stamp["columns"] | {"s": str(source)}).encode()).hexdigest()
     target = (cache_root or default_cache_root()) / f"{source.name}-table-{key[:16]}"
     meta = target / "meta.json"
-    try:
-        current = json.loads(meta.read_text()).get("stamp") == stamp
-    except (OSError, ValueError):
-        current = False
-    if not current:
-        columns = dict(qid=qid, label=label, features=features, split=split)
-        data, names = read_table(source, name=name, **columns)
-        info = {"stamp": stamp, "n_items": data.n_items, "feature_names": names}
-        write_arrays(data, target, meta=info)
-    return read_arrays(target, name=name)
+    # One process at a time checks, builds or opens the entry: a sweep's jobs starting together
+    # on a new table read it once, and none finds the entry half-built (as `data.cache`).
+    with entry_lock(target):
+        try:
+            current = json.loads(meta.read_text()).get("stamp") == stamp
+        except (OSError, ValueError):
+            current = False
+        if not current:
+            columns = dict(qid=qid, label=label, features=features, split=split)
+            data, names = read_table(source, name=name, **columns)
+            info = {"stamp": stamp, "n_items": data.n_items, "feature_names": names}
+            write_arrays(data, target, meta=info)
+        return read_arrays(target, name=name)
 
 
 def read_table(
@@ -265,8 +269,10 @@ def _parts(folder: Path) -> list[Path]:
 
 
 def _file_stamps(source: Path) -> list[list]:
+    """Each file of the table (its parts) with its content's hash: an edit that keeps size and
+    modification time (``cp -p``, ``rsync -t``) is read again, as LETOR files are."""
     files = _parts(source) if source.is_dir() else [source]
     try:
-        return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+        return [[str(f), content_hash(f)] for f in files]
     except OSError as exc:
         raise UserError(f"{source}: not readable ({exc.strerror})") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ from tiny import tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.data import tables
 from scarce_ltr.data.cache import load_split
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.letor import write_letor
@@ -185,3 +187,51 @@ def test_predict_table_scores_a_parquet_file_as_the_run_scored_its_test_split(sp
     np.savez(tmp_path / "less.npz", **{k: v for k, v in reordered.items() if k != "f3"})
     with pytest.raises(UserError, match="lacks the column.*'f3'"):
         predict_table(saved, tmp_path / "less.npz")
+
+
+def _load_table_in_child(path: Path, root: Path, out: Path, start) -> None:
+    start.wait()
+    split = tables.load_table(path, name="train", cache_root=root)
+    np.save(out, np.asarray(split.features))
+
+
+def test_processes_starting_together_on_a_new_table_read_it_once(tmp_path, monkeypatch) -> None:
+    """The parse cache's rules hold for tables too: one reader builds the entry under its lock,
+    the others open it; an edit keeping size and modification time is read again."""
+    import multiprocessing
+    import os
+    import time
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "train.npz"
+    qid = np.repeat(np.arange(20), 5)
+    np.savez(path, qid=qid, label=rng.integers(0, 3, 100), f0=rng.normal(size=100))
+    marker, real = tmp_path / "reads", tables.read_table
+
+    def counted(*args, **kwargs):
+        with open(marker, "a") as f:
+            f.write("read\n")
+        time.sleep(0.3)  # widen the window in which the others look at the entry
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tables, "read_table", counted)
+    ctx = multiprocessing.get_context("fork")
+    start, root = ctx.Event(), tmp_path / "cache"
+    outs = [tmp_path / f"out{i}.npy" for i in range(3)]
+    procs = [ctx.Process(target=_load_table_in_child, args=(path, root, o, start)) for o in outs]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert marker.read_text().count("read") == 1
+    for out in outs:
+        np.testing.assert_array_equal(np.load(out)[:, 0], np.float32(np.load(path)["f0"]))
+    # The same size and modification time, other values: read again.
+    stat = path.stat()
+    np.savez(path, qid=qid, label=rng.integers(0, 3, 100), f0=rng.normal(size=100))
+    assert path.stat().st_size == stat.st_size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    again = tables.load_table(path, name="train", cache_root=root)
+    np.testing.assert_array_equal(again.features[:, 0], np.float32(np.load(path)["f0"]))
