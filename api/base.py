@@ -25,9 +25,8 @@ from scarce_ltr.api.stages import leaves, route, run_stage
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
 from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.serving.ranker import BundledRanker, load_ranker
+from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 
-ESTIMATOR_FILE = "estimator.json"  # beside bundle.json: the columns and the missing-value policy
 # Trees that take NaN as a missing value (the others' inputs pass through an encoder or PCA).
 NAN_TREES = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost")
 # What the estimators set unless a keyword says otherwise: no tracker; no Outlier-NDCG (fit's

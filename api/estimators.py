@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from scarce_ltr.api.base import ESTIMATOR_FILE, NAN_TREES, Ranker
-from scarce_ltr.serving.ranker import load_ranker
+from scarce_ltr.api.base import NAN_TREES, Ranker
+from scarce_ltr.serving.ranker import ESTIMATOR_FILE, load_ranker
 
 
 class PretrainedRanker(Ranker):

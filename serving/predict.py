@@ -23,7 +23,6 @@ predict writes.
 
 from __future__ import annotations
 
-import glob
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +31,15 @@ import numpy as np
 
 from scarce_ltr.core.config import POLICIES
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_text_writer, remove_stale_temps
+from scarce_ltr.core.files import atomic_text_writer
 from scarce_ltr.core.metrics import METRICS, evaluate_ranking
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.data.datasets import MAX_LABEL, check_label_range
 from scarce_ltr.data.letor_stream import StreamStats, stream_letor, total_bytes
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.serving.predict_table import is_table, predict_table, table_suffix
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
+from scarce_ltr.serving.rows import CSV_HEADER, positions_and_ranks, remove_orphans
 
 SPLIT_STEMS = ("train", "vali", "valid", "test")
 SUFFIXES = ("", ".txt", ".txt.gz", ".gz")
@@ -46,14 +47,19 @@ SUFFIXES = ("", ".txt", ".txt.gz", ".gz")
 
 @dataclass(frozen=True)
 class PredictInput:
-    path: str | None = None  # a LETOR file, or a folder of split files
+    path: str | None = None  # a LETOR file, a folder of split files, or a Parquet/.npz table
+    qid: str = "qid"  # a table's column of query ids
+    label: str = "label"  # a table's column of labels (metrics when present)
+    features: list[str] = field(default_factory=list)  # a table's feature columns; []: by name
 
 
 @dataclass(frozen=True)
 class PredictConfig:
     run: str | None = None  # a finished run folder (or its bundle/ folder)
     data: PredictInput = field(default_factory=PredictInput)
-    out: str | None = None  # a .csv file (one input file) or a folder; default <run>/predictions
+    # a .csv (or, for a table, .parquet) file for one input, or a folder; default
+    # <run>/predictions
+    out: str | None = None
     ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])
     policy: str = "skip"  # a QG without a relevant item: skip | one | zero (NDCG convention)
     # ERR@k's highest grade; None: the file's highest label (training uses the data set's)
@@ -75,7 +81,10 @@ class PredictConfig:
 def main(cfg: PredictConfig, out_dir: Path | None = None) -> dict:
     """Score every input file; ``{file: {"out": csv, "metrics": {...} or None}}``."""
     ranker = load_ranker(cfg.run)
-    inputs = input_files(Path(str(cfg.data.path)))
+    source = Path(str(cfg.data.path))
+    if is_table(source):
+        return {str(source): _predict_table(cfg, ranker, source)}
+    inputs = input_files(source)
     targets = output_paths(cfg, ranker, inputs)
     results = {}
     for path, target in zip(inputs, targets, strict=True):
@@ -85,13 +94,19 @@ def main(cfg: PredictConfig, out_dir: Path | None = None) -> dict:
     return results
 
 
-def remove_orphans(target: Path) -> None:
-    """Remove the temp files of ``target`` that a killed predict left (a predict writing it
-    now holds its temp file's lock: that one stays); other files' temps are not ours."""
-    if target.parent.is_dir():
-        name = glob.escape(target.name)
-        for stale in remove_stale_temps(target.parent, name=name, below=False, key="out"):
-            print(f"removed {stale} (left by an interrupted predict)", file=sys.stderr)
+def _predict_table(cfg: PredictConfig, ranker: BundledRanker, source: Path) -> dict:
+    """A Parquet or ``.npz`` table: its scores beside its qids, Parquet out when Parquet came
+    in (`serving.predict_table`); by default in ``<run>/predictions/``."""
+    name = source.name.removesuffix(source.suffix) + table_suffix(source)
+    target = run_folder_of(ranker) / "predictions" / name
+    if cfg.out:
+        given = Path(cfg.out)
+        target = given if given.suffix in (".csv", ".parquet", ".pq") else given / name
+    columns = dict(qid=cfg.data.qid, label=cfg.data.label, features=cfg.data.features or None)
+    result = predict_table(ranker, source, target, ks=tuple(cfg.ks), policy=cfg.policy, **columns)
+    print(f"{source}: {result['n_items']} items" + _shown(cfg, result["metrics"]))
+    print(f"predictions: {target}", file=sys.stderr)
+    return {"out": str(target), "metrics": result["metrics"]}
 
 
 def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: Path) -> dict:
@@ -275,20 +290,13 @@ def output_path(cfg: PredictConfig, ranker: BundledRanker, source: Path, *, seve
     return run_folder_of(ranker) / "predictions" / name
 
 
-CSV_HEADER = "qid,position,score,rank\n"
 MB = 1 << 20
 
 
 def predictions_rows(split: RankingSplit, scores: np.ndarray) -> str:
     """``qid,position,score,rank`` per item of a piece of whole QGs, in file order (the rows
     under `CSV_HEADER`)."""
-    sizes = np.diff(split.offsets)
-    group_of = np.repeat(np.arange(split.n_groups), sizes)
-    position = np.arange(split.n_items) - np.repeat(split.offsets[:-1], sizes)
-    # Rank within the QG: by score, descending, ties in file order (a stable sort).
-    order = np.lexsort((position, -scores, group_of))
-    rank = np.empty(split.n_items, dtype=np.int64)
-    rank[order] = np.arange(split.n_items) - np.repeat(split.offsets[:-1], sizes) + 1
-    qids = np.repeat(split.qids, sizes)
+    position, rank = positions_and_ranks(split.offsets, scores)
+    qids = np.repeat(split.qids, np.diff(split.offsets))
     rows = zip(qids.tolist(), position.tolist(), scores.tolist(), rank.tolist(), strict=True)
     return "".join(f"{q},{p},{v!r},{r}\n" for q, p, v, r in rows)

@@ -24,6 +24,10 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 
+# Beside a saved estimator's bundle (`scarce_ltr.api`): its feature columns by name and its
+# missing-value policy; `predict_table` matches a table's columns by these names.
+ESTIMATOR_FILE = "estimator.json"
+
 
 class BundledRanker:
     """The ranker of one bundle (see the module docstring)."""

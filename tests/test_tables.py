@@ -189,6 +189,37 @@ def test_predict_table_scores_a_parquet_file_as_the_run_scored_its_test_split(sp
         predict_table(saved, tmp_path / "less.npz")
 
 
+def test_predict_on_the_command_line_scores_a_table_as_a_letor_file(splits, tmp_path) -> None:
+    """``./run.sh predict <run> data.path=new.parquet``: scores beside the qids in Parquet, in
+    <run>/predictions/ by default, equal to the scores of the same items as LETOR text."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    run_dir = tmp_path / "gbdt" / "frac=1" / "seed=0"
+    gbdt = ["gbdt.num_threads=1", "gbdt.max_rounds=10", "logger=none"]
+    run(["baseline", "gbdt", *tiny_data(), *gbdt, f"run_dir={run_dir}"])
+    test = splits["test"]
+    write_letor(test, tmp_path / "new.txt", precision=9)
+    run(["predict", str(run_dir), f"data.path={tmp_path / 'new.txt'}", f"out={tmp_path}"])
+    letor = np.loadtxt(tmp_path / "new.csv", delimiter=",", skiprows=1)
+    write_parquet(tmp_path / "new.parquet", columns(test))
+    result = run(["predict", str(run_dir), f"data.path={tmp_path / 'new.parquet'}"])
+    (entry,) = result.values()
+    assert entry["out"] == str(run_dir / "predictions" / "new.parquet")
+    table = pq.read_table(entry["out"]).to_pydict()
+    got = np.column_stack([table[k] for k in ("qid", "position", "score", "rank")])
+    np.testing.assert_array_equal(got, letor)
+    assert entry["metrics"]["ndcg@5"] == pytest.approx(
+        run(["predict", str(run_dir), f"data.path={tmp_path / 'new.txt'}",
+             f"out={tmp_path / 'again.csv'}"])[str(tmp_path / "new.txt")]["metrics"]["ndcg@5"],
+        abs=1e-12,
+    )  # fmt: skip
+    np.savez(tmp_path / "new.npz", **columns(test))
+    csv = run(["predict", str(run_dir), f"data.path={tmp_path / 'new.npz'}", f"out={tmp_path}"])
+    assert next(iter(csv.values()))["out"] == str(tmp_path / "new.csv")  # CSV for an .npz
+    np.testing.assert_array_equal(
+        np.loadtxt(tmp_path / "new.csv", delimiter=",", skiprows=1), letor
+    )
+
+
 def _load_table_in_child(path: Path, root: Path, out: Path, start) -> None:
     start.wait()
     split = tables.load_table(path, name="train", cache_root=root)

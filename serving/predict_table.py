@@ -1,36 +1,41 @@
-"""Score a table (Parquet, a folder of Parquet parts, or ``.npz`` columns) with a model bundle.
+"""Score a table (Parquet, a folder of Parquet parts, or ``.npz`` columns) with a model bundle:
+``./run.sh predict <run> data.path=new.parquet`` and, from Python,
 
     >>> result = predict_table("my-ranker", "new.parquet")  # -> new.scores.parquet beside it
 
 One row per item, in the table's order: ``qid``, ``position`` (0-based within its QG, in table
-order), ``score``, ``rank`` (1 = the top of its QG; ties in table order), as ``./run.sh predict``
-writes for LETOR files; Parquet out when Parquet comes in, CSV otherwise. The features are
-``features=[...]``, else the columns a saved estimator was fit on (``estimator.json``, matched by
-name), else every numeric column but the qid and the label, in table order. When the table has
-the label column, the result holds NDCG@k, ERR@k, MRR and MAP (`scarce_ltr.core.metrics`).
+order), ``score``, ``rank`` (1 = the top of its QG; ties in table order), as ``predict`` writes
+for LETOR files; Parquet out when Parquet comes in, CSV otherwise, written atomically. The
+features are ``features=[...]``, else the columns a saved estimator was fit on
+(``estimator.json``, matched by name), else every numeric column but the qid and the label, in
+table order. When the table has the label column, the result holds every metric of
+`scarce_ltr.core.metrics.METRICS`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import atomic_path, atomic_text_writer
 from scarce_ltr.core.metrics import evaluate_ranking
 from scarce_ltr.data.arrays import check_labels
 from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.data.tables import Table, feature_matrix
-from scarce_ltr.serving.ranker import BundledRanker, load_ranker
+from scarce_ltr.data.tables import SUFFIXES, Table, feature_matrix, find_table
+from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
+from scarce_ltr.serving.rows import CSV_HEADER, positions_and_ranks, remove_orphans
 
-ESTIMATOR_FILE = "estimator.json"  # `scarce_ltr.api.base.ESTIMATOR_FILE`
+
+def is_table(path: Path) -> bool:
+    """A Parquet or ``.npz`` file, or a folder of Parquet parts."""
+    return find_table(path.parent, path.name) == path and (path.is_dir() or path.suffix in SUFFIXES)
 
 
 def predict_table(
-    run_or_bundle: str | Path,
+    run_or_bundle: str | Path | BundledRanker,
     path: str | Path,
     out: str | Path | None = None,
     *,
@@ -41,7 +46,9 @@ def predict_table(
     policy: str = "skip",
 ) -> dict:
     """Score the table at ``path``; ``{"out": file, "n_items": n, "metrics": {...} | None}``."""
-    ranker = load_ranker(run_or_bundle)
+    ranker = run_or_bundle
+    if not isinstance(ranker, BundledRanker):
+        ranker = load_ranker(run_or_bundle)
     path = Path(path)
     table = Table.open(path)
     if qid not in table.names:
@@ -65,11 +72,12 @@ def predict_table(
     x = feature_matrix([table.column(c) for c in names], order, len(qids))
     split = RankingSplit(x, labels, offsets, group_qids.astype(np.int64), "table")
     scores = ranker.score_split(split)
-    position, rank = _positions_and_ranks(offsets, scores)
+    position, rank = positions_and_ranks(offsets, scores)
     rows = {"qid": qids, "position": np.empty_like(position), "score": np.empty_like(scores)}
     rows["rank"] = np.empty_like(rank)
     rows["position"][order], rows["score"][order], rows["rank"][order] = position, scores, rank
-    target = Path(out) if out else path.with_name(f"{path.stem}.scores{_suffix(path)}")
+    target = Path(out) if out else path.with_name(f"{path.stem}.scores{table_suffix(path)}")
+    remove_orphans(target)
     _write(rows, target)
     metrics = None
     if labeled:
@@ -100,39 +108,21 @@ def _feature_names(
     return names
 
 
-def _positions_and_ranks(offsets: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per item (QG order): its position in its QG and its rank by score (ties: position)."""
-    sizes = np.diff(offsets)
-    n = len(scores)
-    group_of = np.repeat(np.arange(len(sizes)), sizes)
-    position = np.arange(n) - np.repeat(offsets[:-1], sizes)
-    by_score = np.lexsort((position, -scores, group_of))
-    rank = np.empty(n, dtype=np.int64)
-    rank[by_score] = position + 1
-    return position, rank
-
-
-def _suffix(path: Path) -> str:
+def table_suffix(path: Path) -> str:
+    """Parquet out when Parquet comes in, CSV otherwise."""
     return ".parquet" if path.is_dir() or path.suffix in (".parquet", ".pq") else ".csv"
 
 
 def _write(rows: dict[str, np.ndarray], target: Path) -> None:
-    """Parquet or CSV by ``target``'s suffix, written to a temp file and renamed into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        if target.suffix in (".parquet", ".pq"):
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+    """Parquet or CSV by ``target``'s suffix, atomically (a temp file renamed into place)."""
+    if target.suffix in (".parquet", ".pq"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
+        with atomic_path(target, key="out") as tmp:
             pq.write_table(pa.table(rows), tmp)
-        else:
-            with open(tmp, "w") as f:
-                f.write("qid,position,score,rank\n")
-                columns = (rows[k].tolist() for k in ("qid", "position", "score", "rank"))
-                f.writelines(f"{q},{p},{s!r},{r}\n" for q, p, s, r in zip(*columns, strict=True))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return
+    columns = (rows[k].tolist() for k in ("qid", "position", "score", "rank"))
+    with atomic_text_writer(target, key="out") as f:
+        f.write(CSV_HEADER)
+        f.writelines(f"{q},{p},{s!r},{r}\n" for q, p, s, r in zip(*columns, strict=True))
