@@ -36,23 +36,26 @@ from scarce_ltr.data.letor import read_letor, write_letor  # noqa: E402
 from scarce_ltr.data.ranking_split import RankingSplit  # noqa: E402
 
 
-def make_file(path: Path, n_items: int, n_features: int) -> None:
+def make_split(n_items: int, n_features: int) -> RankingSplit:
+    """MSLR-shaped: QGs of ~100 items, many counts (integers), some scores, 20 % zeros."""
     rng = np.random.default_rng(0)
     sizes = np.clip(rng.lognormal(np.log(100), 0.6, size=n_items // 60), 1, 1000).astype(np.int64)
     sizes = sizes[np.cumsum(sizes) <= n_items]
     sizes = np.append(sizes, n_items - sizes.sum()) if sizes.sum() < n_items else sizes
-    # MSLR-like: many counts (integers), some scores, some zeros.
     features = rng.lognormal(1.0, 1.5, size=(n_items, n_features)).astype(np.float32)
     features[:, ::3] = np.floor(features[:, ::3])
     features[rng.random(features.shape) < 0.2] = 0
-    split = RankingSplit(
+    return RankingSplit(
         features,
         rng.integers(0, 5, n_items).astype(np.float32),
         np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),
         np.arange(len(sizes), dtype=np.int64),
         "bench",
     )
-    write_letor(split, path, precision=6)
+
+
+def make_file(path: Path, n_items: int, n_features: int) -> None:
+    write_letor(make_split(n_items, n_features), path, precision=6)
 
 
 def timed(fn):

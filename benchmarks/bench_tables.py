@@ -20,34 +20,21 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.data.cache import load_split
-from scarce_ltr.data.letor import write_letor
-from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.data.tables import load_table
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_parse import make_split  # noqa: E402
 
-def make_split(n_items: int, n_features: int) -> RankingSplit:
-    """MSLR-shaped: QGs of ~100 items, counts, log-normal scores and 20 % zeros."""
-    rng = np.random.default_rng(0)
-    sizes = np.clip(rng.lognormal(np.log(100), 0.6, size=n_items // 60), 1, 1000).astype(np.int64)
-    sizes = sizes[np.cumsum(sizes) <= n_items]
-    sizes = np.append(sizes, n_items - sizes.sum()) if sizes.sum() < n_items else sizes
-    features = rng.lognormal(1.0, 1.5, size=(n_items, n_features)).astype(np.float32)
-    features[:, ::3] = np.floor(features[:, ::3])
-    features[rng.random(features.shape) < 0.2] = 0
-    return RankingSplit(
-        features,
-        rng.integers(0, 5, n_items).astype(np.float32),
-        np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),
-        np.arange(len(sizes), dtype=np.int64),
-        "bench",
-    )
+from scarce_ltr.data.cache import load_split  # noqa: E402
+from scarce_ltr.data.letor import write_letor  # noqa: E402
+from scarce_ltr.data.ranking_split import RankingSplit  # noqa: E402
+from scarce_ltr.data.tables import load_table  # noqa: E402
 
 
 def columns(split: RankingSplit) -> dict[str, np.ndarray]:
