@@ -119,16 +119,16 @@ def serve(parent: int | None = None) -> None:
         print(code, flush=True)
 
 
-def die_with(parent: int) -> None:
-    """In a child: SIGKILL when ``parent`` dies (Linux; elsewhere nothing), and at once when it
-    already has."""
+def die_with(parent: int, sig: int = signal.SIGKILL) -> None:
+    """In a child: signal ``sig`` when ``parent`` dies (Linux; elsewhere nothing), and at once
+    when it already has."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig))
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:  # it died before the call above
-        os._exit(137)
+        os.kill(os.getpid(), sig)
 
 
 def _become_job(request: dict) -> None:

@@ -10,6 +10,9 @@ ordering, manifest (written by this driver only), skipping and report are the sw
 - ``ray.resources.<stage>``: a task's resources per job stage (``pretrain``, ``finetune``,
   ``baseline``, ``combine``, ``ensemble``, or ``default`` for the others): ``num_cpus`` (default
   1; the job's ``OMP_NUM_THREADS``), ``num_gpus``, ``memory`` (bytes) and custom resources.
+  A pretraining job given ``num_gpus`` N >= 2 runs under ``torchrun --standalone
+  --nproc_per_node=N`` on its node (DDP, one rank per GPU), the command README's "Scaling out"
+  gives for several GPUs.
 - Shared storage: the sweep's folder must be one path every node sees (NFS, a shared disk, a
   mounted bucket). Before any job, a task on each node reads a file the driver wrote there and
   writes one back; a node that cannot stops the sweep with one message.
@@ -25,13 +28,16 @@ import importlib.util
 import logging
 import os
 import secrets
+import signal
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.sweeps.cells import Job
-from scarce_ltr.sweeps.jobserver import JobServer
+from scarce_ltr.sweeps.jobserver import JobServer, die_with
 
 INSTALL = 'executor=ray needs Ray: pip install "scarce-ltr[cluster]" (./run.sh installs it)'
 STAGES = ("pretrain", "finetune", "baseline", "combine", "ensemble", "default")
@@ -68,6 +74,11 @@ class RayConfig:
             options["memory"] = int(options["memory"])
         return {**options, "resources": custom} if custom else options
 
+    def ranks(self, stage: str) -> int:
+        """DDP processes of a job: one per GPU of a pretraining given two or more."""
+        gpus = self.task_options(stage).get("num_gpus", 0)
+        return int(gpus) if stage == "pretrain" and gpus >= 2 else 1
+
 
 def check_installed() -> None:
     if importlib.util.find_spec("ray") is None:
@@ -92,7 +103,8 @@ class RayExecutor:
                 ray.init(address=cfg.address, **quiet)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                ray.init(include_dashboard=False, **quiet)
+                # "local": a new Ray, never one found running here (RAY_ADDRESS included)
+                ray.init(address="local", include_dashboard=False, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"ray.address={cfg.address}" if cfg.address else "a local Ray"
             raise UserError(f"{where}: Ray did not start or answer ({exc})") from None
@@ -108,7 +120,8 @@ class RayExecutor:
         import ray
 
         options = self.cfg.task_options(job.stage)
-        threads = max(1, int(options.get("num_cpus", 1)))
+        ranks = self.cfg.ranks(job.stage)
+        threads = max(1, int(options.get("num_cpus", 1)) // ranks)
         sweep_env = {
             **{k: v for k, v in os.environ.items() if k.startswith(FORWARDED)},
             "OMP_WAIT_POLICY": "passive",
@@ -118,7 +131,7 @@ class RayExecutor:
             if self.cancelled:
                 raise UserError("not run: the sweep was cancelled (Ctrl-C)")
             ref = self._task.options(**options, name=job.key).remote(
-                args, os.path.abspath(log), {**sweep_env, **env}, sweep_env, os.getcwd()
+                args, os.path.abspath(log), {**sweep_env, **env}, sweep_env, os.getcwd(), ranks
             )
             self._running.add(ref)
         try:
@@ -154,20 +167,46 @@ _SERVERS: dict[tuple, JobServer] = {}
 
 
 def _run_on_node(
-    args: list[str], log: str, env: dict[str, str], server_env: dict[str, str], cwd: str
+    args: list[str],
+    log: str,
+    env: dict[str, str],
+    server_env: dict[str, str],
+    cwd: str,
+    ranks: int = 1,
 ) -> int:
-    """The Ray task: the job's command forked from this worker's job server; its exit code."""
+    """The Ray task: the job's command forked from this worker's job server (or, for a DDP
+    pretraining, run under torchrun); its exit code."""
     import ray
 
     with open(log, "a") as out:  # a task Ray retried shows each of its runs
-        out.write(f"ray: on node {ray.util.get_node_ip_address()} pid {os.getpid()}\n")
+        ddp = f" (torchrun, {ranks} ranks)" if ranks > 1 else ""
+        out.write(f"ray: on node {ray.util.get_node_ip_address()} pid {os.getpid()}{ddp}\n")
+    job_env = {**os.environ, **env}  # this task's own (CUDA_VISIBLE_DEVICES) under the sweep's
+    folder = cwd if os.path.isdir(cwd) else None
+    if ranks > 1:
+        return _torchrun(args, log=log, env=job_env, cwd=folder, ranks=ranks)
     key = tuple(sorted(server_env.items()))
     if key not in _SERVERS:
         _SERVERS[key] = JobServer({**os.environ, **server_env}, die_with_parent=True)
-    job_env = {**os.environ, **env}  # this task's own (CUDA_VISIBLE_DEVICES) under the sweep's
-    return _SERVERS[key].run(
-        args, log=Path(log), env=job_env, cwd=cwd if os.path.isdir(cwd) else None
-    )
+    return _SERVERS[key].run(args, log=Path(log), env=job_env, cwd=folder)
+
+
+def _torchrun(args: list[str], *, log: str, env: dict, cwd: str | None, ranks: int) -> int:
+    """``torchrun --standalone --nproc_per_node=ranks -m scarce_ltr args``, output to ``log``;
+    torchrun gets SIGTERM (and stops its ranks) when this Ray worker dies."""
+    command = [sys.executable, "-m", "scarce_ltr.sweeps.ray_executor", str(os.getpid()),
+               sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={ranks}", "-m", "scarce_ltr", *args]  # fmt: skip
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=cwd
+        )
+    try:
+        return process.wait()
+    except BaseException:  # cancelled: torchrun stops its ranks on SIGTERM
+        process.terminate()
+        process.wait()
+        raise
 
 
 def check_shared_folder(folder: Path) -> None:
@@ -254,3 +293,8 @@ def _warn_unplaceable(cfg: RayConfig, stages: set[str]) -> None:
 def _first_line(exc: BaseException) -> str:
     lines = [ln for ln in str(exc).splitlines() if ln.strip()]
     return lines[0][:500] if lines else type(exc).__name__
+
+
+if __name__ == "__main__":  # <parent PID> <command ...>: the command, ended with its parent
+    die_with(int(sys.argv[1]), signal.SIGTERM)
+    os.execv(sys.argv[2], sys.argv[2:])

@@ -4,7 +4,7 @@ The head and a worker node are started here (one CPU each, a small object store,
 in a temp folder of this module's own, and every process they started is killed at the end by
 PID. A sweep's jobs on Ray end with the metrics the local executor gives; a worker node killed
 mid-job leaves the sweep complete with every cell once and the same metrics; a failing job is a
-failed cell, run once.
+failed cell, run once; a pretraining given two GPUs runs as two DDP ranks under torchrun.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ NODE = [
     "--object-store-memory=100000000",
     "--disable-usage-stats",
 ]
+
+
+# A loopback cluster of the test's own: no token (Ray 2.60 turns token authentication on for a
+# head when ~/.ray/auth_token exists, which a local ray.init() writes).
+NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
 
 
 def sweep_args(folder: Path, *extra: str) -> list[str]:
@@ -108,6 +113,7 @@ class Cluster:
         # Node deaths are seen in about a second (the default: half a minute).
         self.env = {
             **os.environ,
+            **NO_AUTH,
             "RAY_health_check_period_ms": "300",
             "RAY_health_check_failure_threshold": "3",
             "RAY_health_check_timeout_ms": "300",
@@ -134,6 +140,7 @@ class Cluster:
             *NODE,
             f"--temp-dir={self.worker_dir}",
             f"--dashboard-agent-listen-port={_free_port()}",
+            "--num-gpus=2",  # Ray hands them out; without CUDA the job's DDP ranks use the CPU
         )
 
     def _ray(self, *args: str) -> None:
@@ -186,7 +193,13 @@ def _metrics(folder: Path) -> dict[str, str]:
 def _sweep(args: list[str]) -> subprocess.Popen:
     """The sweep's driver in a process of its own, as ./run.sh runs it."""
     command = [sys.executable, "-m", "scarce_ltr", *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **NO_AUTH},
+    )
 
 
 def test_a_sweep_on_ray_ends_with_the_local_executors_results(cluster, reference, tmp_path):
@@ -201,22 +214,35 @@ def test_a_sweep_on_ray_ends_with_the_local_executors_results(cluster, reference
         assert log.count("$ ") == 1 and "-m scarce_ltr baseline gbdt" in log
 
 
-def test_a_failing_job_is_a_failed_cell_run_once(cluster, tmp_path):
+def test_a_failing_job_is_failed_once_and_a_two_gpu_pretraining_runs_under_torchrun(
+    cluster, tmp_path
+):
     folder = tmp_path / "sweep"
+    pretrain = ["epochs=2", "item_budget=200", "encoder.width=8", "encoder.hidden=16",
+                "encoder.n_blocks=1", "monitor.n_items=64", "device=cpu"]  # fmt: skip
     args = sweep_args(
         folder,
         "executor=ray",
         f"ray.address={cluster.address}",
-        "models=[gbdt-pca]",
+        "models=[gbdt-pca,simclr-rank+lp]",
         "fractions=[1.0]",
+        "overrides.common=[" + ",".join(tiny_data()) + "]",
+        "overrides.pretrain=[" + ",".join(pretrain) + "]",
+        "overrides.finetune=[head_epochs=3]",
         "overrides.per_model.gbdt-pca=[gbdt.bogus=1]",
+        "ray.resources.pretrain={num_gpus: 2}",  # the worker node's two (CPU ranks here)
     )
     driver = _sweep(args)
     out, _ = driver.communicate(timeout=300)
     assert driver.returncode == 1, out
-    [cell] = json.loads((folder / "manifest.json").read_text())["cells"]
-    assert cell["status"] == "failed" and "gbdt.bogus" in cell["error"]
-    assert (Path(cell["run_dir"]) / "log.txt").read_text().count("$ ") == 1  # not retried
+    cells = {c["model"]: c for c in json.loads((folder / "manifest.json").read_text())["cells"]}
+    failed = cells["gbdt-pca"]
+    assert failed["status"] == "failed" and "gbdt.bogus" in failed["error"]
+    assert (Path(failed["run_dir"]) / "log.txt").read_text().count("$ ") == 1  # not retried
+    assert cells["simclr-rank+lp"]["status"] == "done", out
+    [pretraining] = folder.glob("synthetic/pretrain/simclr-rank/seed=0")
+    assert "(torchrun, 2 ranks)" in (pretraining / "log.txt").read_text()
+    assert json.loads((pretraining / "report.json").read_text())["world_size"] == 2
 
 
 def test_without_ray_executor_ray_stops_with_what_to_install(monkeypatch, tmp_path):
@@ -224,6 +250,17 @@ def test_without_ray_executor_ray_stops_with_what_to_install(monkeypatch, tmp_pa
     with pytest.raises(UserError, match=r'pip install "scarce-ltr\[cluster\]"'):
         run(sweep_args(tmp_path / "sweep", "executor=ray"))
     assert not (tmp_path / "sweep").exists()
+
+
+def test_a_node_that_does_not_see_the_folder_says_why(tmp_path):
+    from scarce_ltr.sweeps.ray_executor import _probe
+
+    (tmp_path / ".storage-check-t").write_text("t")
+    assert _probe(str(tmp_path), "t", "node") is None
+    assert (tmp_path / ".storage-check-t-node").read_text() == "t"
+    assert "cannot read" in _probe(str(tmp_path / "elsewhere"), "t", "node")
+    (tmp_path / ".storage-check-t").write_text("another sweep's")
+    assert "another folder than the driver's" in _probe(str(tmp_path), "t", "node")
 
 
 def test_bad_ray_settings_stop_before_any_cell(tmp_path):
