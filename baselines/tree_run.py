@@ -1,10 +1,21 @@
-"""One run of a tuned tree backend (CatBoost, XGBoost): search on vali, test scored once, bundle.
+"""The one tree pipeline: a tree backend searched on vali, test scored once, the run written.
 
-A backend (`TreeBackend`) knows its labels, search space, one early-stopped fit and its model
-files; this module does the rest the same way for every backend: the data and its checks, the
-Optuna search on the labeled train QGs with the project's NDCG@5 of the labeled vali QGs
-(`baselines.tuning`), the chosen model's vali and test scores (``scores.npz``), ``report.json``,
-the model bundle and ``DONE``.
+A backend (`TreeBackend`: LightGBM in `baselines.gbdt.search`, CatBoost, XGBoost) knows its
+labels, its search space, one early-stopped fit, its predictions and its model files. This
+module does the rest the same way for every backend:
+
+- `prepare_tree_data`: the data and the checks every tree run makes;
+- `search`: the two search strategies, ``optuna`` (`baselines.tuning.optuna_search`, every
+  backend) and ``paper-grid`` (`baselines.tuning.grid_search` over a backend's ``grid()``:
+  LightGBM's), each fit scored with the project's NDCG@5 of the labeled vali QGs;
+- `tree_report`: the ``report.json`` keys every tree run shares, written here only;
+- `write_tree_run`: the bundle, the model files kept beside ``report.json``, ``report.json``
+  and ``DONE`` (`finish_run`).
+
+`run_tree_backend` chains them for a backend searched on one feature set (CatBoost, XGBoost).
+LightGBM's own extras, more feature sets (PCA) and a second search on pseudo-labels
+(`baselines.gbdt.train`) or on encoder embeddings (`baselines.hybrid.train`), run the same
+steps once per candidate and choose among the candidates on vali.
 """
 
 from __future__ import annotations
@@ -16,8 +27,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scarce_ltr.baselines.gbdt.train import finish_run
-from scarce_ltr.baselines.tuning import optuna_search
+from scarce_ltr.baselines.tuning import (
+    SearchOutcome,
+    TrainTrial,
+    TrialResult,
+    grid_search,
+    optuna_search,
+)
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Run
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
@@ -26,14 +44,21 @@ from scarce_ltr.data.evaluation import (
     selection_rule,
     vali_selection,
 )
-from scarce_ltr.data.pipeline import prepare_data, require_labeled_vali, require_relevant_labels
+from scarce_ltr.data.pipeline import (
+    PreparedData,
+    prepare_data,
+    require_labeled_vali,
+    require_relevant_labels,
+)
 from scarce_ltr.data.ranking_split import RankingSplit
 
 Report = Callable[[int, float], None]  # (round, the backend's vali NDCG@5); may raise Pruned
+Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and its files
 
 
 class TreeBackend(Protocol):
-    """What a tuned tree backend gives `run_tree_backend`."""
+    """What a tree backend gives the pipeline. ``grid()`` (the fixed points of the
+    ``paper-grid`` strategy) is optional: a backend without one is searched with Optuna."""
 
     name: str  # as a message names it: "CatBoost YetiRank"
     n_trials: int
@@ -48,69 +73,178 @@ class TreeBackend(Protocol):
         ...
 
     def fit(
-        self, choices: dict, train: RankingSplit, vali: RankingSplit, report: Report
+        self, choices: dict, train: RankingSplit, vali: RankingSplit, report: Report | None
     ) -> tuple[Any, int, float]:
-        """``(model cut at its vali-best round, trees kept, seconds)``."""
+        """``(model cut at its vali-best round, trees kept, seconds)``; ``report`` is ``None``
+        when no pruner watches the fit (a grid point)."""
         ...
 
     def predict(self, model: Any, features: np.ndarray) -> np.ndarray:
         """``[n_items]`` float64 scores."""
         ...
 
-    def bundle(self, model: Any) -> tuple[dict, dict[str, bytes]]:
+    def bundle(self, model: Any) -> Bundle:
         """The model's part of the bundle: its description (``kind``) and files."""
         ...
 
     def describe(self) -> dict:
-        """Report keys: versions, threads."""
+        """Report keys of the backend: versions, threads."""
         ...
 
 
-def run_tree_backend(cfg, run: Run, backend: TreeBackend) -> dict:
-    """Search, choose on vali, score vali and test once, write the run (see module docstring)."""
-    start = time.perf_counter()
+def prepare_tree_data(cfg, check_labels: Callable[[RankingSplit, str], None]) -> PreparedData:
+    """The prepared data of a tree run, after the checks every tree run makes: relevant labels,
+    labeled vali QGs, and labels the backend's objective takes (its ``check_labels``)."""
     prepared = prepare_data(cfg)
     require_relevant_labels(prepared)
     require_labeled_vali(prepared)
+    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
+    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
+    return prepared
+
+
+def trainer(
+    backend: TreeBackend, train: Any, vali: Any, score_vali: Callable[[Any], float]
+) -> TrainTrial:
+    """One trial of a search: fit the choices, score the model with ``score_vali`` (the
+    project's NDCG@5 of the labeled vali QGs)."""
+
+    def train_trial(choices: dict, report: Report | None) -> tuple[Any, int, float, float]:
+        model, rounds, seconds = backend.fit(choices, train, vali, report)
+        return model, rounds, score_vali(model), seconds
+
+    return train_trial
+
+
+def search(
+    backend: TreeBackend,
+    strategy: str,
+    *,
+    seed: int,
+    train: TrainTrial,
+    on_trial: Callable[[TrialResult], None],
+) -> SearchOutcome:
+    """The vali-best fit of ``strategy`` (``optuna`` or ``paper-grid``) for ``backend``."""
+    if strategy == "optuna":
+        return optuna_search(
+            n_trials=backend.n_trials,
+            seed=seed,
+            suggest=backend.suggest,
+            train=train,
+            first=backend.first(),
+            warmup_steps=backend.early_stopping_rounds,
+            on_trial=on_trial,
+        )
+    grid = getattr(backend, "grid", None)
+    if strategy != "paper-grid" or grid is None:
+        raise UserError(f"{backend.name} has no search '{strategy}'; it offers optuna")
+    return grid_search(grid(), train=train, on_trial=on_trial)
+
+
+def score_and_save(
+    run: Run, prepared: PreparedData, predict: Callable[[np.ndarray], np.ndarray], features
+) -> tuple[np.ndarray, np.ndarray]:
+    """The chosen model's vali and test scores, saved (``scores.npz``); ``features(name)`` is
+    the split the model reads (raw features, or with PCA or embedding columns)."""
+    vali_scores = predict(features("vali").features)
+    test_scores = predict(features("test").features)
+    save_scores(run.folder, prepared, vali_scores, test_scores)
+    return vali_scores, test_scores
+
+
+def tree_report(
+    cfg,
+    prepared: PreparedData,
+    scores: tuple[np.ndarray, np.ndarray],
+    *,
+    selected: dict,
+    trials: tuple[str, list[dict]],
+    n_features: int,
+    n_trees: int,
+    seconds_fitting: float,
+    search: str | None,
+    **extra: Any,
+) -> dict:
+    """The keys every tree run's ``report.json`` shares; ``extra`` are the backend's and the
+    variant's. ``trials``: the name of the list (``grid``, ``trials``) and its rows;
+    ``search=None`` (the hybrid, which searches several candidates) leaves ``search`` and the
+    train sizes out."""
+    labels = prepared.labels
+    report = {
+        "method": cfg.method,
+        "metrics": evaluation_report(prepared, *scores, cfg.metrics),
+        "selected": selected,
+        trials[0]: trials[1],
+        "selection": selection_rule(cfg.metrics),
+    }
+    if search is not None:
+        report |= {
+            "search": search,
+            "n_train_items": prepared.train.n_items,
+            "n_train_labeled_items": labels.labeled_train().n_items,
+        }
+    return report | {
+        "n_train_labeled_groups": int(labels.train_labeled.sum()),
+        "n_vali_labeled_groups": int(labels.vali_labeled.sum()),
+        "n_features": n_features,
+        "n_trees": n_trees,
+        "seconds_fitting": round(seconds_fitting, 3),
+        **extra,
+    }
+
+
+def write_tree_run(
+    run: Run, prepared: PreparedData, report: dict, bundle: Bundle, *, keep: tuple = (), start
+) -> dict:
+    """The bundle, the files of it named in ``keep`` also beside ``report.json`` (LightGBM's
+    ``model.txt``: tools read it there), then ``report.json`` and ``DONE``."""
+    description, files = bundle
+    for name in keep:
+        atomic_write_bytes(run.folder / name, files[name])
+    write_run_bundle(run, prepared, report["metrics"], description, files)
+    return finish_run(run, report, start=start)
+
+
+def finish_run(run: Run, report: dict, *, start: float) -> dict:
+    """Write a tree run's ``report.json`` (with its seconds) and the done-marker."""
+    report["seconds"] = round(time.perf_counter() - start, 3)
+    summary = {k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")}
+    return run.finish(report, summary=summary)
+
+
+def run_tree_backend(cfg, run: Run, backend: TreeBackend) -> dict:
+    """Search with Optuna on the labeled train QGs, choose on vali, score vali and test once,
+    write the run (see the module docstring)."""
+    start = time.perf_counter()
+    prepared = prepare_tree_data(cfg, backend.check_labels)
     labels = prepared.labels
     train, labeled_vali = labels.labeled_train(), labels.labeled_vali()
-    backend.check_labels(train, "train (labeled QGs)")
-    backend.check_labels(labeled_vali, "vali (labeled QGs)")
     tracker = run.open_tracker(asdict(cfg))
 
-    def train_trial(choices: dict, report: Report) -> tuple[Any, int, float, float]:
-        model, rounds, seconds = backend.fit(choices, train, labeled_vali, report)
-        scores = backend.predict(model, prepared.vali.features)
-        return model, rounds, vali_selection(prepared, scores, cfg.metrics), seconds
+    def score_vali(model: Any) -> float:
+        return vali_selection(prepared, backend.predict(model, prepared.vali.features), cfg.metrics)
 
-    outcome = optuna_search(
-        n_trials=backend.n_trials,
+    outcome = search(
+        backend,
+        "optuna",
         seed=cfg.seed,
-        suggest=backend.suggest,
-        train=train_trial,
-        first=backend.first(),
-        warmup_steps=backend.early_stopping_rounds,
+        train=trainer(backend, train, labeled_vali, score_vali),
         on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
     )
     model, best = outcome.best_model, outcome.best_result
-    vali_scores = backend.predict(model, prepared.vali.features)
-    test_scores = backend.predict(model, prepared.test.features)
-    save_scores(run.folder, prepared, vali_scores, test_scores)
-    report = {
-        "method": cfg.method,
-        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
-        "selected": best.as_dict(),
-        "trials": [result.as_dict() for result in outcome.results],
-        "selection": selection_rule(cfg.metrics),
-        "search": "optuna",
-        "n_train_items": prepared.train.n_items,
-        "n_train_labeled_items": train.n_items,
-        "n_train_labeled_groups": int(labels.train_labeled.sum()),
-        "n_vali_labeled_groups": int(labels.vali_labeled.sum()),
-        "n_features": prepared.n_features,
-        "n_trees": best.rounds,
-        "seconds_fitting": round(sum(r.seconds for r in outcome.results), 3),
+    scores = score_and_save(
+        run, prepared, lambda x: backend.predict(model, x), lambda name: getattr(prepared, name)
+    )
+    report = tree_report(
+        cfg,
+        prepared,
+        scores,
+        selected=best.as_dict(),
+        trials=("trials", [result.as_dict() for result in outcome.results]),
+        n_features=prepared.n_features,
+        n_trees=best.rounds,
+        seconds_fitting=sum(r.seconds for r in outcome.results),
+        search="optuna",
         **backend.describe(),
-    }
-    write_run_bundle(run, prepared, report["metrics"], *backend.bundle(model))
-    return finish_run(run, report, start=start)
+    )
+    return write_tree_run(run, prepared, report, backend.bundle(model), start=start)

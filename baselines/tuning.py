@@ -1,5 +1,6 @@
-"""What every tuned tree ranker shares: an optional backend, a seeded Optuna search, choosing the
-trial on validation only, and the label check of a backend's objective.
+"""What every tree ranker shares: an optional backend, the two search strategies (a seeded
+Optuna search, `optuna_search`; a fixed grid, `grid_search`), choosing the trial on validation
+only (`keep_if_best`), and the label check of a backend's objective.
 
 A search trains one model per trial and scores it on the labeled vali QGs with the project's
 NDCG@5; the trial with the highest vali score is chosen (`core.selection.select_best`), and only
@@ -113,9 +114,9 @@ class Pruned(Exception):
         self.rounds = rounds
 
 
-# One trial: (choices, a report(step, value) -> None that raises Pruned) -> (model, rounds,
-# vali ndcg@5, seconds).
-TrainTrial = Callable[[dict, Callable[[int, float], None]], tuple[Any, int, float, float]]
+# One trial: (choices, a report(step, value) -> None that raises Pruned, or None when no pruner
+# watches) -> (model, rounds, vali ndcg@5, seconds).
+TrainTrial = Callable[[dict, Callable[[int, float], None] | None], tuple[Any, int, float, float]]
 
 
 def keep_if_best(outcome: SearchOutcome, result: TrialResult, model: Any) -> None:
@@ -123,6 +124,23 @@ def keep_if_best(outcome: SearchOutcome, result: TrialResult, model: Any) -> Non
     outcome.results.append(result)
     if select_best([r.vali_ndcg for r in outcome.results]) == len(outcome.results) - 1:
         outcome.best, outcome.best_model = len(outcome.results) - 1, model
+
+
+def grid_search(
+    points: list[dict],
+    *,
+    train: TrainTrial,
+    on_trial: Callable[[TrialResult], None] = lambda result: None,
+) -> SearchOutcome:
+    """Every point of a fixed grid in order (trial ``i`` is ``points[i]``), none pruned; the
+    vali-best wins, the first of ties (the paper's LightGBM grid)."""
+    outcome = SearchOutcome()
+    for number, choices in enumerate(points):
+        model, rounds, vali, seconds = train(choices, None)
+        result = TrialResult(number, choices, rounds, vali, seconds)
+        keep_if_best(outcome, result, model)
+        on_trial(result)
+    return outcome
 
 
 def optuna_search(

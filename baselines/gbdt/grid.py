@@ -1,12 +1,16 @@
-"""The GBDT hyperparameter grid, and choosing a point on validation NDCG@5 only.
+"""LightGBM as a tree backend (`baselines.tree_run.TreeBackend`), and the paper's grid.
 
-``paper`` (appendix A.2.3): start from LightGBM's defaults (num_leaves 31, min_data_in_leaf 20,
-feature_fraction 1.0) and vary one hyperparameter at a time over its list. The paper counts
-3 x 3 = 9 choices; three of them are the default point itself, so 7 distinct points are trained.
-``full``: every combination (27 with the default lists).
+``gbdt.search=paper-grid`` (appendix A.2.3, the default): start from LightGBM's defaults
+(num_leaves 31, min_data_in_leaf 20, feature_fraction 1.0) and vary one hyperparameter at a
+time over its list. The paper counts 3 x 3 = 9 choices; three of them are the default point
+itself, so 7 distinct points are trained. ``gbdt.grid=full``: every combination (27 with the
+default lists). ``gbdt.search=optuna``: the search space of `baselines.gbdt.search`.
 
 min_data_in_leaf is capped at `lightgbm_ranker.min_data_cap` (``n_items // 4``) of the
-training set; points that the cap makes equal are trained once.
+training set; points that the cap makes equal are trained once. Either search runs through the
+tree pipeline's `baselines.tree_run.search` (`baselines.tuning`: each fit early-stops on vali
+NDCG@5, the vali-best fit is kept); `run_search` gives its outcome as grid rows
+(`PointResult`), with the phase and PCA size the LightGBM variants report.
 """
 
 from __future__ import annotations
@@ -14,20 +18,26 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import lightgbm as lgb
+import numpy as np
 
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+    CENTRE,
     Fit,
     LeafSettings,
     RankingData,
     TrainingOptions,
+    check_labels,
     fit,
 )
-from scarce_ltr.core.selection import select_best
-
-# LightGBM's defaults: the centre of the paper's one-at-a-time grid.
-CENTRE = LeafSettings(num_leaves=31, min_data_in_leaf=20, feature_fraction=1.0)
+from scarce_ltr.baselines.gbdt.search import LEAF_KEYS, defaults, lightgbm_choices, suggest
+from scarce_ltr.baselines.tree_run import Bundle, Report, search, trainer
+from scarce_ltr.baselines.tuning import TrialResult
+from scarce_ltr.data.ranking_split import RankingSplit
 
 
 def grid_points(options: GBDTOptions) -> list[LeafSettings]:
@@ -53,6 +63,97 @@ def capped(points: list[LeafSettings], cap: int) -> list[tuple[LeafSettings, int
         )
         out.setdefault(trained, point.min_data_in_leaf)
     return list(out.items())
+
+
+class LightGBMBackend:
+    """LightGBM LambdaMART as a `TreeBackend`. A search's backend holds the `RankingData` it
+    fits on (binned once, reused by every fit; its size caps min_data_in_leaf); without data it
+    checks labels, scores and bundles only."""
+
+    name = "LightGBM"
+
+    def __init__(
+        self,
+        options: GBDTOptions,
+        training: TrainingOptions,
+        data: RankingData | None = None,
+        *,
+        points: list[LeafSettings] | None = None,
+    ) -> None:
+        """``points``: the paper grid's points (default: ``grid_points(options)``)."""
+        self.options, self.training, self.data = options, training, data
+        self.n_trials = options.n_trials
+        self.early_stopping_rounds = training.early_stopping_rounds
+        self.points = grid_points(options) if points is None else points
+
+    @property
+    def cap(self) -> int:
+        assert self.data is not None, "a search's backend holds its data"
+        return self.data.cap
+
+    @property
+    def plan(self) -> list[tuple[LeafSettings, int]]:
+        """The paper grid as trained on ``self.data``: (point, min_data_in_leaf asked for)."""
+        return capped(self.points, self.cap)
+
+    def check_labels(self, split: RankingSplit, what: str) -> None:
+        check_labels(split, what)
+
+    def suggest(self, trial: Any) -> dict:
+        return suggest(trial, self.options, cap=self.cap)
+
+    def first(self) -> dict:
+        return defaults(self.options, self.training, cap=self.cap)
+
+    def grid(self) -> list[dict]:
+        """The paper-grid strategy's points, as trained (capped)."""
+        return [asdict(leaves) for leaves, _ in self.plan]
+
+    def fit(self, choices: dict, train: Any, vali: Any, report: Report | None) -> tuple:
+        """``train`` and ``vali`` are not read: every fit of a search uses ``self.data``,
+        binned from them once."""
+        leaves, extra = lightgbm_choices(choices)
+        # A linear label gain changes LightGBM's per-round NDCG too: its values are on another
+        # scale than the other trials', so the median rule does not judge them.
+        if choices.get("label_gain") == "linear":
+            report = None
+        trained = fit(leaves, self.training, self.data, extra=extra, report=report)
+        return trained, trained.best_rounds, trained.seconds
+
+    def predict(self, model: Fit, features: np.ndarray) -> np.ndarray:
+        return model.predict(features, num_threads=self.training.num_threads)
+
+    def bundle(self, model: Fit) -> Bundle:
+        """The booster at its chosen rounds (``model.txt``); the PCA variants add theirs."""
+        booster = model.booster.model_to_string(num_iteration=model.best_rounds)
+        return {"kind": "lightgbm", "booster": "model.txt", "pca": None}, {
+            "model.txt": booster.encode()
+        }
+
+    def describe(self) -> dict:
+        return {"lightgbm": lgb.__version__, "num_threads": self.options.num_threads}
+
+    def row(self, result: TrialResult, strategy: str, *, phase: str, pca: int) -> PointResult:
+        """A trial as a grid row: a grid point with the min_data_in_leaf it asked for, an
+        Optuna trial with its number and other choices."""
+        leaves, _ = lightgbm_choices(result.choices)
+        asked, choices = leaves.min_data_in_leaf, {}
+        if strategy == "paper-grid":
+            asked = self.plan[result.number][1]
+        else:
+            other = {key: v for key, v in result.choices.items() if key not in LEAF_KEYS}
+            choices = {"trial": result.number, **other}
+        return PointResult(
+            phase=phase,
+            pca_components=pca,
+            leaves=leaves,
+            min_data_in_leaf_asked=asked,
+            best_rounds=result.rounds,
+            vali_ndcg=result.vali_ndcg,
+            seconds=result.seconds,
+            choices=choices,
+            pruned=result.pruned,
+        )
 
 
 @dataclass
@@ -96,8 +197,8 @@ class GridOutcome:
         return self.results[self.best]
 
 
-def run_grid(
-    points: list[LeafSettings],
+def run_search(
+    options: GBDTOptions,
     *,
     data: RankingData,
     training: TrainingOptions,
@@ -105,34 +206,46 @@ def run_grid(
     phase: str,
     pca_components: int,
     on_point: Callable[[PointResult], None] = lambda result: None,
+    points: list[LeafSettings] | None = None,
 ) -> GridOutcome:
-    """Fit every point (min_data_in_leaf capped for ``data``); keep the vali-best one.
+    """The vali-best LightGBM fit of ``options.search`` on ``data``, as grid rows.
 
     Args:
         score_vali: a fit's NDCG@5 on the labeled vali QGs (the project's metric and policy).
-        on_point: called with each fit's result (progress bar, tracker).
+        on_point: called with each fit's row (progress bar, tracker).
     """
+    backend = LightGBMBackend(options, training, data, points=points)
     outcome = GridOutcome()
-    for leaves, asked in capped(points, data.cap):
-        trained = fit(leaves, training, data)
-        result = PointResult(
-            phase=phase,
-            pca_components=pca_components,
-            leaves=leaves,
-            min_data_in_leaf_asked=asked,
-            best_rounds=trained.best_rounds,
-            vali_ndcg=score_vali(trained),
-            seconds=trained.seconds,
-        )
-        outcome.results.append(result)
-        if select_best([r.vali_ndcg for r in outcome.results]) == len(outcome.results) - 1:
-            outcome.best, outcome.best_fit = len(outcome.results) - 1, trained
-        on_point(result)
+
+    def on_trial(result: TrialResult) -> None:
+        row = backend.row(result, options.search, phase=phase, pca=pca_components)
+        outcome.results.append(row)
+        on_point(row)
+
+    searched = search(
+        backend,
+        options.search,
+        seed=training.seed,
+        train=trainer(backend, None, None, score_vali),
+        on_trial=on_trial,
+    )
+    outcome.best, outcome.best_fit = searched.best, searched.best_model
     return outcome
+
+
+def run_grid(points: list[LeafSettings], **search_args) -> GridOutcome:
+    """`run_search` over the given paper-grid points (``data``, ``training``, ``score_vali``,
+    ``phase``, ``pca_components``, ``on_point`` as there)."""
+    return run_search(GBDTOptions(search="paper-grid"), points=points, **search_args)
 
 
 def n_fits(options: GBDTOptions, cap: int) -> int:
     return len(capped(grid_points(options), cap))
+
+
+def search_fits(options: GBDTOptions, cap: int) -> int:
+    """How many fits one search makes (a progress bar's total)."""
+    return options.n_trials if options.search == "optuna" else n_fits(options, cap)
 
 
 def _with(**change) -> LeafSettings:

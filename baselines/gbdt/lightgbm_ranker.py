@@ -39,6 +39,10 @@ class LeafSettings:
     feature_fraction: float
 
 
+# LightGBM's defaults: the centre of the paper's one-at-a-time grid and the search's trial 0.
+CENTRE = LeafSettings(num_leaves=31, min_data_in_leaf=20, feature_fraction=1.0)
+
+
 @dataclass(frozen=True)
 class TrainingOptions:
     """What every fit of one run shares."""

@@ -19,13 +19,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-import lightgbm as lgb
 import numpy as np
 
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult
+from scarce_ltr.baselines.gbdt.grid import (
+    GridOutcome,
+    LightGBMBackend,
+    PointResult,
+    run_search,
+    search_fits,
+)
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     Fit,
     RankingData,
@@ -33,28 +37,26 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     check_labels,
     min_data_cap,
 )
-from scarce_ltr.baselines.gbdt.search import run_search, search_fits
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
+from scarce_ltr.baselines.tree_run import (
+    Bundle,
+    prepare_tree_data,
+    score_and_save,
+    tree_report,
+    write_tree_run,
+)
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text, npz_bytes
+from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Run
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
-from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import (
-    evaluation_report,
-    save_scores,
-    selection_rule,
-    vali_selection,
-)
-from scarce_ltr.data.pipeline import (
-    PreparedData,
-    prepare_data,
-    require_labeled_vali,
-    require_relevant_labels,
-)
+from scarce_ltr.data.evaluation import vali_selection
+from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+
+# A LightGBM run keeps its booster beside report.json too (tools and tests read it there).
+KEPT_FILES = ("model.txt",)
 
 
 @dataclass(frozen=True)
@@ -103,16 +105,18 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     if cfg.method not in VARIANTS:
         raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
     variant = VARIANTS[cfg.method]
-    prepared = prepare_tree_data(cfg)
+    prepared = prepare_lightgbm_data(cfg)
     ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
     training = TrainingOptions.from_config(cfg)
+    backend = LightGBMBackend(cfg.gbdt, training)
     tracker = run.open_tracker(asdict(cfg))
     candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)
-    report, bundle = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
+    chosen, scores = save_chosen(run, prepared, backend, features, candidates)
+    report = _report(cfg, prepared, backend, candidates, chosen, scores)
     log_rounds(tracker, report["rounds_vali_ndcg@5"])
-    write_run_bundle(run, prepared, report["metrics"], *bundle)
-    return finish_run(run, report, start=start)
+    bundle = with_pca(backend.bundle(chosen.outcome.best_fit), features.pca, chosen.k)
+    return write_tree_run(run, prepared, report, bundle, keep=KEPT_FILES, start=start)
 
 
 def log_rounds(tracker: Tracker, curve: list[float]) -> None:
@@ -121,23 +125,11 @@ def log_rounds(tracker: Tracker, curve: list[float]) -> None:
         tracker.log({"round/index": i + 1, "round/vali_ndcg@5": value})
 
 
-def prepare_tree_data(cfg: BaselineConfig) -> PreparedData:
-    """The prepared data of a tree baseline, after the checks every tree baseline makes."""
+def prepare_lightgbm_data(cfg: BaselineConfig) -> PreparedData:
+    """The tree pipeline's prepared data, once ``epochs`` is known to leave a boosting round."""
     if cfg.gbdt.rounds(cfg.epochs) < 1:
         raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
-    prepared = prepare_data(cfg)
-    require_relevant_labels(prepared)
-    require_labeled_vali(prepared)
-    check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
-    check_labels(prepared.labels.labeled_vali(), "vali (labeled QGs)")
-    return prepared
-
-
-def finish_run(run: Run, report: dict, *, start: float) -> dict:
-    """Write a tree baseline's ``report.json`` (with its seconds) and the done-marker."""
-    report["seconds"] = round(time.perf_counter() - start, 3)
-    summary = {k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")}
-    return run.finish(report, summary=summary)
+    return prepare_tree_data(cfg, check_labels)
 
 
 def _fit_all(
@@ -161,55 +153,38 @@ def _fit_all(
         return [_fit_features(cfg, prepared, features, k, training, variant, on_point) for k in ks]
 
 
-def _evaluate_chosen(
-    cfg: BaselineConfig,
-    prepared: PreparedData,
-    features: Features,
-    candidates: list[Candidate],
-    out_dir: Path,
-) -> dict:
-    """Choose among candidates on vali, score vali and test once, save; the report and the
-    model's part of the bundle."""
-    chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
-    report = _report(cfg, prepared, candidates, chosen, vali_scores, test_scores)
-    return report, lightgbm_bundle(chosen.outcome.best_fit, features.pca, chosen.k)
-
-
 def save_chosen(
-    cfg: BaselineConfig,
+    run: Run,
     prepared: PreparedData,
+    backend: LightGBMBackend,
     features,
-    candidates: list[Candidate],
-    out_dir: Path,
-) -> tuple[Candidate, np.ndarray, np.ndarray]:
-    """The vali-best candidate and its vali and test scores; scores, model and PCA saved.
+    candidates: list,
+) -> tuple:
+    """The vali-best candidate and its ``(vali, test)`` scores, saved; with PCA columns, the
+    chosen PCA beside them (``pca.npz``).
 
     `features` is any feature set with ``split(name, k)`` and ``pca`` (raw + PCA columns, or
-    raw + embedding columns).
+    raw + embedding columns), `candidates` any with ``k`` and a grid ``outcome``.
     """
     chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
-    model, threads = chosen.outcome.best_fit, cfg.gbdt.num_threads
-    vali_scores = model.predict(features.split("vali", chosen.k).features, num_threads=threads)
-    test_scores = model.predict(features.split("test", chosen.k).features, num_threads=threads)
-    save_scores(out_dir, prepared, vali_scores, test_scores)
-    atomic_write_text(
-        out_dir / "model.txt", model.booster.model_to_string(num_iteration=model.best_rounds)
+    model = chosen.outcome.best_fit
+    scores = score_and_save(
+        run,
+        prepared,
+        lambda x: backend.predict(model, x),
+        lambda name: features.split(name, chosen.k),
     )
     if chosen.k:
         pca = features.pca.pca
         data = npz_bytes(mean=pca.mean_, components=pca.components_[: chosen.k])
-        atomic_write_bytes(out_dir / "pca.npz", data)
-    return chosen, vali_scores, test_scores
+        atomic_write_bytes(run.folder / "pca.npz", data)
+    return chosen, scores
 
 
-def lightgbm_bundle(
-    model: Fit, pca: PCAFeatures | None, k: int | None
-) -> tuple[dict, dict[str, bytes]]:
-    """A LightGBM ranker's part of a bundle: the booster at its chosen rounds, and the PCA whose
-    first ``k`` components it reads after the features (none when ``k`` is 0)."""
-    booster = model.booster.model_to_string(num_iteration=model.best_rounds)
-    description: dict = {"kind": "lightgbm", "booster": "model.txt", "pca": None}
-    files = {"model.txt": booster.encode()}
+def with_pca(bundle: Bundle, pca: PCAFeatures | None, k: int | None) -> Bundle:
+    """A LightGBM bundle with the PCA whose first ``k`` components the booster reads after the
+    features (none when ``k`` is 0)."""
+    description, files = bundle
     if k and pca is not None:
         description["pca"] = {"file": "pca.npz", "k": int(k)}
         files["pca.npz"] = npz_bytes(**pca.projector.to_arrays())
@@ -285,36 +260,30 @@ def _total_fits(
 def _report(
     cfg: BaselineConfig,
     prepared: PreparedData,
+    backend: LightGBMBackend,
     candidates: list[Candidate],
     chosen: Candidate,
-    vali_scores: np.ndarray,
-    test_scores: np.ndarray,
+    scores: tuple[np.ndarray, np.ndarray],
 ) -> dict:
     best = chosen.outcome.best_result
     model = chosen.outcome.best_fit
-    labels = prepared.labels
-    return {
-        "method": cfg.method,
-        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
-        "selected": best.as_dict(),
-        "teacher": chosen.teacher.best_result.as_dict() if chosen.teacher else None,
-        "pseudo_labels": chosen.pseudo,
-        "grid": [result.as_dict() for c in candidates for result in _all(c)],
-        "rounds_vali_ndcg@5": model.vali_curve,  # LightGBM's per-round vali NDCG@5
-        "selection": selection_rule(cfg.metrics),
-        "search": cfg.gbdt.search,
-        "objective": best.choices.get("objective", cfg.gbdt.objective),
-        "n_train_items": prepared.train.n_items,
-        "n_train_labeled_items": labels.labeled_train().n_items,
-        "n_train_labeled_groups": int(labels.train_labeled.sum()),
-        "n_vali_labeled_groups": int(labels.vali_labeled.sum()),
-        "n_features": prepared.n_features + chosen.k,
-        "n_trees": best.best_rounds,
-        "n_leaves": int(sum(t["num_leaves"] for t in _trees(model))),
-        "seconds_fitting": round(sum(r.seconds for c in candidates for r in _all(c)), 3),
-        "lightgbm": lgb.__version__,
-        "num_threads": cfg.gbdt.num_threads,
-    }
+    return tree_report(
+        cfg,
+        prepared,
+        scores,
+        selected=best.as_dict(),
+        trials=("grid", [result.as_dict() for c in candidates for result in _all(c)]),
+        n_features=prepared.n_features + chosen.k,
+        n_trees=best.best_rounds,
+        seconds_fitting=sum(r.seconds for c in candidates for r in _all(c)),
+        search=cfg.gbdt.search,
+        teacher=chosen.teacher.best_result.as_dict() if chosen.teacher else None,
+        pseudo_labels=chosen.pseudo,
+        **{"rounds_vali_ndcg@5": model.vali_curve},  # LightGBM's per-round vali NDCG@5
+        objective=best.choices.get("objective", cfg.gbdt.objective),
+        n_leaves=int(sum(t["num_leaves"] for t in _trees(model))),
+        **backend.describe(),
+    )
 
 
 def _trees(model: Fit) -> list[dict]:

@@ -18,37 +18,27 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-import lightgbm as lgb
 import numpy as np
 
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.gbdt.grid import GridOutcome, PointResult
+from scarce_ltr.baselines.gbdt.grid import GridOutcome, LightGBMBackend, PointResult, run_search
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     Fit,
     RankingData,
     TrainingOptions,
 )
-from scarce_ltr.baselines.gbdt.search import run_search
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
-from scarce_ltr.baselines.gbdt.train import (
-    finish_run,
-    lightgbm_bundle,
-    prepare_tree_data,
-    save_chosen,
-)
+from scarce_ltr.baselines.gbdt.train import KEPT_FILES, prepare_lightgbm_data, save_chosen
 from scarce_ltr.baselines.hybrid.embedding_features import SPLITS, Embeddings, compute_embeddings
+from scarce_ltr.baselines.tree_run import Bundle, tree_report, write_tree_run
 from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import npz_bytes
 from scarce_ltr.core.runs import Run
 from scarce_ltr.core.tracking import Tracker
-from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import evaluation_report, selection_rule, vali_selection
-from scarce_ltr.data.pipeline import (
-    PreparedData,
-)
+from scarce_ltr.data.evaluation import vali_selection
+from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit
 
 EMBEDDING_WEIGHTS = "encoder.safetensors"  # in the bundle
@@ -88,7 +78,7 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     start = time.perf_counter()
     if not cfg.pretrained or cfg.pretrained.lower() in ("none", "null"):
         raise UserError("gbdt-ssl needs pretrained=<pretraining or finetuning run dir>")
-    prepared = prepare_tree_data(cfg)
+    prepared = prepare_lightgbm_data(cfg)
     embeddings = compute_embeddings(
         cfg.pretrained,
         prepared,
@@ -100,21 +90,22 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     options = cfg.embedding.candidates(min(embeddings.dim, prepared.train.n_items))
     features = EmbeddingFeatures(prepared, embeddings, [k for _, k in options if k], seed=cfg.seed)
     training = TrainingOptions.from_config(cfg)
+    backend = LightGBMBackend(cfg.gbdt, training)
     tracker = run.open_tracker(asdict(cfg))
     candidates = [_fit(cfg, prepared, features, n, k, training, tracker) for n, k in options]
-    report = _evaluate_chosen(cfg, prepared, features, candidates, run.folder)
-    chosen = next(c for c in candidates if c.name == report["selected"]["embedding"])
-    write_run_bundle(run, prepared, report["metrics"], *_bundle(cfg, features, chosen))
-    return finish_run(run, report, start=start)
+    chosen, scores = save_chosen(run, prepared, backend, features, candidates)
+    report = _report(cfg, prepared, backend, features, candidates, chosen, scores)
+    bundle = _bundle(cfg, features, chosen, backend.bundle(chosen.outcome.best_fit))
+    return write_tree_run(run, prepared, report, bundle, keep=KEPT_FILES, start=start)
 
 
 def _bundle(
-    cfg: BaselineConfig, features: EmbeddingFeatures, chosen: Candidate
-) -> tuple[dict, dict[str, bytes]]:
+    cfg: BaselineConfig, features: EmbeddingFeatures, chosen: Candidate, booster: Bundle
+) -> Bundle:
     """The booster, and (unless the chosen candidate reads no embedding) the encoder that
     embeds the transformed features, batched as here so a bundle scores exactly as this run,
     and the PCA of the embedding whose first k components the booster reads."""
-    description, files = lightgbm_bundle(chosen.outcome.best_fit, None, 0)
+    description, files = booster
     embeddings = features.embeddings
     if chosen.k == 0 or embeddings.encoder is None:
         return description, files
@@ -171,34 +162,33 @@ def _fit(
     return Candidate(name=name, k=k, outcome=outcome)
 
 
-def _evaluate_chosen(
+def _report(
     cfg: BaselineConfig,
     prepared: PreparedData,
+    backend: LightGBMBackend,
     features: EmbeddingFeatures,
     candidates: list[Candidate],
-    out_dir: Path,
+    chosen: Candidate,
+    scores: tuple[np.ndarray, np.ndarray],
 ) -> dict:
-    """Choose among the candidates on vali, score vali and test once, save; the report."""
-    chosen, vali_scores, test_scores = save_chosen(cfg, prepared, features, candidates, out_dir)
+    """The tree pipeline's report, named after the encoder's run, with the embedding's keys."""
     source = features.embeddings.source
     best = chosen.outcome.best_result
-    return {
-        "method": f"gbdt-ssl+{source['model']}",  # the model name sweeps and reports use
-        "baseline": "gbdt-ssl",
-        "pretrained": source["run"],
-        "pretraining_method": source["model"],
-        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
-        "selected": {"embedding": chosen.name, **best.as_dict()},
-        "embedding": source | {"candidates": [c.name for c in candidates]},
-        "grid": [
-            {"embedding": c.name, **r.as_dict()} for c in candidates for r in c.outcome.results
-        ],
-        "selection": selection_rule(cfg.metrics),
-        "n_train_labeled_groups": int(prepared.labels.train_labeled.sum()),
-        "n_vali_labeled_groups": int(prepared.labels.vali_labeled.sum()),
-        "n_features": prepared.n_features + features.width(chosen.k),
-        "n_trees": best.best_rounds,
-        "seconds_fitting": round(sum(r.seconds for c in candidates for r in c.outcome.results), 3),
-        "lightgbm": lgb.__version__,
-        "num_threads": cfg.gbdt.num_threads,
-    }
+    results = [(c.name, r) for c in candidates for r in c.outcome.results]
+    return tree_report(
+        cfg,
+        prepared,
+        scores,
+        selected={"embedding": chosen.name, **best.as_dict()},
+        trials=("grid", [{"embedding": name, **r.as_dict()} for name, r in results]),
+        n_features=prepared.n_features + features.width(chosen.k),
+        n_trees=best.best_rounds,
+        seconds_fitting=sum(r.seconds for _, r in results),
+        search=None,  # each candidate's own search; the report keeps the hybrid's keys
+        method=f"gbdt-ssl+{source['model']}",  # the model name sweeps and reports use
+        baseline="gbdt-ssl",
+        pretrained=source["run"],
+        pretraining_method=source["model"],
+        embedding=source | {"candidates": [c.name for c in candidates]},
+        **backend.describe(),
+    )
