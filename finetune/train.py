@@ -3,10 +3,12 @@
 Builds the model (a pretrained or fresh encoder with a scoring head, or a combination of
 finetuned runs), trains it on the labeled train QGs of the scarcity setting with
 `finetune.loop.fit` (model selection on vali NDCG@5, early stopping, per-epoch checkpoint), then
-scores vali and test once with the validation-best model through `data.evaluation`. The run
-directory gets ``report.json``, ``scores.npz``, ``model.pt`` (the whole model, for ``combine``),
-``checkpoint.pt`` and ``DONE``. A finished run is skipped; a run directory that holds a run of
-other settings is refused rather than overwritten or resumed.
+scores vali and test once with the validation-best model through `data.evaluation`, all by
+`finetune.grid.run_grid`, the runner the deep baselines share (this module builds the model and
+writes the report's finetuning keys). The run directory gets ``report.json``, ``scores.npz``,
+``model.pt`` (the whole model, for ``combine``), ``checkpoint.pt`` and ``DONE``. A finished run
+is skipped; a run directory that holds a run of other settings is refused rather than
+overwritten or resumed.
 
 ``lrs=[...]`` trains one model per learning rate, each in ``grid/lr=<rate>/`` with its own
 checkpoint (a finished rate is not redone after an interruption), from the same seed; the rate
@@ -16,21 +18,18 @@ whose model has the best vali NDCG@5 is kept, and test is scored once, by that m
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from torch import nn
 
 from scarce_ltr.core.checkpointing import load_checkpoint
-from scarce_ltr.core.device import setup_runtime
+from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import SOURCE_KEYS, GridPoint, Run, is_done, read_report, sources_moved
+from scarce_ltr.core.runs import SOURCE_KEYS, GridPoint, Run, read_report, sources_moved
 from scarce_ltr.core.seeding import seed_everything
-from scarce_ltr.core.selection import nan_low
-from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import evaluation_report, save_scores
 from scarce_ltr.data.pipeline import (
     PreparedData,
     prepare_data,
@@ -39,17 +38,10 @@ from scarce_ltr.data.pipeline import (
 )
 from scarce_ltr.finetune.combine import build_combined
 from scarce_ltr.finetune.config import FinetuneConfig
+from scarce_ltr.finetune.grid import BEST_VALI, Candidate, GridTraining, TrainedPoint, run_grid
 from scarce_ltr.finetune.heads import build_head
-from scarce_ltr.finetune.loop import CHECKPOINT, fit, predict
-from scarce_ltr.finetune.model import (
-    MODEL_FILE,
-    Ranker,
-    count_parameters,
-    load_model,
-    ranker_spec,
-    save_model,
-    torch_bundle,
-)
+from scarce_ltr.finetune.loop import CHECKPOINT
+from scarce_ltr.finetune.model import Ranker, count_parameters, ranker_spec
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 # Keys that change nothing a run computes: a run may resume or be skipped whatever they say.
@@ -78,60 +70,62 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         require_relevant_labels(prepared)
         require_labeled_vali(prepared)
         tracker = run.open_tracker(asdict(cfg), run_id=wandb_id)
-        points = [
-            _fit_point(cfg, prepared, lr, folder, runtime, tracker, identity, index=i)
+        training = GridTraining(
+            cfg=cfg,
+            prepared=prepared,
+            runtime=runtime,
+            phases=cfg.phases(),
+            loss_fn=cfg.loss.build(),
+            options=cfg.train_options,
+            eval_item_budget=cfg.eval_item_budget,
+            meta={"identity": identity, "wandb_id": tracker.run_id},
+            point_extra={"identity": identity},
+        )
+        candidates = [
+            _candidate(cfg, prepared, lr, folder, tracker, index=i)
             for i, (lr, folder) in enumerate(folders.items())
         ]
-        chosen = max(points, key=lambda p: nan_low(p.result["best_vali_ndcg@5"]))  # first of ties
-        model, source = chosen.model, chosen.source
-        model.to(runtime.device)
-        budget = cfg.eval_item_budget
-        vali = predict(model, prepared.vali, runtime=runtime, item_budget=budget)
-        test = predict(model, prepared.test, runtime=runtime, item_budget=budget)
-        metrics = evaluation_report(prepared, vali, test, cfg.metrics)
-        save_scores(out_dir, prepared, vali, test)
-        if chosen.folder != out_dir:
-            shutil.copyfile(chosen.folder / MODEL_FILE, out_dir / MODEL_FILE)
-        result = chosen.result
-        report = {
-            "strategy": cfg.strategy,
-            "pretrained": source["pretrained"],
-            "pretraining_method": pretraining_name(cfg, source),
-            **({"runs": source["runs"]} if "runs" in source else {}),
-            "metrics": metrics,
-            "learning_rate": chosen.lr,
-            **({"lr_grid": [_grid_row(p) for p in points]} if len(points) > 1 else {}),
-            "best_epoch": result["best_epoch"],
-            "best_vali_ndcg@5": result["best_vali_ndcg@5"],
-            "epochs_trained": result["epochs_trained"],
-            "phases": [asdict(p) for p in cfg.phases()],
-            "seconds_per_epoch": result["seconds_per_epoch"],
-            "train_seconds_per_epoch": result["train_seconds_per_epoch"],
-            "parameters": count_parameters(model),
-            "labels": prepared.labels.summary(),
-            "loss": asdict(cfg.loss),
-            "device": runtime.describe(),
-            "identity": identity,
-            "history": result["history"],
-        }
-        write_run_bundle(run, prepared, metrics, *torch_bundle(model, chosen.spec, budget))
-        summary = {"metrics": {"test": metrics["test"], "vali": metrics["vali"]}}
-        return run.finish(report, summary=summary)
+        report = partial(_report, cfg=cfg, prepared=prepared, runtime=runtime, identity=identity)
+        return run_grid(run, training, candidates, report=report)
     finally:
         run.close()
         runtime.close()
 
 
-@dataclass
-class _Point:
-    """One learning rate's training: its folder, result and validation-best model."""
-
-    lr: float
-    folder: Path
-    result: dict
-    model: nn.Module
-    source: dict
-    spec: dict
+def _report(
+    chosen: TrainedPoint,
+    results: list[dict],
+    metrics: dict,
+    *,
+    cfg: FinetuneConfig,
+    prepared: PreparedData,
+    runtime: Runtime,
+    identity: str,
+) -> tuple[dict, dict]:
+    """The run's report body (the keys `core.runs` adds come first) and tracker summary."""
+    result, source = chosen.result, chosen.source
+    body = {
+        "strategy": cfg.strategy,
+        "pretrained": source["pretrained"],
+        "pretraining_method": pretraining_name(cfg, source),
+        **({"runs": source["runs"]} if "runs" in source else {}),
+        "metrics": metrics,
+        "learning_rate": chosen.lr,
+        **({"lr_grid": [_grid_row(r) for r in results]} if len(results) > 1 else {}),
+        "best_epoch": result["best_epoch"],
+        BEST_VALI: result[BEST_VALI],
+        "epochs_trained": result["epochs_trained"],
+        "phases": [asdict(p) for p in cfg.phases()],
+        "seconds_per_epoch": result["seconds_per_epoch"],
+        "train_seconds_per_epoch": result["train_seconds_per_epoch"],
+        "parameters": count_parameters(chosen.model),
+        "labels": prepared.labels.summary(),
+        "loss": asdict(cfg.loss),
+        "device": runtime.describe(),
+        "identity": identity,
+        "history": result["history"],
+    }
+    return body, {"metrics": {"test": metrics["test"], "vali": metrics["vali"]}}
 
 
 def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float) -> Path:
@@ -141,62 +135,31 @@ def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float) -> Path:
     return GridPoint.within(out_dir, f"lr={lr:g}").folder
 
 
-def _fit_point(
-    cfg: FinetuneConfig,
-    prepared: PreparedData,
-    lr: float,
-    folder: Path,
-    runtime,
-    tracker,
-    identity: str,
-    *,
-    index: int,
-) -> _Point:
-    """Train at ``lr`` in ``folder`` (a grid point finished before is read back, not redone)."""
-    point = GridPoint(folder)
-    if is_done(folder):  # a grid point (a finished run itself never gets here)
-        result = point.result()
-        model, payload = load_model(folder)
-        return _Point(lr, folder, result, model, payload["source"], payload["spec"])
-    seed_everything(cfg.seed)  # every rate starts from the same model and data order
-    if cfg.strategy == "combine":
-        model, spec, source = build_combined(cfg, prepared)
-    else:
-        model, spec, source = build_ranker(cfg, prepared)
-    label_seed = cfg.scarcity.label_seed(cfg.seed)
-    source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed, "label_seed": label_seed}
-    folder.mkdir(parents=True, exist_ok=True)
-    epochs = sum(p.epochs for p in cfg.phases()) + 1
+def _candidate(
+    cfg: FinetuneConfig, prepared: PreparedData, lr: float, folder: Path, tracker, *, index: int
+) -> Candidate:
+    """The rate ``lr`` as a grid point: its model built fresh (pretrained encoder, new head),
+    its epochs logged under the rate, each rate's steps after the previous rate's."""
     label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
-    fitted = fit(
-        model,
-        prepared,
-        phases=cfg.phases(),
-        loss_fn=cfg.loss.build(),
-        options=cfg.train_options(lr),
-        metrics_cfg=cfg.metrics,
-        runtime=runtime,
-        seed=cfg.seed,
-        checkpoint=folder / CHECKPOINT,
-        log=lambda row: tracker.log(row | label, step=index * epochs + row["epoch"]),
-        meta={"identity": identity, "wandb_id": tracker.run_id},
+    epochs = sum(p.epochs for p in cfg.phases()) + 1
+
+    def build() -> tuple[nn.Module, dict, dict]:
+        if cfg.strategy == "combine":
+            model, spec, source = build_combined(cfg, prepared)
+        else:
+            model, spec, source = build_ranker(cfg, prepared)
+        label_seed = cfg.scarcity.label_seed(cfg.seed)
+        source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed, "label_seed": label_seed}
+        return model, spec, source
+
+    return Candidate(
+        folder=folder,
+        lr=lr,
+        keys={"lr": lr},
+        build=build,
         desc=f"finetune {cfg.strategy}" + (f" lr={lr:g}" if label else ""),
+        log=lambda row: tracker.log(row | label, step=index * epochs + row["epoch"]),
     )
-    data = {"name": cfg.data.name, "transform": cfg.data.transform}
-    data["n_features"] = prepared.n_features
-    save_model(folder, model, spec=spec, data=data, source=source)
-    result = {
-        "lr": lr,
-        "best_vali_ndcg@5": fitted.best_vali,
-        "best_epoch": fitted.best_epoch,
-        "epochs_trained": fitted.epochs,
-        "seconds_per_epoch": fitted.seconds_per_epoch,
-        "train_seconds_per_epoch": fitted.train_seconds_per_epoch,
-        "history": fitted.history,
-    }
-    if label:  # a grid point: done on its own, so an interrupted grid resumes after it
-        point.finish(result | {"identity": identity})
-    return _Point(lr, folder, result, model, source, spec)
 
 
 def pretraining_name(cfg: FinetuneConfig, source: dict) -> str | None:
@@ -208,9 +171,9 @@ def pretraining_name(cfg: FinetuneConfig, source: dict) -> str | None:
     return cfg.identity().model.removesuffix(f"+{cfg.strategy}")
 
 
-def _grid_row(point: _Point) -> dict:
-    keys = ("lr", "best_vali_ndcg@5", "best_epoch", "epochs_trained")
-    return {k: point.result[k] for k in keys}
+def _grid_row(result: dict) -> dict:
+    keys = ("lr", BEST_VALI, "best_epoch", "epochs_trained")
+    return {k: result[k] for k in keys}
 
 
 def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, dict, dict]:

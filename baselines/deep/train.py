@@ -11,27 +11,26 @@ Every grid point trains on the labeled train QGs with `finetune.loop.fit` (``dee
 stopping on vali NDCG@5, the validation-best epoch kept) in a folder of its own,
 ``grid/<point>/``, which is skipped once done, so an interrupted grid resumes. The point with the
 best vali NDCG@5 is then scored once on vali and test through `data.evaluation`; the run dir gets
-its ``model.pt``, ``scores.npz``, ``report.json`` and ``DONE``.
+its ``model.pt``, ``scores.npz``, bundle, ``report.json`` and ``DONE``. All of that is
+`finetune.grid.run_grid`, the runner finetuning's ``lrs=[...]`` shares; this module says what
+the grid holds, how each point's model is built and what the report adds.
 """
 
 from __future__ import annotations
 
 import itertools
-import shutil
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
-from scarce_ltr.baselines.deep.models import build_model, load_model
+from scarce_ltr.baselines.deep.models import MODEL_KINDS, build_model
 from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.runs import GridPoint, Run
-from scarce_ltr.core.seeding import seed_everything
-from scarce_ltr.core.selection import nan_low
-from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import evaluation_report, save_scores
+from scarce_ltr.data.evaluation import selection_rule
 from scarce_ltr.data.pipeline import (
     PreparedData,
     prepare_data,
@@ -39,9 +38,11 @@ from scarce_ltr.data.pipeline import (
     require_relevant_labels,
 )
 from scarce_ltr.finetune.config import Phase
-from scarce_ltr.finetune.loop import CHECKPOINT, fit, predict
-from scarce_ltr.finetune.model import MODEL_FILE, count_parameters, ranker_spec, torch_bundle
-from scarce_ltr.finetune.model import save_model as save_model_file
+from scarce_ltr.finetune.grid import RESULT_KEYS, Candidate, GridTraining, TrainedPoint, run_grid
+from scarce_ltr.finetune.model import count_parameters, ranker_spec
+
+# The deep baselines' point results (and reports) predate train_seconds_per_epoch.
+_RESULT_KEYS = tuple(k for k in RESULT_KEYS if k != "train_seconds_per_epoch")
 
 
 def grid(method: str, options: DeepBaselineOptions) -> list[dict]:
@@ -93,7 +94,6 @@ def model_spec(
 
 def main(cfg: BaselineConfig, run: Run) -> dict:
     options = cfg.deep
-    out_dir = run.folder
     runtime = setup_runtime(
         amp=options.amp,
         device=None if options.device == "auto" else options.device,
@@ -108,87 +108,81 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
         layout = None
         if cfg.method not in ("resnet", "dasalc"):  # the models with field embeddings
             layout = detect_fields(prepared.train.features, max_values=options.max_categories)
-        results = []
-        for i, point in enumerate(grid(cfg.method, options)):
-            spec = model_spec(
-                cfg.method, point, options, n_features=prepared.n_features, layout=layout
-            )
-            result = _fit_point(cfg, prepared, point, spec, out_dir, runtime)
-            tracker.log({"grid": result}, step=i)
-            results.append(result)
-        chosen = max(results, key=lambda r: nan_low(r["best_vali_ndcg@5"]))  # first of ties
-        chosen_folder = GridPoint.within(out_dir, chosen["name"]).folder
-        model, payload = load_model(chosen_folder)
-        model.to(runtime.device)
-        budget = options.eval_item_budget
-        vali = predict(model, prepared.vali, runtime=runtime, item_budget=budget)
-        test = predict(model, prepared.test, runtime=runtime, item_budget=budget)
-        report = {
-            "method": cfg.method,
-            "metrics": evaluation_report(prepared, vali, test, cfg.metrics),
-            "selected": chosen,
-            "grid": results,
-            "selection": f"vali ndcg@5, policy {cfg.metrics.policy}",
-            "labels": prepared.labels.summary(),
-            "best_epoch": chosen["best_epoch"],
-            "seconds_per_epoch": chosen["seconds_per_epoch"],
-            "parameters": count_parameters(model),
-            "categorical_features": list(layout.categorical) if layout else None,
-            "device": runtime.describe(),
-            "seconds": round(time.perf_counter() - start, 3),
-        }
-        save_scores(out_dir, prepared, vali, test)
-        shutil.copyfile(chosen_folder / MODEL_FILE, out_dir / MODEL_FILE)
-        metrics = report["metrics"]
-        write_run_bundle(run, prepared, metrics, *torch_bundle(model, payload["spec"], budget))
-        return run.finish(report, summary={"metrics": report["metrics"], "selected": chosen})
+        training = GridTraining(
+            cfg=cfg,
+            prepared=prepared,
+            runtime=runtime,
+            phases=[Phase("full", options.epochs(cfg.epochs), True)],
+            loss_fn=options.loss.build(),
+            options=options.train_options,
+            eval_item_budget=options.eval_item_budget,
+            kinds=MODEL_KINDS,
+            result_keys=_RESULT_KEYS,
+        )
+        candidates = [
+            _candidate(cfg, point, run.folder, n_features=prepared.n_features, layout=layout)
+            for point in grid(cfg.method, options)
+        ]
+        report = partial(
+            _report, cfg=cfg, prepared=prepared, runtime=runtime, layout=layout, start=start
+        )
+        return run_grid(
+            run,
+            training,
+            candidates,
+            report=report,
+            on_point=lambda i, result: tracker.log({"grid": result}, step=i),
+        )
     finally:
         runtime.close()
 
 
-def _fit_point(
+def _candidate(
     cfg: BaselineConfig,
-    prepared: PreparedData,
     point: dict,
-    spec: dict,
-    out_dir: Path,
-    runtime: Runtime,
-) -> dict:
-    """Train one grid point in ``grid/<point>/`` (or read its result when done)."""
+    run_folder: Path,
+    *,
+    n_features: int,
+    layout: FieldLayout | None,
+) -> Candidate:
+    """A grid point in ``grid/<point>/``, e.g. ``grid/lr=0.05,cross_layers=2/``."""
     name = ",".join(f"{k}={v:g}" for k, v in point.items())
-    grid_point = GridPoint.within(out_dir, name)
-    folder = grid_point.folder
-    finished = grid_point.result()
-    if finished is not None:
-        return finished
-    folder.mkdir(parents=True, exist_ok=True)
-    seed_everything(cfg.seed)  # every point starts from the same seed, whatever ran before
-    model = build_model(spec)
-    options = cfg.deep
-    result = fit(
-        model,
-        prepared,
-        phases=[Phase("full", options.epochs(cfg.epochs), True)],
-        loss_fn=options.loss.build(),
-        options=options.train_options(point["lr"]),
-        metrics_cfg=cfg.metrics,
-        runtime=runtime,
-        seed=cfg.seed,
-        checkpoint=folder / CHECKPOINT,
+    spec = model_spec(cfg.method, point, cfg.deep, n_features=n_features, layout=layout)
+    source = {"pretrained": None, "method": cfg.method, "label_setting": cfg.scarcity.tag}
+    return Candidate(
+        folder=GridPoint.within(run_folder, name).folder,
+        lr=point["lr"],
+        keys={"name": name, **point},
+        build=lambda: (build_model(spec), spec, source | {"seed": cfg.seed}),
         desc=f"{cfg.method} {name}",
     )
-    data = {"name": cfg.data.name, "transform": cfg.data.transform}
-    data["n_features"] = prepared.n_features
-    source = {"pretrained": None, "method": cfg.method, "label_setting": cfg.scarcity.tag}
-    save_model_file(folder, model, spec=spec, data=data, source=source | {"seed": cfg.seed})
-    summary = {
-        "name": name,
-        **point,
-        "best_vali_ndcg@5": result.best_vali,
-        "best_epoch": result.best_epoch,
-        "epochs_trained": result.epochs,
-        "seconds_per_epoch": result.seconds_per_epoch,
-        "history": result.history,  # vali NDCG@5 and loss per epoch: the dashboard's curves
+
+
+def _report(
+    chosen: TrainedPoint,
+    results: list[dict],
+    metrics: dict,
+    *,
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    runtime: Runtime,
+    layout: FieldLayout | None,
+    start: float,
+) -> tuple[dict, dict]:
+    """The run's report body (the keys `core.runs` adds come first) and tracker summary."""
+    selected = chosen.result
+    body = {
+        "method": cfg.method,
+        "metrics": metrics,
+        "selected": selected,
+        "grid": results,
+        "selection": selection_rule(cfg.metrics),
+        "labels": prepared.labels.summary(),
+        "best_epoch": selected["best_epoch"],
+        "seconds_per_epoch": selected["seconds_per_epoch"],
+        "parameters": count_parameters(chosen.model),
+        "categorical_features": list(layout.categorical) if layout else None,
+        "device": runtime.describe(),
+        "seconds": round(time.perf_counter() - start, 3),
     }
-    grid_point.finish(summary)
-    return summary
+    return body, {"metrics": metrics, "selected": selected}
