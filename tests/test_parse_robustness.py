@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny import start_together
 
 from scarce_ltr.core.errors import DataFormatError
 from scarce_ltr.data import cache, letor
@@ -116,17 +117,9 @@ def test_processes_starting_together_on_a_new_file_all_succeed_with_one_parse(
         return split
 
     monkeypatch.setattr(cache, "read_letor", counted_read)
-    ctx = multiprocessing.get_context("fork")
-    start = ctx.Event()
     root = tmp_path / "cache"
     outs = [tmp_path / f"out{i}.npy" for i in range(4)]
-    procs = [ctx.Process(target=_load_in_child, args=(path, root, o, start)) for o in outs]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    assert start_together(_load_in_child, [(path, root, o) for o in outs]) == [0, 0, 0, 0]
     assert marker.read_text().count("parse") == 1
     expected = read_letor(path).features
     for out in outs:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tiny import tiny_data
+from tiny import start_together, tiny_data
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
@@ -229,7 +229,6 @@ def _load_table_in_child(path: Path, root: Path, out: Path, start) -> None:
 def test_processes_starting_together_on_a_new_table_read_it_once(tmp_path, monkeypatch) -> None:
     """The parse cache's rules hold for tables too: one reader builds the entry under its lock,
     the others open it; an edit keeping size and modification time is read again."""
-    import multiprocessing
     import os
     import time
 
@@ -246,16 +245,9 @@ def test_processes_starting_together_on_a_new_table_read_it_once(tmp_path, monke
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tables, "read_table", counted)
-    ctx = multiprocessing.get_context("fork")
-    start, root = ctx.Event(), tmp_path / "cache"
+    root = tmp_path / "cache"
     outs = [tmp_path / f"out{i}.npy" for i in range(3)]
-    procs = [ctx.Process(target=_load_table_in_child, args=(path, root, o, start)) for o in outs]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert start_together(_load_table_in_child, [(path, root, o) for o in outs]) == [0, 0, 0]
     assert marker.read_text().count("read") == 1
     for out in outs:
         np.testing.assert_array_equal(np.load(out)[:, 0], np.float32(np.load(path)["f0"]))

@@ -54,3 +54,20 @@ def letor_folder(
             lines[number - 1] = text
         (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
     return folder
+
+
+def start_together(target, args_list: list[tuple]) -> list[int]:
+    """Fork one process per ``args_list`` entry running ``target(*args, start)``, release them
+    at once (each waits on the ``start`` event), and return their exit codes: the way a sweep's
+    first jobs meet on a new data file."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=target, args=(*args, start)) for args in args_list]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(60)
+    return [p.exitcode for p in procs]
