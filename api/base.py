@@ -24,7 +24,7 @@ from scarce_ltr.api.layout import holdout, train_split
 from scarce_ltr.api.stages import leaves, route, run_stage
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
-from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 
 # Trees that take NaN as a missing value (the others' inputs pass through an encoder or PCA).
@@ -183,7 +183,7 @@ class Ranker:
         features = self._features(X)
         n = len(features)
         qids = np.zeros(n, dtype=np.int64) if qid is None else inputs.as_qids(qid, n)
-        groups = inputs.Groups(qids)
+        groups = QidGroups(qids)
         scores = ranker.predict(features[groups.order], groups.item_qids())
         return groups.to_input_order(scores)
 
@@ -193,7 +193,7 @@ class Ranker:
         n = len(self._features(X))
         labels = inputs.as_labels(y, n)
         qids = inputs.as_qids(qid, n)
-        groups = inputs.Groups(qids)
+        groups = QidGroups(qids)
         scores = self.predict(X, qids)[groups.order]
         policy = dict(leaves(self.config_params())).get("metrics.policy", "skip")
         return mean_ndcg(scores, labels[groups.order], groups.offsets, k=5, policy=policy)
@@ -303,7 +303,7 @@ def _split(features: inputs.Features, y, qid, what: str) -> RankingSplit:
     n = len(features.values)
     qids = inputs.as_qids(qid, n, arg=f"{what}qid")
     labels = np.zeros(n, dtype=np.float32) if y is None else inputs.as_labels(y, n, arg=f"{what}y")
-    groups = inputs.Groups(qids)
+    groups = QidGroups(qids)
     return RankingSplit(
         features.values[groups.order], labels[groups.order], groups.offsets, groups.qids,
         "vali" if what == "eval_set " else "train",

@@ -2,9 +2,10 @@
 
 Features come as dense numpy (any real dtype), scipy sparse (CSR, what SVMlight files are) or a
 pandas DataFrame (numeric columns, matched by name at predict time); they become float32
-``[n_items, n_features]``. A qid array may come in any order: `Groups` sorts the items stably
-into QGs (QGs by ascending qid, a QG's items in their input order), so the order in which QGs
-come does not change what is trained, and puts per-item results back in the input order.
+``[n_items, n_features]``. A qid array may come in any order:
+`scarce_ltr.data.ranking_split.QidGroups` sorts the items stably into QGs (QGs by ascending qid,
+a QG's items in their input order), so the order in which QGs come does not change what is
+trained, and puts per-item results back in the input order.
 Every problem is one `ValueError` naming the argument, the column or the row.
 """
 
@@ -113,30 +114,6 @@ def as_qids(qid, n_items: int, *, arg: str = "qid") -> np.ndarray:
             raise ValueError(f"{arg} must hold integers; row {row} is {qids[row].item()}")
         return qids.astype(np.int64)
     raise ValueError(f"{arg} must hold integers, got dtype {qids.dtype}")
-
-
-class Groups:
-    """Items grouped stably by qid: ``order`` [n_items] (input rows in QG order), ``offsets``
-    [n_groups + 1] and ``qids`` [n_groups] (ascending)."""
-
-    def __init__(self, qids: np.ndarray) -> None:
-        self.order = np.argsort(qids, kind="stable")
-        self.qids, sizes = np.unique(qids, return_counts=True)
-        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-
-    @property
-    def n_groups(self) -> int:
-        return len(self.qids)
-
-    def item_qids(self) -> np.ndarray:
-        """``[n_items]`` the qid of each item, in QG order."""
-        return np.repeat(self.qids, np.diff(self.offsets))
-
-    def to_input_order(self, values: np.ndarray) -> np.ndarray:
-        """Per-item ``values`` in QG order, put back in the input order."""
-        out = np.empty_like(values)
-        out[self.order] = values
-        return out
 
 
 def check_columns(features: Features, *, arg: str = "X") -> None:

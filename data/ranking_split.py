@@ -95,6 +95,31 @@ class RankingSplit:
         )
 
 
+class QidGroups:
+    """Items in any qid order grouped stably by qid (QGs by ascending qid, a QG's items in input
+    order): ``order`` [n_items] (input rows in QG order), ``offsets`` [n_groups + 1] and
+    ``qids`` [n_groups] (ascending)."""
+
+    def __init__(self, qids: np.ndarray) -> None:
+        self.order = np.argsort(qids, kind="stable")
+        self.qids, sizes = np.unique(qids, return_counts=True)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.qids)
+
+    def item_qids(self) -> np.ndarray:
+        """``[n_items]`` the qid of each item, in QG order."""
+        return np.repeat(self.qids, np.diff(self.offsets))
+
+    def to_input_order(self, values: np.ndarray) -> np.ndarray:
+        """Per-item ``values`` in QG order, put back in the input order."""
+        out = np.empty_like(values)
+        out[self.order] = values
+        return out
+
+
 def rows_of_groups(offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Row indices of the given QGs, concatenated in order, without a Python loop."""
     starts = offsets[groups]

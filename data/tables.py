@@ -27,7 +27,7 @@ import numpy as np
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.arrays import check_labels, read_arrays, write_arrays
 from scarce_ltr.data.cache import content_hash, default_cache_root, entry_lock
-from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
 
 TABLE_VERSION = 2  # bump when the reading changes (2: keyed on content), so tables are read again
 SUFFIXES = (".parquet", ".pq", ".npz")
@@ -132,16 +132,15 @@ def read_table(
         if not chosen:
             raise UserError(f"{path}: no numeric column besides {qid} and {label}")
     table.load([qid, label, *chosen, *([split[0]] if split else [])])
-    qids = _qids(table.column(qid), path, qid)
+    qids = integer_qids(table.column(qid), path, qid)
     rows = _rows(table, path, split, qids)  # None: every row, in qid order already
     qids = qids if rows is None else qids[rows]
     values = feature_matrix([table.column(c) for c in chosen], rows, len(qids))
     labels = table.column(label).astype(np.float32)
     labels = labels if rows is None else labels[rows]
     check_labels(labels, f"{path} (column {label}, rows in qid order)")
-    group_qids, sizes = np.unique(qids, return_counts=True)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return RankingSplit(values, labels, offsets, group_qids.astype(np.int64), name), chosen
+    groups = QidGroups(qids)  # the rows are in qid order already: only offsets and qids
+    return RankingSplit(values, labels, groups.offsets, groups.qids, name), chosen
 
 
 _BLOCK_ROWS = 1 << 15  # rows filled at a time: the block stays in cache across the columns
@@ -251,7 +250,8 @@ class Table:
         return np.asarray(self._columns.column(column).to_numpy(zero_copy_only=False))
 
 
-def _qids(values: np.ndarray, path: Path, column: str) -> np.ndarray:
+def integer_qids(values: np.ndarray, path: Path, column: str) -> np.ndarray:
+    """A table's qid column as int64; `UserError` naming the first row that is no integer."""
     if values.dtype.kind in "iu":
         return values.astype(np.int64)
     if values.dtype.kind == "f":

@@ -23,8 +23,8 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_path, atomic_text_writer
 from scarce_ltr.core.metrics import evaluate_ranking
 from scarce_ltr.data.arrays import check_labels
-from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.data.tables import SUFFIXES, Table, feature_matrix, find_table
+from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
+from scarce_ltr.data.tables import SUFFIXES, Table, feature_matrix, find_table, integer_qids
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 from scarce_ltr.serving.rows import CSV_HEADER, positions_and_ranks, remove_orphans
 
@@ -56,32 +56,24 @@ def predict_table(
     names = _feature_names(ranker, table, path, qid=qid, label=label, given=features)
     labeled = label in table.names
     table.load([qid, *names, *([label] if labeled else [])])
-    qids = table.column(qid)
-    if qids.dtype.kind not in "iu" and not (
-        qids.dtype.kind == "f" and np.isfinite(qids).all() and (qids == np.round(qids)).all()
-    ):
-        raise UserError(f"{path}: column {qid} must hold integer qids, got {qids.dtype}")
-    qids = qids.astype(np.int64)
-    order = np.argsort(qids, kind="stable")
-    group_qids, sizes = np.unique(qids, return_counts=True)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    qids = integer_qids(table.column(qid), path, qid)
+    groups = QidGroups(qids)
     labels = np.zeros(len(qids), dtype=np.float32)
     if labeled:
-        labels = table.column(label).astype(np.float32)[order]
+        labels = table.column(label).astype(np.float32)[groups.order]
         check_labels(labels, f"{path} (column {label}, rows in qid order)")
-    x = feature_matrix([table.column(c) for c in names], order, len(qids))
-    split = RankingSplit(x, labels, offsets, group_qids.astype(np.int64), "table")
+    x = feature_matrix([table.column(c) for c in names], groups.order, len(qids))
+    split = RankingSplit(x, labels, groups.offsets, groups.qids, "table")
     scores = ranker.score_split(split)
-    position, rank = positions_and_ranks(offsets, scores)
-    rows = {"qid": qids, "position": np.empty_like(position), "score": np.empty_like(scores)}
-    rows["rank"] = np.empty_like(rank)
-    rows["position"][order], rows["score"][order], rows["rank"][order] = position, scores, rank
+    position, rank = positions_and_ranks(groups.offsets, scores)
+    back = groups.to_input_order
+    rows = {"qid": qids, "position": back(position), "score": back(scores), "rank": back(rank)}
     target = Path(out) if out else path.with_name(f"{path.stem}.scores{table_suffix(path)}")
     remove_orphans(target)
     _write(rows, target)
     metrics = None
     if labeled:
-        metrics = evaluate_ranking(scores, labels, offsets, ks=ks, policy=policy)
+        metrics = evaluate_ranking(scores, labels, groups.offsets, ks=ks, policy=policy)
     return {"out": target, "n_items": len(qids), "metrics": metrics}
 
 
