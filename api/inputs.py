@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce_ltr.data.arrays import MAX_LABEL
+from scarce_ltr.data.ranking_split import MAX_LABEL, label_outside_grades
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 MISSING_POLICIES = ("raise", "median", "keep")  # keep: NaN goes to the model (trees only)
@@ -86,9 +86,8 @@ def as_labels(y, n_items: int, *, arg: str = "y") -> np.ndarray:
     if not np.issubdtype(labels.dtype, np.number) and labels.dtype != bool:
         raise ValueError(f"{arg} must hold numbers (relevance grades), got dtype {labels.dtype}")
     labels = labels.astype(np.float64)
-    bad = np.flatnonzero(~((labels >= 0) & (labels <= MAX_LABEL)))
-    if len(bad):
-        row = int(bad[0])
+    row = label_outside_grades(labels)
+    if row is not None:
         raise ValueError(
             f"{arg}: row {row}: label {labels[row]:g} is outside the relevance grades "
             f"0..{MAX_LABEL} (NDCG's gain is 2^label - 1)"

@@ -24,10 +24,9 @@ import numpy as np
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import file_error, temp_folder_beside
-from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import MAX_LABEL, RankingSplit, label_outside_grades
 
 ARRAYS = ("features", "labels", "offsets", "qids")
-MAX_LABEL = 30  # as `scarce_ltr.data.datasets.MAX_LABEL`: NDCG's gain 2^y - 1 stays exact
 
 
 def split_folder(root: Path, stem: str) -> Path | None:
@@ -71,9 +70,8 @@ def read_arrays(folder: str | Path, *, name: str) -> RankingSplit:
 
 def check_labels(labels: np.ndarray, where: object) -> None:
     """Refuse a label outside the relevance grades ``0..MAX_LABEL`` (or NaN), naming its row."""
-    bad = np.flatnonzero(~((labels >= 0) & (labels <= MAX_LABEL)))
-    if len(bad):
-        row = int(bad[0])
+    row = label_outside_grades(labels)
+    if row is not None:
         raise UserError(
             f"{where}: row {row}: label {labels[row]:g} is outside the relevance grades "
             f"0..{MAX_LABEL} (NDCG's gain is 2^label - 1)"

@@ -20,7 +20,7 @@ from scarce_ltr.data.arrays import read_arrays, split_folder
 from scarce_ltr.data.cache import load_split
 from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
-from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.ranking_split import MAX_LABEL, RankingSplit, label_outside_grades
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
 from scarce_ltr.data.tables import SUFFIXES as TABLE_SUFFIXES
 from scarce_ltr.data.tables import find_table, load_table, single_table
@@ -34,7 +34,6 @@ FILE_KINDS = {
     "arrays": ("/ (a folder holding features.npy)", "folders of .npy arrays"),
     "table": ("[.parquet|.pq|.npz|/]", "tables (Parquet, a folder of Parquet parts, or .npz)"),
 }
-MAX_LABEL = 30  # relevance grades 0..30: LightGBM's gain table, and 2^30 - 1 is exact in float32
 
 
 @dataclass(frozen=True)
@@ -126,24 +125,20 @@ def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
             return _same_width(splits, cfg, files)
         splits = {split: load_split(path, name=split) for split, path in files.items() if path}
         for split, path in files.items():
-            check_label_range(splits[split], path)
+            check_label_range(splits[split].labels, path)
         return _same_width(splits, cfg, files)
     return _same_width(splits, cfg)
 
 
-def check_label_range(split: RankingSplit, path: Path) -> None:
-    """Stop at the first label outside the relevance grades ``0..MAX_LABEL``, naming its line:
-    NDCG's gain 2^y - 1 makes a negative label a negative gain and a huge one an overflow."""
-    import numpy as np
-
-    labels = np.asarray(split.labels)
-    bad = np.flatnonzero((labels < 0) | (labels > MAX_LABEL))
-    if len(bad):
-        item = int(bad[0])
+def check_label_range(labels, path: Path, *, first_item: int = 0) -> None:
+    """Stop at the first label outside the relevance grades ``0..MAX_LABEL``, naming its line
+    (``labels`` are the file's items from ``first_item`` on: a piece of a streamed file)."""
+    item = label_outside_grades(labels)
+    if item is not None:
         raise DataFormatError(
             path,
-            line_of_item(path, item),
-            f"label {labels[item]:g} is outside the relevance grades 0..{MAX_LABEL} "
+            line_of_item(path, first_item + item),
+            f"label {float(labels[item]):g} is outside the relevance grades 0..{MAX_LABEL} "
             "(NDCG's gain is 2^label - 1); relabel the file",
         )
 

@@ -10,6 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Relevance grades 0..30: LightGBM's gain table, and 2^30 - 1 is exact in float32.
+MAX_LABEL = 30
+
+
+def label_outside_grades(labels: np.ndarray) -> int | None:
+    """The index of the first label outside the relevance grades ``0..MAX_LABEL`` (NaN too),
+    or None: NDCG's gain 2^y - 1 makes a negative label a negative gain, a huge one overflow."""
+    labels = np.asarray(labels)
+    bad = np.flatnonzero(~((labels >= 0) & (labels <= MAX_LABEL)))
+    return int(bad[0]) if len(bad) else None
+
 
 @dataclass(frozen=True)
 class RankingSplit:

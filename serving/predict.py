@@ -34,7 +34,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_text_writer
 from scarce_ltr.core.metrics import METRICS, evaluate_ranking
 from scarce_ltr.core.progress import progress_bar
-from scarce_ltr.data.datasets import MAX_LABEL, check_label_range
+from scarce_ltr.data.datasets import check_label_range
 from scarce_ltr.data.letor_stream import StreamStats, stream_letor, total_bytes
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.serving.predict_table import is_table, predict_table, table_suffix
@@ -126,7 +126,8 @@ def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: 
             path, n_features=ranker.n_features, too_wide=too_wide, progress=progress, stats=stats
         )
         for piece in pieces:
-            check_labels(piece, kept, path)  # inside the block: a bad label leaves no CSV
+            # Training's check, inside the block: a bad label leaves no CSV.
+            check_label_range(piece.labels, path, first_item=kept.n_items)
             scores = ranker.score_split(piece)
             out.write(predictions_rows(piece, scores))
             kept.add(piece, scores, ranker.outlier_groups(piece))
@@ -137,18 +138,6 @@ def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: 
     ranker.warn_if_narrower(path, stats.width)
     print(f"{path}: {kept.n_groups} QGs, {kept.n_items} items" + _shown(cfg, metrics))
     return {"out": str(target), "metrics": metrics}
-
-
-def check_labels(piece: RankingSplit, kept: _Kept, path: Path) -> None:
-    """Training's check (`check_label_range`): a label outside the relevance grades
-    ``0..MAX_LABEL`` stops the file, with the message naming its line."""
-    labels = np.asarray(piece.labels)
-    if np.any((labels < 0) | (labels > MAX_LABEL)):
-        so_far = np.concatenate([*kept.labels, labels])  # the bad item's index in the file
-        n = len(so_far)
-        features = np.zeros((n, 0), dtype=np.float32)
-        offsets = np.array([0, n], dtype=np.int64)
-        check_label_range(RankingSplit(features, so_far, offsets, np.zeros(1, np.int64)), path)
 
 
 class _Kept:
