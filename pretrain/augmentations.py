@@ -23,6 +23,22 @@ and the padded and item forms give the same items. Compose them with `compose`.
 - `mixup_noise`: DACL's Mixup-noise, ``lambda x + (1 - lambda) x'`` with ``lambda ~ U(alpha, 1)``
   per item and ``x'`` another item of the batch.
 - `keep_features`: zero every feature outside a subset (SubTab's feature subsets).
+- `qg_corruption`, `qg_scarf_corruption`: `marginal_corruption` and `scarf_corruption` with
+  donors drawn from the item's own QG (``augment.replace_source=qg``), see below.
+
+Where the donors come from (``augment.replace_source``): ``global`` (the default, SCARF's and
+VIME's choice) draws a replacement from the feature's marginal over the batch or the training
+set, i.e. from other QGs. On features normalised per query (LETOR's QueryLevelNorm: each
+feature min-max scaled within its QG) a value only means something relative to its QG: 1.0 is
+"the highest of this query", and a donor from another QG carries another query's scale, so a
+view mixes positions of different queries. ``qg`` draws the donor from the same QG's real items
+(the item itself included, as in SCARF), so a replaced value is still a position within the
+query. The QG form needs the QG structure: the padded ``[B, L, d]`` form, or the item form with
+``groups`` (`group_index`). Padding is never a donor.
+
+Zeroing after ``data.transform=standardize`` sets a feature to its train mean (0 after the
+z-score), not to "absent" or the query's minimum: on per-query min-max features it moves an
+item to the average position over all queries, again a value from outside its QG.
 """
 
 from __future__ import annotations
@@ -123,6 +139,105 @@ def scarf_corruption(
     return _restore(corrupted, mask)
 
 
+def group_index(mask: torch.Tensor) -> torch.Tensor:
+    """``[N]`` QG (row of ``mask [B, L]``) of each real item, in row-major order."""
+    return torch.nonzero(mask)[:, 0]
+
+
+def _qg_donors(
+    groups: torch.Tensor, shape: tuple[int, int], items: torch.Tensor, generator: torch.Generator
+) -> torch.Tensor:
+    """``[N, k]`` rows of items of the same QG as each row's item, uniform over that QG's real
+    items (itself included). ``groups [N]`` must be sorted (row-major order of a mask)."""
+    n = groups.shape[0]
+    if n and bool((groups[1:] < groups[:-1]).any()):
+        raise ValueError("groups must be sorted: the items of a QG together, QGs in order")
+    _, sizes = torch.unique_consecutive(groups, return_counts=True)
+    starts = torch.cumsum(sizes, 0) - sizes
+    first = torch.repeat_interleave(starts, sizes)[:, None]  # [N, 1] first row of the item's QG
+    size = torch.repeat_interleave(sizes, sizes)[:, None]
+    u = _uniform(shape, items, generator)
+    # floor(u * size) < size for u < 1; the clamp guards float rounding at u close to 1.
+    offset = torch.minimum((u * size).long(), size - 1)
+    return first + offset
+
+
+def _groups_of(mask: torch.Tensor | None, groups: torch.Tensor | None, n: int) -> torch.Tensor:
+    if mask is not None:
+        return group_index(mask)
+    if groups is None:
+        raise ValueError(
+            "within-QG replacement needs the QG structure: a mask [B, L] or groups [N]"
+        )
+    if groups.shape != (n,):
+        raise ValueError(f"groups must be [N] = [{n}], got {tuple(groups.shape)}")
+    return groups
+
+
+def qg_corruption(
+    features: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    p: float,
+    generator: torch.Generator,
+    groups: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`marginal_corruption` with each donor drawn from the entry's own QG.
+
+    Each entry is replaced with probability ``p`` by the same feature of a uniformly drawn real
+    item of its QG. ``groups`` (``[N]``, sorted) names the QGs in the item form (``mask=None``).
+
+    Returns:
+        ``(corrupted, drawn)`` in the shape of ``features``.
+    """
+    items = _items(features, mask)
+    n, d = items.shape
+    if n == 0:
+        return features.clone(), torch.zeros_like(features, dtype=torch.bool)
+    groups = _groups_of(mask, groups, n)
+    drawn = _uniform((n, d), items, generator) < p
+    donors = _qg_donors(groups, (n, d), items, generator)
+    replaced = torch.where(drawn, items.gather(0, donors), items)
+    return _restore(replaced, mask), _restore(drawn, mask)
+
+
+def qg_corrupt(
+    features: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    p: float,
+    generator: torch.Generator,
+    groups: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`qg_corruption` without the mask of drawn entries (composable)."""
+    return qg_corruption(features, mask, p=p, generator=generator, groups=groups)[0]
+
+
+def qg_scarf_corruption(
+    features: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    rate: float,
+    generator: torch.Generator,
+    groups: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """`scarf_corruption` with donors from the item's own QG instead of the training set:
+    exactly ``floor(rate * d)`` features of each real item, each taken from a uniformly drawn
+    real item of the same QG."""
+    items = _items(features, mask)
+    n, d = items.shape
+    n_corrupt = int(rate * d)
+    if n == 0 or n_corrupt == 0:
+        return _restore(items.clone(), mask)
+    groups = _groups_of(mask, groups, n)
+    keys = _uniform((n, d), items, generator)
+    chosen = keys.topk(n_corrupt, dim=1, largest=False).indices  # [n, n_corrupt]
+    donors = _qg_donors(groups, (n, n_corrupt), items, generator)
+    corrupted = items.clone()
+    corrupted.scatter_(1, chosen, items[donors, chosen])
+    return _restore(corrupted, mask)
+
+
 def swap_noise(
     features: torch.Tensor, mask: torch.Tensor | None, *, p: float, generator: torch.Generator
 ) -> torch.Tensor:
@@ -180,19 +295,49 @@ def compose(*augmentations: Augmentation) -> Augmentation:
     """Apply augmentations in order, all drawing from one generator; identity when empty."""
 
     def composed(
-        features: torch.Tensor, mask: torch.Tensor | None, *, generator: torch.Generator
+        features: torch.Tensor,
+        mask: torch.Tensor | None,
+        *,
+        generator: torch.Generator,
+        groups: torch.Tensor | None = None,
     ) -> torch.Tensor:
         out = features if mask is None else features * mask.unsqueeze(-1).to(features.dtype)
         for augment in augmentations:
-            out = augment(out, mask, generator=generator)
+            if getattr(augment, "needs_groups", False):  # within-QG draws: the QG of each item
+                out = augment(out, mask, generator=generator, groups=groups)
+            else:
+                out = augment(out, mask, generator=generator)
         return out
 
+    composed.needs_groups = any(  # type: ignore[attr-defined]
+        getattr(augment, "needs_groups", False) for augment in augmentations
+    )
     return composed
 
 
-def view_augmentation(*, zero_p: float = 0.0, noise_scale: float = 0.0) -> Augmentation:
-    """The paper's view augmentation for SimCLR(-Rank/-Sample) and SimSiam: zeroing, then noise."""
+REPLACE_SOURCES = ("global", "qg")  # augment.replace_source
+
+
+def view_augmentation(
+    *,
+    zero_p: float = 0.0,
+    noise_scale: float = 0.0,
+    replace_p: float = 0.0,
+    replace_source: str = "global",
+) -> Augmentation:
+    """The paper's view augmentation for SimCLR(-Rank/-Sample) and SimSiam: zeroing, then noise;
+    first, with ``replace_p`` > 0, each entry replaced by a donor's (`corrupt` for ``global``,
+    `qg_corrupt` for ``qg``). The result's ``needs_groups`` says whether it must be given
+    the QG of each item: ``groups=`` (`group_index` of the batch's mask) in the item form."""
+    if replace_source not in REPLACE_SOURCES:
+        raise ValueError(
+            f"replace_source must be one of {', '.join(REPLACE_SOURCES)}, got {replace_source!r}"
+        )
     steps: list[Augmentation] = []
+    if replace_p > 0:
+        step = partial(qg_corrupt if replace_source == "qg" else corrupt, p=replace_p)
+        step.needs_groups = replace_source == "qg"  # type: ignore[attr-defined]
+        steps.append(step)
     if zero_p > 0:
         steps.append(partial(zero_features, p=zero_p))
     if noise_scale > 0:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from scarce_ltr.core.config import NON_NEGATIVE, POSITIVE, OptimizerConfig
 from scarce_ltr.core.runs import VARIANT_MARK, RunIdentity
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.pretrain.objectives import OBJECTIVES  # the one list of methods
 
@@ -37,12 +38,25 @@ class AugmentConfig:
     mixup: float = 0.9  # dacl: an item keeps a share lambda ~ U(mixup, 1) of itself
     subsets: int = 4  # subtab: number of feature subsets
     overlap: float = 0.75  # subtab: overlap of neighbouring subsets, as a share of a subset
+    # simclr(-rank/-sample), simsiam: before zeroing and noise, each entry replaced with this
+    # probability by the same feature of a donor item (0: off, the paper's views)
+    replace_p: float = 0.0
+    # where replace_p's, scarf's and vime's donors come from: global (the batch or, for scarf,
+    # the training set: other QGs too) or qg (the item's own QG: a value on the same per-query
+    # scale; pretrain/augmentations.py)
+    replace_source: str = "global"
 
     def __post_init__(self) -> None:
         _probability("augment.zero_p", self.zero_p)
         _probability("augment.corrupt_p", self.corrupt_p, closed=True)
         _probability("augment.mixup", self.mixup, closed=True)
         _probability("augment.overlap", self.overlap)
+        _probability("augment.replace_p", self.replace_p, closed=True)
+        if self.replace_source not in REPLACE_SOURCES:
+            raise ValueError(
+                f"augment.replace_source must be one of {', '.join(REPLACE_SOURCES)}, "
+                f"got {self.replace_source!r}"
+            )
         NON_NEGATIVE.check("augment.noise_scale", self.noise_scale)
         if self.subsets < 1:
             raise ValueError(f"augment.subsets must be >= 1, got {self.subsets}")
@@ -69,6 +83,7 @@ class MonitorConfig:
     enabled: bool = True
     every: int = 1  # epochs between measurements (the last epoch is always measured)
     n_items: int = 2048  # items of train (+ vali) for alignment, uniformity and effective rank
+    vali_items: int = 20000  # most vali items (whole QGs) for effective_rank_vali
     zero_p: float = 0.1  # the monitor's own view augmentation, the same for every method
     noise_scale: float = 0.0
     knn_k: int = 10
@@ -78,9 +93,10 @@ class MonitorConfig:
     collapse_min: float = 5.0
 
     def __post_init__(self) -> None:
-        if min(self.every, self.n_items, self.knn_k, self.probe_items, self.probe_groups) < 1:
+        counts = (self.every, self.n_items, self.vali_items, self.knn_k, self.probe_items)
+        if min(*counts, self.probe_groups) < 1:
             raise ValueError(
-                "monitor.every, n_items, knn_k, probe_items, probe_groups must be >= 1"
+                "monitor.every, n_items, vali_items, knn_k, probe_items, probe_groups must be >= 1"
             )
         if self.n_items < 2:
             raise ValueError("monitor.n_items must be >= 2")
@@ -122,6 +138,7 @@ class PretrainConfig(CommonConfig):
         super().__post_init__()
         if self.method not in OBJECTIVES:
             raise ValueError(f"method must be one of {', '.join(OBJECTIVES)}, got {self.method}")
+        self._check_replace_keys()
         if self.item_budget < 2:
             raise ValueError(f"item_budget must be >= 2, got {self.item_budget}")
         if self.max_list_len is not None and self.max_list_len < 1:
@@ -137,6 +154,22 @@ class PretrainConfig(CommonConfig):
         if self.variant and not re.fullmatch(r"[A-Za-z0-9._-]+", self.variant):
             raise ValueError(
                 f"variant may hold letters, digits, '.', '_' and '-' only, got {self.variant!r}"
+            )
+
+    def _check_replace_keys(self) -> None:
+        """A replace_* setting the method would ignore is an error, not a silent no-op."""
+        reads = OBJECTIVES[self.method].replace_keys
+        readers = [m for m, o in OBJECTIVES.items() if "replace_p" in o.replace_keys]
+        if self.augment.replace_p > 0 and "replace_p" not in reads:
+            raise ValueError(
+                f"augment.replace_p: {self.method} does not replace entries of its views "
+                f"(methods that do: {', '.join(readers)})"
+            )
+        if self.augment.replace_source != "global" and "replace_source" not in reads:
+            users = [m for m, o in OBJECTIVES.items() if "replace_source" in o.replace_keys]
+            raise ValueError(
+                f"augment.replace_source: {self.method} draws no donor values "
+                f"(methods that do: {', '.join(users)})"
             )
 
     def identity(self) -> RunIdentity:

@@ -9,6 +9,12 @@ On a fixed sample of pretraining items (train + vali QGs, drawn once from the se
 - ``effective_rank``: ``exp`` of the entropy of the normalised singular values of the centred
   embeddings (Roy & Vetterli, 2007); a collapse (below ``max(collapse_min, collapse_share *
   width)``) raises a warning: a loss can look fine while every item maps to a few directions.
+- ``effective_rank_vali``: the same on the items of the vali QGs (at most ``vali_items``, whole
+  QGs, drawn once), the items finetuning is chosen on; never part of the pretraining set unless
+  ``include_vali``. Measured before training too (``monitor_initial``: the randomly initialised
+  encoder of the same seed, the reference a pretrained encoder should be compared with: a random
+  ResNet already spreads items over many directions, so a pretrained rank below it means
+  pretraining collapsed directions, not that it found structure).
 
 Where the label setting labels train QGs, a k-NN probe (faiss, inner product of unit-norm
 embeddings) scores each item of the labeled vali QGs by the mean label of its ``k`` nearest
@@ -125,6 +131,12 @@ class Monitor:
             pretrain, np.flatnonzero(pretrain.group_sizes > 0), n_items=cfg.n_items, seed=seed
         )
         self.augment = view_augmentation(zero_p=cfg.zero_p, noise_scale=cfg.noise_scale)
+        self.vali_sample = None
+        vali_nonempty = np.flatnonzero(prepared.vali.group_sizes > 0)
+        if len(vali_nonempty):
+            self.vali_sample = _sample_groups(
+                prepared.vali, vali_nonempty, n_items=cfg.vali_items, seed=seed + 3
+            )
         labels = prepared.labels
         train_groups = np.flatnonzero(labels.train_labeled & (prepared.train.group_sizes > 0))
         vali_groups = np.flatnonzero(labels.vali_labeled & (prepared.vali.group_sizes > 0))
@@ -174,6 +186,9 @@ class Monitor:
                 "effective_rank_share": erank / width,
                 "collapsed": erank < max(self.cfg.collapse_min, self.cfg.collapse_share * width),
             }
+            if self.vali_sample is not None:
+                vali = embed_split(objective, self.vali_sample, device=device)
+                out["effective_rank_vali"] = effective_rank(vali)
             if self.probe_train is not None and self.probe_vali is not None:
                 train_x = embed_split(objective, self.probe_train, device=device)
                 vali_x = embed_split(objective, self.probe_vali, device=device)

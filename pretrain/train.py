@@ -397,11 +397,33 @@ def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, don
         "parameters": {"encoder": n_encoder, "heads": n_total - n_encoder, "total": n_total},
         "monitor_initial": progress.initial,
         "knn_ndcg@5_raw": progress.raw_probe,
+        "diagnosis": _diagnosis(cfg, progress),
         "history": progress.history,
         "warnings": progress.warnings,
         "device": runtime.describe(),
         "world_size": runtime.world_size,
         "wandb_id": progress.wandb_id,
+    }
+
+
+_DIAGNOSIS_KEYS = ("knn_ndcg@5", "effective_rank_vali", "effective_rank")
+
+
+def _diagnosis(cfg: PretrainConfig, progress: _Progress) -> dict | None:
+    """What pretraining learned, side by side: the monitors of the randomly initialised encoder
+    (same seed, before the first step) and of the encoder finetuning loads (the SSL-Val-chosen
+    epoch, else the last measured one), and the k-NN probe on the input features."""
+    if progress.initial is None:
+        return None
+    chosen = progress.choice.epoch if cfg.ssl_val != "none" else progress.epoch
+    measured = [h for h in progress.history if "monitor" in h]
+    at = [h for h in measured if h["epoch"] == chosen] or measured[-1:]
+    encoder = at[0]["monitor"] if at else {}
+    return {
+        "random_init": {k: progress.initial[k] for k in _DIAGNOSIS_KEYS if k in progress.initial},
+        "pretrained": {k: encoder[k] for k in _DIAGNOSIS_KEYS if k in encoder},
+        "pretrained_epoch": at[0]["epoch"] if at else None,
+        "knn_ndcg@5_raw": progress.raw_probe,
     }
 
 

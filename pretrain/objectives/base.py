@@ -17,6 +17,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from scarce_ltr.pretrain.augmentations import group_index
 from scarce_ltr.pretrain.encoders import ItemwiseEncoder
 
 # Masked logits: far below any cosine / temperature, finite so that softmax gradients stay finite.
@@ -27,6 +28,9 @@ class Objective(nn.Module):
     fake_groups: ClassVar[bool] = False  # batches of random items grouped into fake QGs
     sync_batchnorm: ClassVar[bool] = False  # BatchNorm statistics over all DDP ranks
     needs_training_items: ClassVar[bool] = False  # gets `set_training_items` before training
+    # The augment.replace_* keys the method reads (config.py rejects a setting it would ignore):
+    # replace_p (views with donor replacement), replace_source (where donors come from).
+    replace_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, encoder: nn.Module) -> None:
         super().__init__()
@@ -69,8 +73,15 @@ class Objective(nn.Module):
         """``[N, D]`` projections of two augmented views of the real items, for objectives
         with an ``augment`` and a ``projector`` (the view-pair methods)."""
         x, view_mask = self.inputs(features, mask)
-        z0 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
-        z1 = self.projector(self.encode(self.augment(x, view_mask, generator=generator), mask))
+        extra = {}
+        if getattr(self.augment, "needs_groups", False):  # within-QG donors: each item's QG
+            extra["groups"] = group_index(mask)
+        z0 = self.projector(
+            self.encode(self.augment(x, view_mask, generator=generator, **extra), mask)
+        )
+        z1 = self.projector(
+            self.encode(self.augment(x, view_mask, generator=generator, **extra), mask)
+        )
         return z0, z1
 
     @classmethod

@@ -20,7 +20,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from scarce_ltr.core.collectives import gather_with_grad
-from scarce_ltr.pretrain.augmentations import scarf_corruption
+from scarce_ltr.pretrain.augmentations import (
+    REPLACE_SOURCES,
+    group_index,
+    qg_scarf_corruption,
+    scarf_corruption,
+)
 from scarce_ltr.pretrain.heads import Projector
 from scarce_ltr.pretrain.objectives.base import Objective, head_width
 
@@ -41,6 +46,7 @@ def scarf_loss(
 
 class SCARF(Objective):
     needs_training_items = True
+    replace_keys = ("replace_source",)
 
     def __init__(
         self,
@@ -49,12 +55,19 @@ class SCARF(Objective):
         projector_dim: int | None = None,
         temperature: float = 1.0,
         corrupt_p: float = 0.6,
+        replace_source: str = "global",
     ) -> None:
         super().__init__(encoder=encoder)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         if not 0.0 <= corrupt_p <= 1.0:
             raise ValueError(f"corrupt_p must be in [0, 1], got {corrupt_p}")
+        if replace_source not in REPLACE_SOURCES:
+            raise ValueError(
+                f"replace_source must be one of {', '.join(REPLACE_SOURCES)}, "
+                f"got {replace_source!r}"
+            )
+        self.replace_source = replace_source
         self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
         self.temperature = temperature
         self.corrupt_p = corrupt_p
@@ -70,16 +83,22 @@ class SCARF(Objective):
             projector_dim=cfg.heads.projector_dim,
             temperature=cfg.temperature,
             corrupt_p=cfg.augment.corrupt_p,
+            replace_source=cfg.augment.replace_source,
         )
 
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
         x, view_mask = self.inputs(features, mask)
-        table = self.table if self.table is not None else features[mask]
-        corrupted = scarf_corruption(
-            x, view_mask, rate=self.corrupt_p, table=table.to(x.device), generator=generator
-        )
+        if self.replace_source == "qg":  # donors from the item's own QG of the batch
+            corrupted = qg_scarf_corruption(
+                x, view_mask, rate=self.corrupt_p, generator=generator, groups=group_index(mask)
+            )
+        else:
+            table = self.table if self.table is not None else features[mask]
+            corrupted = scarf_corruption(
+                x, view_mask, rate=self.corrupt_p, table=table.to(x.device), generator=generator
+            )
         anchors = self.projector(self.encode(x, mask))
         positives = self.projector(self.encode(corrupted, mask))
         return scarf_loss(anchors, positives, temperature=self.temperature)

@@ -59,7 +59,9 @@ def simclr_loss(
 
 
 class SimCLR(Objective):
-    """Encoder and projector; views by zeroing and/or Gaussian noise; eq. 2."""
+    """Encoder and projector; views by donor replacement, zeroing and/or Gaussian noise; eq. 2."""
+
+    replace_keys = ("replace_p", "replace_source")
 
     def __init__(
         self,
@@ -69,13 +71,20 @@ class SimCLR(Objective):
         temperature: float = 0.1,
         zero_p: float = 0.0,
         noise_scale: float = 1.0,
+        replace_p: float = 0.0,
+        replace_source: str = "global",
     ) -> None:
         super().__init__(encoder=encoder)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
         self.temperature = temperature
-        self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
+        self.augment = view_augmentation(
+            zero_p=zero_p,
+            noise_scale=noise_scale,
+            replace_p=replace_p,
+            replace_source=replace_source,
+        )
 
     @classmethod
     def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimCLR:
@@ -85,6 +94,8 @@ class SimCLR(Objective):
             temperature=cfg.temperature,
             zero_p=cfg.augment.zero_p,
             noise_scale=cfg.augment.noise_scale,
+            replace_p=cfg.augment.replace_p,
+            replace_source=cfg.augment.replace_source,
         )
 
     def forward(
@@ -100,6 +111,8 @@ class SimCLR(Objective):
 
 class DACL(SimCLR):
     """DACL+: eq. 2 on Mixup-noise views (then Gaussian noise when ``noise_scale`` > 0)."""
+
+    replace_keys = ()
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ def simsiam_loss(
 
 class SimSiam(Objective):
     sync_batchnorm = True
+    replace_keys = ("replace_p", "replace_source")
 
     def __init__(
         self,
@@ -38,13 +39,20 @@ class SimSiam(Objective):
         predictor_hidden: int | None = None,
         zero_p: float = 0.1,
         noise_scale: float = 0.0,
+        replace_p: float = 0.0,
+        replace_source: str = "global",
     ) -> None:
         super().__init__(encoder=encoder)
         dim = head_width(projector_dim, self.width)
         hidden = predictor_hidden if predictor_hidden is not None else max(1, dim // 4)
         self.projector = SimSiamProjector(in_dim=self.width, dim=dim)
         self.predictor = Predictor(dim=dim, hidden=hidden)
-        self.augment = view_augmentation(zero_p=zero_p, noise_scale=noise_scale)
+        self.augment = view_augmentation(
+            zero_p=zero_p,
+            noise_scale=noise_scale,
+            replace_p=replace_p,
+            replace_source=replace_source,
+        )
 
     @classmethod
     def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimSiam:
@@ -54,6 +62,8 @@ class SimSiam(Objective):
             predictor_hidden=cfg.heads.predictor_hidden,
             zero_p=cfg.augment.zero_p,
             noise_scale=cfg.augment.noise_scale,
+            replace_p=cfg.augment.replace_p,
+            replace_source=cfg.augment.replace_source,
         )
 
     def forward(

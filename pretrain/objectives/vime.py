@@ -14,7 +14,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from scarce_ltr.pretrain.augmentations import marginal_corruption
+from scarce_ltr.pretrain.augmentations import (
+    REPLACE_SOURCES,
+    group_index,
+    marginal_corruption,
+    qg_corruption,
+)
 from scarce_ltr.pretrain.heads import linear_decoder
 from scarce_ltr.pretrain.objectives.base import Objective
 
@@ -33,14 +38,28 @@ def vime_loss(
 
 
 class VIME(Objective):
+    replace_keys = ("replace_source",)
+
     def __init__(
-        self, *, encoder: nn.Module, n_features: int, corrupt_p: float = 0.3, alpha: float = 2.0
+        self,
+        *,
+        encoder: nn.Module,
+        n_features: int,
+        corrupt_p: float = 0.3,
+        alpha: float = 2.0,
+        replace_source: str = "global",
     ) -> None:
         super().__init__(encoder=encoder)
         if not 0.0 <= corrupt_p <= 1.0:
             raise ValueError(f"corrupt_p must be in [0, 1], got {corrupt_p}")
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if replace_source not in REPLACE_SOURCES:
+            raise ValueError(
+                f"replace_source must be one of {', '.join(REPLACE_SOURCES)}, "
+                f"got {replace_source!r}"
+            )
+        self.replace_source = replace_source
         self.mask_head = linear_decoder(in_dim=self.width, out_dim=n_features)
         self.feature_head = linear_decoder(in_dim=self.width, out_dim=n_features)
         self.corrupt_p = corrupt_p
@@ -53,13 +72,21 @@ class VIME(Objective):
             n_features=n_features,
             corrupt_p=cfg.augment.corrupt_p,
             alpha=cfg.vime_alpha,
+            replace_source=cfg.augment.replace_source,
         )
 
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
         x, view_mask = self.inputs(features, mask)
-        corrupted, drawn = marginal_corruption(x, view_mask, p=self.corrupt_p, generator=generator)
+        if self.replace_source == "qg":  # donors from the item's own QG
+            corrupted, drawn = qg_corruption(
+                x, view_mask, p=self.corrupt_p, generator=generator, groups=group_index(mask)
+            )
+        else:
+            corrupted, drawn = marginal_corruption(
+                x, view_mask, p=self.corrupt_p, generator=generator
+            )
         if view_mask is not None:
             drawn = drawn[mask]
         h = self.encode(corrupted, mask)
