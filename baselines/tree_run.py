@@ -144,11 +144,13 @@ def search(
 def score_and_save(
     run: Run, prepared: PreparedData, predict: Callable[[np.ndarray], np.ndarray], features
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The chosen model's vali and test scores, saved (``scores.npz``); ``features(name)`` is
-    the split the model reads (raw features, or with PCA or embedding columns)."""
+    """The chosen model's vali and test scores, saved (``scores.npz``) with its scores on every
+    train item (for a later run that takes this one as its teacher); ``features(name)`` is the
+    split the model reads (raw features, or with PCA or embedding columns)."""
     vali_scores = predict(features("vali").features)
     test_scores = predict(features("test").features)
-    save_scores(run.folder, prepared, vali_scores, test_scores)
+    train_scores = predict(features("train").features)
+    save_scores(run.folder, prepared, vali_scores, test_scores, train=train_scores)
     return vali_scores, test_scores
 
 

@@ -89,9 +89,27 @@ def evaluation_report(
     }
 
 
-def save_scores(run_dir: Path, prepared: PreparedData, vali: np.ndarray, test: np.ndarray) -> None:
-    """Per-item scores with the QG structure they belong to, for ensembles."""
+def save_scores(
+    run_dir: Path,
+    prepared: PreparedData,
+    vali: np.ndarray,
+    test: np.ndarray,
+    *,
+    train: np.ndarray | None = None,
+) -> None:
+    """Per-item scores with the QG structure they belong to, for ensembles; with ``train``
+    (every train item, labeled QGs or not) a later run can take this one as its teacher
+    without loading its model (`read_train_scores`)."""
+    arrays = {}
+    if train is not None:
+        _check_length(train, prepared.train.n_items, "train")
+        arrays = {
+            "train": np.asarray(train, dtype=np.float64),
+            "train_offsets": prepared.train.offsets,
+            "train_qids": prepared.train.qids,
+        }
     data = npz_bytes(
+        **arrays,
         vali=np.asarray(vali, dtype=np.float64),
         test=np.asarray(test, dtype=np.float64),
         vali_offsets=prepared.vali.offsets,
@@ -103,6 +121,15 @@ def save_scores(run_dir: Path, prepared: PreparedData, vali: np.ndarray, test: n
         test_outliers=np.asarray(prepared.test_outliers, dtype=bool),
     )
     atomic_write_bytes(run_dir / "scores.npz", data)
+
+
+def read_train_scores(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(train, train_offsets, train_qids)`` of a ``scores.npz``, or None for a file written
+    before train scores were kept (such a run cannot be a teacher; vali and test still read)."""
+    with np.load(path, allow_pickle=False) as stored:
+        if "train" not in stored.files:
+            return None
+        return stored["train"], stored["train_offsets"], stored["train_qids"]
 
 
 def _check_length(scores: np.ndarray, n_items: int, split: str) -> None:

@@ -42,6 +42,7 @@ from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
+    read_train_scores,
     save_scores,
     selection_rule,
     vali_selection,
@@ -65,6 +66,7 @@ class Member:
     group: str
     vali: np.ndarray  # [n_vali_items] scores
     test: np.ndarray  # [n_test_items] scores
+    train: np.ndarray | None = None  # [n_train_items] scores; None from a run that kept none
 
 
 def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
@@ -92,7 +94,8 @@ def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
     run = Run.of(cfg, cfg.identity(), out_dir)  # the members are checked: its name is theirs
     run.open_tracker(asdict(cfg))
     vali_scores, test_scores = mix(vali, weights), mix(test, weights)
-    save_scores(out_dir, prepared, vali_scores, test_scores)
+    train_scores = _train_mix(members, weights, normalize, prepared.train.offsets)
+    save_scores(out_dir, prepared, vali_scores, test_scores, train=train_scores)
     report = {
         "method": run.identity.model,
         "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
@@ -113,6 +116,14 @@ def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
     summary = {"metrics": report["metrics"], "weights": named, "method": run.identity.model}
     _write_bundle(run, prepared, report["metrics"], cfg, weights)
     return run.finish(report, summary=summary)
+
+
+def _train_mix(members: list[Member], weights, normalize, offsets) -> np.ndarray | None:
+    """The members' train scores mixed like vali and test, so that the ensemble can be a
+    teacher; None when a member kept no train scores (a run made before they were kept)."""
+    if any(m.train is None for m in members):
+        return None
+    return mix(np.stack([normalize(m.train, offsets) for m in members]), weights)
 
 
 def _write_bundle(run: Run, prepared: PreparedData, metrics: dict, cfg, weights) -> None:
@@ -159,7 +170,8 @@ def load_member(run: str, prepared: PreparedData) -> Member:
     path = Path(run)
     vali, test = _read_scores(run, path / SCORES, prepared)
     model, group = _name(run, path)
-    return Member(run=run, model=model, group=group, vali=vali, test=test)
+    train = _read_train(run, path / SCORES, prepared)
+    return Member(run=run, model=model, group=group, vali=vali, test=test, train=train)
 
 
 def _check_data(run: str, data: dict, cfg: EnsembleConfig) -> None:
@@ -226,6 +238,23 @@ def _read_scores(run: str, path: Path, prepared: PreparedData) -> tuple[np.ndarr
         if not np.isfinite(arrays[split]).all():
             raise UserError(f"runs: {run}: its {split} scores are not all finite")
     return arrays["vali"], arrays["test"]
+
+
+def _read_train(run: str, path: Path, prepared: PreparedData) -> np.ndarray | None:
+    """A member's scores on every train item, or None where its run kept none."""
+    stored = read_train_scores(path)
+    if stored is None:
+        return None
+    train, offsets, qids = stored
+    mine = prepared.train
+    if not (np.array_equal(offsets, mine.offsets) and np.array_equal(qids, mine.qids)):
+        raise UserError(
+            f"runs: {run}: its train scores belong to other train QGs than this ensemble's data "
+            "(another data set, split or file)"
+        )
+    if len(train) != mine.n_items or not np.isfinite(train).all():
+        raise UserError(f"runs: {run}: its train scores are not one finite score per train item")
+    return train
 
 
 def _name(run: str, path: Path) -> tuple[str, str]:

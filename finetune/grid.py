@@ -130,7 +130,7 @@ def train_grid(
     chosen, results = None, []
     for index, candidate in enumerate(candidates):
         in_grid = candidate.folder != run_folder
-        point = _train_point(training, candidate, in_grid=in_grid)
+        point = train_point(training, candidate, in_grid=in_grid)
         results.append(point.result)
         if on_point is not None:
             on_point(index, point.result)
@@ -140,7 +140,7 @@ def train_grid(
     return chosen, results
 
 
-def _train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) -> TrainedPoint:
+def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) -> TrainedPoint:
     """Train ``candidate`` in its folder; a grid point finished before is read back instead."""
     grid_point = GridPoint(candidate.folder)
     finished = grid_point.result() if in_grid else None
@@ -197,7 +197,9 @@ def finish_grid(
     vali = predict(model, prepared.vali, runtime=training.runtime, item_budget=budget)
     test = predict(model, prepared.test, runtime=training.runtime, item_budget=budget)
     metrics = evaluation_report(prepared, vali, test, training.cfg.metrics)
-    save_scores(run.folder, prepared, vali, test)
+    # Every train item, labeled QG or not: a later run may take this one as its teacher.
+    train = predict(model, prepared.train, runtime=training.runtime, item_budget=budget)
+    save_scores(run.folder, prepared, vali, test, train=train)
     if chosen.folder != run.folder:
         shutil.copyfile(chosen.folder / MODEL_FILE, run.folder / MODEL_FILE)
     body, summary = report(chosen, results, metrics)
