@@ -15,6 +15,7 @@ from pathlib import Path
 
 from scarce_ltr.core.config import (
     MAX_EPOCHS,
+    MAX_TRIALS,
     NON_NEGATIVE,
     POSITIVE,
     Allowed,
@@ -64,6 +65,69 @@ class LossConfig:
         options = {name: getattr(self, name) for name in LOSS_OPTIONS[self.name]}
         options = {name: value for name, value in options.items() if value is not None}
         return partial(LOSSES[self.name], **options)
+
+
+# What the search's ranges allow (the keys' own checks, applied to each end of a range).
+SEARCH_BOUNDS = {
+    "lr": Allowed(0, 10.0, low_open=True, why="log scale"),
+    "weight_decay": Allowed(0, 10.0, low_open=True, why="log scale: use a small low, not 0"),
+    "dropout": Allowed(0, 1, high_open=True),
+    "head_epochs": PHASE_EPOCHS,
+    "full_epochs": PHASE_EPOCHS,
+    "noise_std": Allowed(0, 100.0),
+    "head_hidden": Allowed(1, 65536),
+}
+LOG_SCALE = ("lr", "weight_decay", "head_hidden")  # drawn on a log scale
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """A seeded Optuna search on vali over the training recipe (`finetune.search`).
+
+    ``n_trials`` 0 (the default) is off: the fixed recipe (and ``lrs`` grid) as it always was.
+    Each range is ``[low, high]``; an empty list leaves that key at the config's own value in
+    every trial. ``lr``, ``weight_decay`` and ``head_hidden`` are drawn on a log scale; ``loss``
+    lists the losses to choose from (`finetune.losses.LOSSES`). The keys a model does not have
+    (``head_hidden`` of a linear head, ``full_epochs`` of a frozen encoder) are not searched.
+    """
+
+    n_trials: int = 0  # 0: off; the trees' budget is 30 (configs/sweep/hybrid.yaml)
+    lr: list[float] = field(default_factory=lambda: [1e-5, 1e-2])
+    weight_decay: list[float] = field(default_factory=lambda: [1e-7, 1e-2])
+    dropout: list[float] = field(default_factory=lambda: [0.0, 0.5])  # the head's (the model's)
+    head_epochs: list[int] = field(default_factory=lambda: [10, 100])
+    full_epochs: list[int] = field(default_factory=lambda: [10, 100])
+    loss: list[str] = field(default_factory=lambda: ["lambdarank", "softmax", "approx-ndcg"])
+    noise_std: list[float] = field(default_factory=lambda: [0.0, 0.5])  # Gaussian input noise
+    head_hidden: list[int] = field(default_factory=lambda: [32, 512])
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.n_trials <= MAX_TRIALS:
+            raise ValueError(
+                f"search.n_trials must be >= 0 and <= {MAX_TRIALS} (0: off), got {self.n_trials}"
+            )
+        for key, bounds in SEARCH_BOUNDS.items():
+            span = getattr(self, key)
+            if not span:
+                continue
+            if len(span) != 2 or span[0] > span[1]:
+                raise ValueError(
+                    f"search.{key} must be [low, high] with low <= high (or [] to leave it "
+                    f"out), got {list(span)}"
+                )
+            for value in span:
+                bounds.check(f"search.{key}", value)
+        unknown = [name for name in self.loss if name not in LOSSES]
+        if unknown:
+            raise ValueError(
+                f"search.loss: {unknown[0]!r} is not a loss; choose from {', '.join(LOSSES)}"
+            )
+        if len(set(self.loss)) != len(self.loss):
+            raise ValueError("search.loss must list distinct losses")
+
+    @property
+    def on(self) -> bool:
+        return self.n_trials > 0
 
 
 @dataclass(frozen=True)
@@ -140,6 +204,10 @@ class FinetuneConfig(CommonConfig):
     # combine: the dropout before its linear layer; null: the data preset's data.combine_dropout
     # (paper A.3.7: 0.7 on MSLR and Istella, 0 on Yahoo), else 0.7
     combine_dropout: float | None = None
+    # A seeded Optuna search on vali over lr, weight decay, dropout, epochs, loss, input noise
+    # and head size (search.n_trials trials, each from the same pretrained encoder); off by
+    # default (n_trials 0). docs/finetune.md "Searching the recipe".
+    search: SearchConfig = field(default_factory=SearchConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -165,11 +233,14 @@ class FinetuneConfig(CommonConfig):
                 raise ValueError("combine trains its last layer only: full_epochs must be 0")
             if self.pretrained is not None:
                 raise ValueError("combine takes runs=[...] (finetuning runs), not pretrained=")
+            if self.search.on:
+                raise ValueError("search is for lp, mp and full; combine trains one layer")
             return
         if self.runs:
             raise ValueError(f"runs is for combine, not {self.strategy}")
         if self.pretrained is None:
             raise ValueError("pretrained=<pretraining run dir> or pretrained=none is required")
+        self._check_search_epochs()
         if self.strategy in FROZEN_HEADS:
             if self.head != FROZEN_HEADS[self.strategy]:
                 raise ValueError(
@@ -178,6 +249,18 @@ class FinetuneConfig(CommonConfig):
                 )
             if self.full_epochs:
                 raise ValueError(f"{self.strategy} keeps the encoder frozen: full_epochs must be 0")
+
+    def _check_search_epochs(self) -> None:
+        """A trial at the low ends of the epoch ranges must still train an epoch."""
+        if not self.search.on:
+            return
+        head = self.search.head_epochs[0] if self.search.head_epochs else self.head_epochs
+        full = self.search.full_epochs[0] if self.search.full_epochs else self.full_epochs
+        if head + (full if self.strategy == "full" else 0) < 1:
+            raise ValueError(
+                "search.head_epochs and search.full_epochs: a trial at their low ends would "
+                "train no epoch; raise a low end"
+            )
 
     def identity(self) -> RunIdentity:
         """``<pretraining method>+<strategy>`` (``scratch+<strategy>`` for a fresh encoder): two

@@ -13,13 +13,18 @@ overwritten or resumed.
 ``lrs=[...]`` trains one model per learning rate, each in ``grid/lr=<rate>/`` with its own
 checkpoint (a finished rate is not redone after an interruption), from the same seed; the rate
 whose model has the best vali NDCG@5 is kept, and test is scored once, by that model.
+
+``search.n_trials=N`` searches the recipe instead (`finetune.search`): N seeded Optuna trials in
+``grid/trial=<k>/``, each finetuning the one pretrained encoder of ``pretrained=`` (loaded
+afresh per trial, never pretrained again) with the trial's lr, weight decay, dropout, epochs,
+loss, input noise and head size; the vali-best trial is kept and scores test once.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 
@@ -36,6 +41,7 @@ from scarce_ltr.data.pipeline import (
     require_labeled_vali,
     require_relevant_labels,
 )
+from scarce_ltr.finetune import search
 from scarce_ltr.finetune.combine import build_combined
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.finetune.grid import BEST_VALI, Candidate, GridTraining, TrainedPoint, run_grid
@@ -58,6 +64,10 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         return None
     folders = {lr: _point_folder(cfg, out_dir, lr) for lr in cfg.learning_rates()}
     metas = [_checkpoint_meta(folder / CHECKPOINT) for folder in folders.values()]
+    if cfg.search.on:  # the trials' checkpoints, and the results of those finished
+        trials = [search.trial_folder(out_dir, k) for k in range(cfg.search.n_trials)]
+        metas = [_checkpoint_meta(t.folder / CHECKPOINT) for t in trials]
+        metas += [t.result() or {} for t in trials]
     for meta in filter(None, metas):
         _check_identity(out_dir, meta.get("identity"), identity)
     wandb_id = next((m["wandb_id"] for m in metas if m.get("wandb_id")), None)
@@ -70,17 +80,9 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         require_relevant_labels(prepared)
         require_labeled_vali(prepared)
         tracker = run.open_tracker(asdict(cfg), run_id=wandb_id)
-        training = GridTraining(
-            cfg=cfg,
-            prepared=prepared,
-            runtime=runtime,
-            phases=cfg.phases(),
-            loss_fn=cfg.loss.build(),
-            options=cfg.train_options,
-            eval_item_budget=cfg.eval_item_budget,
-            meta={"identity": identity, "wandb_id": tracker.run_id},
-            point_extra={"identity": identity},
-        )
+        if cfg.search.on:
+            return _search(run, cfg, prepared, runtime, tracker, identity)
+        training = _training(cfg, prepared, runtime, tracker, identity)
         candidates = [
             _candidate(cfg, prepared, lr, folder, tracker, index=i)
             for i, (lr, folder) in enumerate(folders.items())
@@ -90,6 +92,120 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
     finally:
         run.close()
         runtime.close()
+
+
+def _training(
+    cfg: FinetuneConfig, prepared: PreparedData, runtime: Runtime, tracker, identity: str
+) -> GridTraining:
+    return GridTraining(
+        cfg=cfg,
+        prepared=prepared,
+        runtime=runtime,
+        phases=cfg.phases(),
+        loss_fn=cfg.loss.build(),
+        options=cfg.train_options,
+        eval_item_budget=cfg.eval_item_budget,
+        meta={"identity": identity, "wandb_id": tracker.run_id},
+        point_extra={"identity": identity},
+    )
+
+
+SEARCH_KEYS = {  # what each strategy can vary (a linear head has no width nor dropout)
+    "lp": ("lr", "weight_decay", "head_epochs", "loss", "noise_std"),
+    "mp": ("lr", "weight_decay", "dropout", "head_epochs", "loss", "noise_std", "head_hidden"),
+    "full": (
+        "lr",
+        "weight_decay",
+        "dropout",
+        "head_epochs",
+        "full_epochs",
+        "loss",
+        "noise_std",
+        "head_hidden",
+    ),
+}
+
+
+def search_space(cfg: FinetuneConfig) -> search.Space:
+    """The strategy's keys of ``cfg.search``; its first trials are the fixed recipe (each rate
+    of ``lrs``, or ``optimizer.lr``)."""
+    recipe = {
+        "weight_decay": cfg.optimizer.weight_decay,
+        "dropout": cfg.head_dropout,
+        "head_epochs": cfg.head_epochs,
+        "full_epochs": cfg.full_epochs,
+        "loss": cfg.loss.name,
+        "noise_std": cfg.noise_std,
+        "head_hidden": cfg.head_hidden,
+    }
+    fixed = [recipe | {"lr": lr} for lr in cfg.learning_rates()]
+    return search.Space.of(cfg.search, SEARCH_KEYS[cfg.strategy], fixed=fixed)
+
+
+def with_params(cfg: FinetuneConfig, params: dict) -> FinetuneConfig:
+    """``cfg`` with a trial's params (validated again: a trial cannot train a bad config)."""
+    optimizer = {k: params[k] for k in ("lr", "weight_decay") if k in params}
+    names = {"dropout": "head_dropout", "head_epochs": "head_epochs"}
+    names |= {"full_epochs": "full_epochs", "noise_std": "noise_std", "head_hidden": "head_hidden"}
+    changes = {names[k]: v for k, v in params.items() if k in names}
+    if "loss" in params:
+        changes["loss"] = replace(cfg.loss, name=params["loss"])
+    return replace(cfg, optimizer=replace(cfg.optimizer, **optimizer), lrs=[], **changes)
+
+
+def _search(
+    run: Run,
+    cfg: FinetuneConfig,
+    prepared: PreparedData,
+    runtime: Runtime,
+    tracker,
+    identity: str,
+) -> dict:
+    """``cfg.search.n_trials`` trials of `finetune.search`; the vali-best scores test once."""
+    space = search_space(cfg)
+    high = {k: max(getattr(cfg.search, k) or [0]) for k in ("head_epochs", "full_epochs")}
+    span = max(cfg.head_epochs, high["head_epochs"]) + max(cfg.full_epochs, high["full_epochs"])
+
+    def make_trial(number: int, params: dict) -> tuple[GridTraining, Candidate]:
+        trial_cfg = with_params(cfg, params)
+        lr = trial_cfg.optimizer.lr
+        candidate = Candidate(
+            folder=search.trial_folder(run.folder, number).folder,
+            lr=lr,
+            keys=search.trial_keys(number, params, lr),
+            build=partial(_build, trial_cfg, prepared),
+            desc=f"finetune {cfg.strategy} trial {number}",
+            log=lambda row: tracker.log(
+                row | {"trial": number}, step=number * (span + 1) + row["epoch"]
+            ),
+        )
+        return _training(trial_cfg, prepared, runtime, tracker, identity), candidate
+
+    def report(chosen: TrainedPoint, results: list[dict], metrics: dict) -> tuple[dict, dict]:
+        trial_cfg = with_params(cfg, chosen.result["params"])
+        body, summary = _report(
+            chosen,
+            [chosen.result],
+            metrics,
+            cfg=trial_cfg,
+            prepared=prepared,
+            runtime=runtime,
+            identity=identity,
+        )
+        body["search"] = search.summary(results, chosen, seed=cfg.seed, space=space)
+        return body, summary
+
+    return search.run_search(
+        run,
+        space,
+        seed=cfg.seed,
+        make_trial=make_trial,
+        report=report,
+        desc=f"finetune {cfg.strategy}",
+        on_trial=lambda number, result: tracker.log(
+            {"search": {"trial": number, **result["params"], BEST_VALI: result[BEST_VALI]}}
+        ),
+    )
 
 
 def _report(
@@ -142,24 +258,25 @@ def _candidate(
     its epochs logged under the rate, each rate's steps after the previous rate's."""
     label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
     epochs = sum(p.epochs for p in cfg.phases()) + 1
-
-    def build() -> tuple[nn.Module, dict, dict]:
-        if cfg.strategy == "combine":
-            model, spec, source = build_combined(cfg, prepared)
-        else:
-            model, spec, source = build_ranker(cfg, prepared)
-        label_seed = cfg.scarcity.label_seed(cfg.seed)
-        source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed, "label_seed": label_seed}
-        return model, spec, source
-
     return Candidate(
         folder=folder,
         lr=lr,
         keys={"lr": lr},
-        build=build,
+        build=partial(_build, cfg, prepared),
         desc=f"finetune {cfg.strategy}" + (f" lr={lr:g}" if label else ""),
         log=lambda row: tracker.log(row | label, step=index * epochs + row["epoch"]),
     )
+
+
+def _build(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[nn.Module, dict, dict]:
+    """A fresh model (the pretrained encoder loaded again, a new head) and its source."""
+    if cfg.strategy == "combine":
+        model, spec, source = build_combined(cfg, prepared)
+    else:
+        model, spec, source = build_ranker(cfg, prepared)
+    label_seed = cfg.scarcity.label_seed(cfg.seed)
+    source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed, "label_seed": label_seed}
+    return model, spec, source
 
 
 def pretraining_name(cfg: FinetuneConfig, source: dict) -> str | None:
@@ -230,6 +347,8 @@ def run_identity(cfg: FinetuneConfig) -> str:
     settings = asdict(cfg)
     for key in _INERT_KEYS:
         settings.pop(key, None)
+    if not cfg.search.on:  # a run without a search is the run it was before the key existed
+        settings.pop("search")
     if not cfg.from_scratch:
         settings["pretrained"] = str(Path(cfg.pretrained).resolve())
     settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]

@@ -21,7 +21,7 @@ from scarce_ltr.core.config import (
     allowed,
     check_allowed,
 )
-from scarce_ltr.finetune.config import LossConfig, TrainOptions, check_training_keys
+from scarce_ltr.finetune.config import LossConfig, SearchConfig, TrainOptions, check_training_keys
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
@@ -57,6 +57,11 @@ class DeepBaselineOptions:
     amp: bool = True
     cpu_amp: bool = False  # bf16 autocast of training steps on a CPU with native bf16
     device: str = "auto"
+    # A seeded Optuna search on vali instead of the grid (`finetune.search`): deep.search.n_trials
+    # trials over lr, weight decay, dropout, epochs (full_epochs: max_epochs), loss, input noise
+    # and width (head_hidden: resnet's head, the others' hidden); the grid's points come first.
+    # 0 (the default): the grid alone. head_epochs is not searched (one phase).
+    search: SearchConfig = field(default_factory=SearchConfig)
 
     def __post_init__(self) -> None:
         if not self.lrs:
@@ -78,6 +83,8 @@ class DeepBaselineOptions:
         if not (0 <= self.dropout < 1 and 0 <= self.head_dropout < 1):
             raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
         check_training_keys(self, prefix="deep.")
+        if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
+            raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
 
     def epochs(self, cap: int | None) -> int:
         return self.max_epochs if cap is None else min(self.max_epochs, cap)

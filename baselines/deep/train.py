@@ -14,13 +14,17 @@ best vali NDCG@5 is then scored once on vali and test through `data.evaluation`;
 its ``model.pt``, ``scores.npz``, bundle, ``report.json`` and ``DONE``. All of that is
 `finetune.grid.run_grid`, the runner finetuning's ``lrs=[...]`` shares; this module says what
 the grid holds, how each point's model is built and what the report adds.
+
+``deep.search.n_trials=N`` replaces the grid by a seeded Optuna search on vali
+(`finetune.search`, the trees' budget): N trials in ``grid/trial=<k>/`` over lr, weight decay,
+dropout, epochs, loss, input noise and width (and DCNv2's cross layers), the grid's points first.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 
@@ -37,8 +41,16 @@ from scarce_ltr.data.pipeline import (
     require_labeled_vali,
     require_relevant_labels,
 )
+from scarce_ltr.finetune import search
 from scarce_ltr.finetune.config import Phase
-from scarce_ltr.finetune.grid import RESULT_KEYS, Candidate, GridTraining, TrainedPoint, run_grid
+from scarce_ltr.finetune.grid import (
+    BEST_VALI,
+    RESULT_KEYS,
+    Candidate,
+    GridTraining,
+    TrainedPoint,
+    run_grid,
+)
 from scarce_ltr.finetune.model import count_parameters, ranker_spec
 
 # The deep baselines' point results (and reports) predate train_seconds_per_epoch.
@@ -108,24 +120,16 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
         layout = None
         if cfg.method not in ("resnet", "dasalc"):  # the models with field embeddings
             layout = detect_fields(prepared.train.features, max_values=options.max_categories)
-        training = GridTraining(
-            cfg=cfg,
-            prepared=prepared,
-            runtime=runtime,
-            phases=[Phase("full", options.epochs(cfg.epochs), True)],
-            loss_fn=options.loss.build(),
-            options=options.train_options,
-            eval_item_budget=options.eval_item_budget,
-            kinds=MODEL_KINDS,
-            result_keys=_RESULT_KEYS,
+        report = partial(
+            _report, cfg=cfg, prepared=prepared, runtime=runtime, layout=layout, start=start
         )
+        if options.search.on:
+            return _search(run, cfg, prepared, runtime, tracker, layout=layout, report=report)
+        training = _training(cfg, prepared, runtime)
         candidates = [
             _candidate(cfg, point, run.folder, n_features=prepared.n_features, layout=layout)
             for point in grid(cfg.method, options)
         ]
-        report = partial(
-            _report, cfg=cfg, prepared=prepared, runtime=runtime, layout=layout, start=start
-        )
         return run_grid(
             run,
             training,
@@ -135,6 +139,104 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
         )
     finally:
         runtime.close()
+
+
+def _training(cfg: BaselineConfig, prepared: PreparedData, runtime: Runtime) -> GridTraining:
+    options = cfg.deep
+    return GridTraining(
+        cfg=cfg,
+        prepared=prepared,
+        runtime=runtime,
+        phases=[Phase("full", options.epochs(cfg.epochs), True)],
+        loss_fn=options.loss.build(),
+        options=options.train_options,
+        eval_item_budget=options.eval_item_budget,
+        kinds=MODEL_KINDS,
+        result_keys=_RESULT_KEYS,
+    )
+
+
+SEARCH_KEYS = ("lr", "weight_decay", "dropout", "full_epochs", "loss", "noise_std", "head_hidden")
+# The search's names for a deep baseline's keys: resnet's head is finetuning's, the others
+# have one dropout and one width.
+_NAMES = {"weight_decay": "weight_decay", "full_epochs": "max_epochs", "noise_std": "noise_std"}
+_RESNET_NAMES = _NAMES | {"dropout": "head_dropout", "head_hidden": "head_hidden"}
+_OTHER_NAMES = _NAMES | {"dropout": "dropout", "head_hidden": "hidden"}
+
+
+def search_space(method: str, options: DeepBaselineOptions) -> search.Space:
+    """The searched keys of ``deep.search``; the grid's points are the first trials."""
+    names = _RESNET_NAMES if method == "resnet" else _OTHER_NAMES
+    recipe = {key: getattr(options, name) for key, name in names.items()}
+    recipe["loss"] = options.loss.name
+    fixed = [recipe | point for point in grid(method, options)]
+    choices = {"cross_layers": options.cross_layers} if method == "dcnv2" else {}
+    return search.Space.of(options.search, SEARCH_KEYS, fixed=fixed, choices=choices)
+
+
+def with_params(cfg: BaselineConfig, params: dict) -> BaselineConfig:
+    """``cfg`` with a trial's params as its one grid point (validated again)."""
+    options = cfg.deep
+    names = _RESNET_NAMES if cfg.method == "resnet" else _OTHER_NAMES
+    changes = {names[k]: v for k, v in params.items() if k in names}
+    if cfg.method == "dasalc" and "hidden" in changes:  # attention heads split the width
+        changes["hidden"] = max(
+            options.n_heads, changes["hidden"] // options.n_heads * options.n_heads
+        )
+    if "loss" in params:
+        changes["loss"] = replace(options.loss, name=params["loss"])
+    changes["lrs"] = [params.get("lr", options.lrs[0])]
+    if "cross_layers" in params:
+        changes["cross_layers"] = [params["cross_layers"]]
+    return replace(cfg, deep=replace(options, **changes))
+
+
+def _search(
+    run: Run,
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    runtime: Runtime,
+    tracker,
+    *,
+    layout: FieldLayout | None,
+    report,
+) -> dict:
+    """``deep.search.n_trials`` trials of `finetune.search`; the vali-best scores test once."""
+    space = search_space(cfg.method, cfg.deep)
+
+    def make_trial(number: int, params: dict) -> tuple[GridTraining, Candidate]:
+        trial_cfg = with_params(cfg, params)
+        point = {"lr": trial_cfg.deep.lrs[0]}
+        if cfg.method == "dcnv2":
+            point["cross_layers"] = trial_cfg.deep.cross_layers[0]
+        n_features = prepared.n_features
+        candidate = _candidate(trial_cfg, point, run.folder, n_features=n_features, layout=layout)
+        candidate = replace(
+            candidate,
+            folder=search.trial_folder(run.folder, number).folder,
+            keys=search.trial_keys(number, params, point["lr"]),
+            desc=f"{cfg.method} trial {number}",
+        )
+        return _training(trial_cfg, prepared, runtime), candidate
+
+    def search_report(chosen: TrainedPoint, results: list[dict], metrics: dict):
+        trial_cfg = with_params(cfg, chosen.result["params"])
+        body, summary = report(chosen, results, metrics, cfg=trial_cfg)
+        body["search"] = search.summary(results, chosen, seed=cfg.seed, space=space)
+        return body, summary
+
+    return search.run_search(
+        run,
+        space,
+        seed=cfg.seed,
+        make_trial=make_trial,
+        report=search_report,
+        desc=cfg.method,
+        on_trial=lambda number, result: tracker.log(
+            {"grid": {"trial": number, **result["params"], BEST_VALI: result[BEST_VALI]}},
+            step=number,
+        ),
+    )
 
 
 def _candidate(

@@ -1,0 +1,229 @@
+"""A seeded Optuna search on vali over a deep ranker's training recipe (``search.n_trials``).
+
+The trees get ``n_trials`` Optuna trials on vali (`baselines.tuning`); this gives finetuning
+(`finetune.train`) and the from-scratch deep baselines (`baselines.deep.train`) the same budget
+over what matters for small labeled sets: learning rate, weight decay, dropout, head and full
+epochs, the loss, input noise and head size (`finetune.config.SearchConfig`, ranges from YAML).
+
+Each trial is a grid point (`finetune.grid.train_point`) in ``grid/trial=<k>/``: trained from
+the run's seed with its own checkpoint, finished on its own (``result.json`` + ``DONE``). The
+study is a TPE sampler seeded with the run's seed, asked for every trial in order; a trial
+finished before is read back and told to the study with its stored score instead of trained,
+so a resumed search asks exactly what an uninterrupted one asked and ends in the same trials.
+The first trials are the fixed recipe's points (``optimizer.lr``, or each rate of the grid),
+so the search never chooses worse on vali than the fixed recipe would have. The trial kept is
+`core.selection.select_best` over the trials' best vali NDCG@5; test is scored once, with it
+(`finetune.grid.finish_grid`).
+
+No pruner: a trial's vali NDCG@5 per epoch exists, but the head-only phase of ``full`` at a
+low rate looks bad before its whole-network phase, trials differ in epochs and phases, and
+NDCG@5 on a few dozen vali QGs is noisy; a median rule would stop good recipes early. Each
+trial's early stopping (``patience``) already cuts a hopeless one short.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.progress import duration
+from scarce_ltr.core.runs import GridPoint, Run
+from scarce_ltr.core.selection import select_best
+from scarce_ltr.finetune.config import LOG_SCALE, SearchConfig
+from scarce_ltr.finetune.grid import (
+    BEST_VALI,
+    Candidate,
+    GridTraining,
+    ReportFn,
+    TrainedPoint,
+    finish_grid,
+    train_point,
+)
+
+INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
+
+
+@dataclass(frozen=True)
+class Space:
+    """What one model searches: the keys of ``SearchConfig`` it has (and a non-empty range),
+    categorical ``choices`` of its own (DCNv2's cross layers), and the fixed recipe's points."""
+
+    config: SearchConfig
+    keys: tuple[str, ...]
+    choices: dict[str, list]
+    first: list[dict]  # the fixed recipe's points, enqueued as the first trials
+
+    @classmethod
+    def of(
+        cls,
+        config: SearchConfig,
+        keys: Sequence[str],
+        *,
+        fixed: Sequence[dict],
+        choices: dict[str, list] | None = None,
+    ) -> Space:
+        """``keys``: what the model can vary; ``fixed``: the recipe's values at each of its
+        points, clipped into the ranges (a value outside a categorical list is drawn)."""
+        searched = tuple(k for k in keys if getattr(config, k))
+        choices = {k: list(v) for k, v in (choices or {}).items() if len(v) > 1}
+        first = []
+        for point in fixed:
+            start = {k: _clip(config, k, point[k]) for k in searched if k in point}
+            if "loss" in start and start["loss"] is None:
+                del start["loss"]
+            start |= {k: point[k] for k in choices if point.get(k) in choices[k]}
+            if start not in first:
+                first.append(start)
+        return cls(config, searched, choices, first)
+
+    def suggest(self, trial) -> dict:
+        """One trial's params, in a fixed order (the sampler's draws depend on it)."""
+        params: dict = {}
+        for key in self.keys:
+            span = getattr(self.config, key)
+            if key == "loss":
+                params[key] = trial.suggest_categorical(key, list(span))
+            elif key in INTEGER_KEYS:
+                params[key] = trial.suggest_int(key, span[0], span[1], log=key in LOG_SCALE)
+            else:
+                low, high = float(span[0]), float(span[1])
+                params[key] = trial.suggest_float(key, low, high, log=key in LOG_SCALE)
+        for key, values in self.choices.items():
+            params[key] = trial.suggest_categorical(key, values)
+        return params
+
+
+def _clip(config: SearchConfig, key: str, value):
+    span = getattr(config, key)
+    if key == "loss":
+        return value if value in span else None
+    clipped = min(max(value, span[0]), span[1])
+    return int(clipped) if key in INTEGER_KEYS else float(clipped)
+
+
+# (trial number, params) -> how that trial trains and builds its model
+MakeTrial = Callable[[int, dict], tuple[GridTraining, Candidate]]
+
+
+def trial_folder(run_folder, number: int) -> GridPoint:
+    return GridPoint.within(run_folder, f"trial={number}")
+
+
+def run_search(
+    run: Run,
+    space: Space,
+    *,
+    seed: int,
+    make_trial: MakeTrial,
+    report: ReportFn,
+    desc: str,
+    on_trial: Callable[[int, dict], None] | None = None,
+) -> dict:
+    """Run ``space.config.n_trials`` trials (each ``make_trial(number, params)``), keep the
+    vali-best, score it once on vali and test, and finish ``run`` through ``report``.
+
+    A trial's result holds ``trial``, ``params`` and ``seconds`` beside the grid point's keys.
+    """
+    optuna = _optuna()
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    n_trials = space.config.n_trials
+    for point in space.first[:n_trials]:
+        study.enqueue_trial(point)
+    results: list[dict] = []
+    trainings: list[GridTraining] = []
+    chosen: TrainedPoint | None = None
+    for number in range(n_trials):
+        trial = study.ask()
+        params = space.suggest(trial)
+        training, candidate = make_trial(number, params)
+        start = time.perf_counter()
+        point = train_point(training, candidate, in_grid=True)
+        _check_params(candidate, point.result, params)
+        value = point.result[BEST_VALI]
+        if not math.isfinite(value):  # nothing scored: the sampler learns nothing from it
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, value)
+        results.append(point.result)
+        trainings.append(training)
+        best = select_best([r[BEST_VALI] for r in results])
+        if best == number:
+            chosen = point  # the earlier best's model is dropped
+        _progress(desc, number, n_trials, point.result, results[best], time.perf_counter() - start)
+        if on_trial is not None:
+            on_trial(number, point.result)
+    assert chosen is not None, "a search has at least one trial"
+    return finish_grid(run, trainings[chosen.result["trial"]], chosen, results, report=report)
+
+
+def trial_keys(number: int, params: dict, lr: float) -> dict:
+    """The first keys of a trial's result (`finetune.grid.Candidate.keys`)."""
+    return {"trial": number, "params": params, "lr": lr}
+
+
+def summary(results: list[dict], chosen: TrainedPoint, *, seed: int, space: Space) -> dict:
+    """The report's ``search``: every trial's params and vali score, and the one kept."""
+    rows = [
+        {
+            "trial": r["trial"],
+            **r["params"],
+            BEST_VALI: r[BEST_VALI],
+            "best_epoch": r["best_epoch"],
+            "epochs_trained": r["epochs_trained"],
+            "seconds": trial_seconds(r),
+        }
+        for r in results
+    ]
+    return {
+        "n_trials": len(results),
+        "sampler": f"optuna TPE, seed {seed}",
+        "searched": list(space.keys) + list(space.choices),
+        "chosen_trial": chosen.result["trial"],
+        "chosen_params": chosen.result["params"],
+        "trials": rows,
+    }
+
+
+def trial_seconds(result: dict) -> float:
+    """A trial's training and vali scoring time (every epoch, the initial model's one too)."""
+    return round(result["seconds_per_epoch"] * max(result["epochs_trained"], 1), 3)
+
+
+def _check_params(candidate: Candidate, result: dict, params: dict) -> None:
+    """A trial read back must be the trial the study asked for now (same seed and space)."""
+    if result.get("params") != params:
+        raise UserError(
+            f"{candidate.folder} holds a trial with other params ({result.get('params')}) than "
+            f"this search asks for ({params}); delete {candidate.folder.parent} to search again"
+        )
+
+
+def _progress(desc: str, number: int, total: int, result: dict, best: dict, seconds: float) -> None:
+    """One line per trial, as the tree search's: its params, vali score, the best so far."""
+    params = " ".join(f"{k}={_short(v)}" for k, v in result["params"].items())
+    value, top = result[BEST_VALI], best[BEST_VALI]
+    print(
+        f"{desc} trial {number + 1}/{total}: {params} vali {BEST_VALI.removeprefix('best_vali_')}"
+        f" {value:.4f} (best {top:.4f}, trial {best['trial']}) {duration(seconds)}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _short(value) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise UserError(
+            "search.n_trials needs optuna; install it with '.venv/bin/pip install optuna'"
+        ) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
