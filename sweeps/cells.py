@@ -20,6 +20,14 @@ stand for the method (paper A.2.3).
 ``<method>+<method>[+...]+combine`` (``simclr-rank+simsiam+combine``, paper A.3.7) is a
 ``./run.sh finetune combine`` job over the ``<method>+full`` cells of the same data set, label
 setting and seed, which must be models of the sweep; it runs after them.
+
+With ``folds: [1, 2, ...]`` every cell and every pretraining job runs once per fold of a data set
+laid out as ``Fold<k>/`` (the LETOR presets): the preset's split files have their ``Fold<n>``
+folder replaced by ``Fold<k>`` (``data.splits.train=Fold3/train``, ...), and each fold keeps its
+runs in ``<sweep>/<dataset>/fold=<k>/``, laid out below as a sweep without folds. Jobs and cells
+of a fold name it (``ohsumed/fold=3/gbdt/frac=0.2/seed=0``); pretraining runs once per (fold,
+method, seed), and an ensemble mixes members of its own fold. Without folds the plan is the one it
+always was: the data set's own splits, the same folders and keys.
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ class SweepCell:
     seed: int
     run_dir: str
     job_key: str
+    fold: int | None = None  # the data set's Fold<k> (sweep key folds); None: its own splits
     status: str = "pending"
     error: str | None = None
     seconds: float = 0.0
@@ -259,31 +268,73 @@ def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
     return settings
 
 
+# A path component that is exactly Fold<n> (Fold1/train; not MyFold1/train).
+FOLD_COMPONENT = re.compile(r"(?<![^/])Fold(\d+)(?![^/])")
+
+
+def fold_overrides(cfg, dataset: str) -> dict[int | None, list[str]]:
+    """``{fold: the overrides that select its split files}``; ``{None: []}`` without folds.
+
+    The split stems are the preset's (``configs/data/<dataset>.yaml``, after the sweep's common
+    ``data.*`` overrides), each with its ``Fold<n>`` folder replaced by ``Fold<k>``.
+    """
+    folds = list(cfg.folds)
+    if not folds:
+        return {None: []}
+    data_overrides = [o for o in cfg.overrides.common if o.startswith("data.")]
+    data_cfg, _ = load_config(CommonConfig, [f"data={dataset}", *data_overrides])
+    splits = data_cfg.data.splits
+    missing = [split for split, stem in splits.items() if not FOLD_COMPONENT.search(stem)]
+    if missing:
+        listing = ", ".join(f"{split}: {stem}" for split, stem in splits.items())
+        raise UserError(
+            f"folds={folds}: data set '{dataset}' has splits {{{listing}}}, and "
+            f"{', '.join(missing)} names no Fold<n> folder; folds need a data set whose split "
+            "files lie in Fold<k>/ folders (data.splits such as Fold1/train, as the LETOR "
+            "presets ohsumed, mq2007, mslr-web30k), or folds=[] for the data set's own splits"
+        )
+    return {
+        fold: [
+            f"data.splits.{split}={FOLD_COMPONENT.sub(f'Fold{fold}', stem)}"
+            for split, stem in splits.items()
+        ]
+        for fold in folds
+    }
+
+
+def fold_place(dataset: str, fold: int | None) -> str:
+    """Where a fold's runs and job keys go under the sweep: ``<dataset>[/fold=<k>]``."""
+    return dataset if fold is None else f"{dataset}/fold={fold}"
+
+
 def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
     """Every job (pretraining first, each once; ensembles last) and every cell of the sweep."""
     planner = _Planner(cfg, folder)
     cells: list[SweepCell] = []
     settings = label_settings(cfg)
     for dataset in cfg.datasets:
-        for seed in cfg.seeds:
-            for scarcity, setting_overrides in settings:
-                for model in cfg.models:
-                    job = planner.cell_job(dataset, model, seed, scarcity, setting_overrides)
-                    cells.append(
-                        SweepCell(
-                            id=job.key,
-                            dataset=dataset,
-                            model=model,
-                            group=model_group(model),
-                            stage=job.stage,
-                            setting=scarcity.tag,
-                            fraction=scarcity.fraction,
-                            binary_tau=scarcity.binary_tau,
-                            seed=seed,
-                            run_dir=str(job.run_dir),
-                            job_key=job.key,
+        for fold, split_overrides in fold_overrides(cfg, dataset).items():
+            planner.fold, planner.fold_splits = fold, split_overrides
+            for seed in cfg.seeds:
+                for scarcity, setting_overrides in settings:
+                    for model in cfg.models:
+                        job = planner.cell_job(dataset, model, seed, scarcity, setting_overrides)
+                        cells.append(
+                            SweepCell(
+                                id=job.key,
+                                dataset=dataset,
+                                model=model,
+                                group=model_group(model),
+                                stage=job.stage,
+                                setting=scarcity.tag,
+                                fraction=scarcity.fraction,
+                                binary_tau=scarcity.binary_tau,
+                                seed=seed,
+                                run_dir=str(job.run_dir),
+                                job_key=job.key,
+                                fold=fold,
+                            )
                         )
-                    )
     stage_order = {"pretrain": 0, "combine": 2, "ensemble": 3}  # finetune and baseline: 1
     ordered = sorted(planner.jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
     return ordered, cells
@@ -296,6 +347,9 @@ class _Planner:
         self.cfg, self.folder = cfg, folder
         self.common = [*cfg.overrides.common, f"logger={cfg.logger}"]
         self.jobs: dict[str, Job] = {}
+        # The fold being planned (plan_cells sets both) and its data.splits.* overrides.
+        self.fold: int | None = None
+        self.fold_splits: list[str] = []
 
     def cell_job(
         self, dataset: str, model: str, seed: int, scarcity: ScarcityConfig, setting: list[str]
@@ -369,7 +423,14 @@ class _Planner:
         if method is not None:
             seed_of_encoder = seed if pretrain_seed is None else pretrain_seed
             pretrain = _pretrain_job(
-                self.cfg, self.folder, dataset, method, seed_of_encoder, self.common
+                self.cfg,
+                self.folder,
+                dataset,
+                method,
+                seed_of_encoder,
+                self.common,
+                fold=self.fold,
+                fold_splits=self.fold_splits,
             )
             self.jobs.setdefault(pretrain.key, pretrain)
             depends = [pretrain.key]
@@ -398,7 +459,7 @@ class _Planner:
 
     def _shared(self, dataset: str, seed: int, setting: list[str]) -> list[str]:
         """The overrides every job of a cell starts with."""
-        return [f"data={dataset}", *self.common, f"seed={seed}", *setting]
+        return [f"data={dataset}", *self.fold_splits, *self.common, f"seed={seed}", *setting]
 
     def _add(
         self,
@@ -412,11 +473,12 @@ class _Planner:
         depends: list[str],
     ) -> Job:
         folder_stage = cli_stage(stage)
+        place = fold_place(dataset, self.fold)
         run_dir = run_folder(
-            self.folder, dataset=dataset, stage=folder_stage, name=model, setting=tag, seed=seed
+            self.folder, dataset=place, stage=folder_stage, name=model, setting=tag, seed=seed
         )
-        key = f"{dataset}/{model}/{tag}/seed={seed}"
-        tags = [model, tag, f"seed={seed}", dataset]
+        key = f"{place}/{model}/{tag}/seed={seed}"
+        tags = [model, tag, f"seed={seed}", dataset, *_fold_tags(self.fold)]
         job = Job(key, stage, name, [*overrides, f"run_dir={run_dir}"], run_dir, depends, tags)
         self.jobs[key] = job
         return job
@@ -433,15 +495,31 @@ def _key_of(override: str) -> str:
     return override.split("=", 1)[0].split(".", 1)[0]
 
 
-def _pretrain_job(cfg, root: Path, dataset: str, method: str, seed: int, common: list[str]) -> Job:
-    """Pretraining sees no label; its knn probe uses the sweep's scarcest label setting."""
+def _fold_tags(fold: int | None) -> list[str]:
+    return [] if fold is None else [f"fold={fold}"]
+
+
+def _pretrain_job(
+    cfg,
+    root: Path,
+    dataset: str,
+    method: str,
+    seed: int,
+    common: list[str],
+    *,
+    fold: int | None = None,
+    fold_splits: list[str] | tuple[str, ...] = (),
+) -> Job:
+    """Pretraining sees no label; its knn probe uses the sweep's scarcest label setting. A fold
+    pretrains on its own train QGs (and picks its checkpoint on its own vali QGs)."""
     scarcest = min(cfg.fractions) if cfg.fractions and not cfg.binary_taus else 1.0
     probe = [f"scarcity.fraction={scarcest}", f"scarcity.val={cfg.val}"]
     if cfg.binary_taus:
         probe.append(f"scarcity.binary_tau={max(cfg.binary_taus)}")
     # One pretraining run serves every label setting of the sweep: no setting in its folder.
+    place = fold_place(dataset, fold)
     run_dir = run_folder(
-        root, dataset=dataset, stage="pretrain", name=method, setting=None, seed=seed
+        root, dataset=place, stage="pretrain", name=method, setting=None, seed=seed
     )
     base, variant = split_variant(method)
     # The most specific list last, so that it wins: a variant over its method's over the stage's.
@@ -450,6 +528,7 @@ def _pretrain_job(cfg, root: Path, dataset: str, method: str, seed: int, common:
         specific += [*cfg.variants[variant], f"variant={variant}"]
     overrides = [
         f"data={dataset}",
+        *fold_splits,
         *common,
         f"seed={seed}",
         *probe,
@@ -458,12 +537,12 @@ def _pretrain_job(cfg, root: Path, dataset: str, method: str, seed: int, common:
         f"run_dir={run_dir}",
     ]
     return Job(
-        f"{dataset}/pretrain/{method}/seed={seed}",
+        f"{place}/pretrain/{method}/seed={seed}",
         "pretrain",
         base,
         overrides,
         run_dir,
-        tags=[method, "pretrain", f"seed={seed}", dataset],
+        tags=[method, "pretrain", f"seed={seed}", dataset, *_fold_tags(fold)],
     )
 
 

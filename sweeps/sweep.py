@@ -8,8 +8,10 @@ method>+<finetuning strategy>`` (``simclr-rank+full``), a hybrid baseline on a p
 (``seed-ensemble:simclr-rank+full``), a variant of a method's pretraining
 (``simclr-rank@zero0.1+full`` with ``variants: {zero0.1: [augment.zero_p=0.1]}``) or a
 combination of finetuned rankers (``simclr-rank+simsiam+combine``). Pretraining runs once per
-(data set, method or variant, seed) and its encoder serves every label setting. Each job is a
-separate process running ``cli`` (forked from a server that has imported torch once:
+(data set, method or variant, seed) and its encoder serves every label setting. ``folds: [1, 2,
+3, 4, 5]`` repeats all of it on each fold of a data set laid out as ``Fold<k>/`` (the LETOR
+presets), in ``<sweep>/<dataset>/fold=<k>/``: the report pairs its comparisons over (fold, seed).
+Each job is a separate process running ``cli`` (forked from a server that has imported torch once:
 `scarce_ltr.sweeps.jobserver`), its output kept in ``log.txt`` in its run directory, so a
 crashing cell is recorded with its error and the sweep goes on. A job whose run directory holds
 ``DONE`` is skipped; an unfinished one resumes from its checkpoint.
@@ -39,6 +41,7 @@ from scarce_ltr.core.locks import WAIT_ENV, FolderLock
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import is_done, model_group, runs_root
 from scarce_ltr.sweeps.cells import (
+    STAGE_LISTS,
     Job,
     SweepCell,
     check_combines,
@@ -46,6 +49,7 @@ from scarce_ltr.sweeps.cells import (
     check_overrides,
     check_variants,
     cli_stage,
+    fold_overrides,
     plan_cells,
     pretraining_methods,
 )
@@ -82,6 +86,9 @@ class SweepConfig:
     fractions: list[float] = field(default_factory=lambda: [1.0])  # labeled shares of train QGs
     binary_taus: list[float] = field(default_factory=list)  # implicit-feedback settings
     seeds: list[int] = field(default_factory=lambda: [0])  # one cell per seed
+    # Folds of a data set laid out as Fold<k>/ (the LETOR presets): every cell and pretraining
+    # job runs once per fold, on that fold's split files. Empty: the data set's own splits.
+    folds: list[int] = field(default_factory=list)
     val: str = "full"  # validation labels: full | same
     overrides: StageOverrides = field(default_factory=StageOverrides)
     # Named pretraining settings a model picks with <method>@<name>, e.g.
@@ -109,11 +116,17 @@ class SweepConfig:
             raise ValueError("a sweep needs fractions or binary_taus")
         if any(not 0 < f <= 1 for f in self.fractions):
             raise ValueError("fractions must lie in (0, 1]")
+        if any(k < 1 for k in self.folds) or len(set(self.folds)) != len(self.folds):
+            raise ValueError(
+                f"folds must be distinct fold numbers >= 1 (Fold<k>/), got {self.folds}"
+            )
         if self.logger not in LOGGERS:
             raise ValueError(f"logger must be one of {', '.join(LOGGERS)}")
         for model in [*self.models, *self.overrides.per_model]:
             model_group(model)  # raises on an unknown model
         check_overrides(self.overrides)
+        if self.folds:
+            check_fold_overrides(self.overrides)
         check_ensembles(list(self.models))
         check_combines(list(self.models))
 
@@ -131,23 +144,41 @@ def check_datasets(cfg: SweepConfig) -> None:
     ssl_val = "ssl_val=none" not in [o.replace(" ", "") for o in cfg.overrides.pretrain]
     pretrains = ssl_val and bool(pretraining_methods(list(cfg.models)))
     for dataset in cfg.datasets:
-        data_cfg, _ = load_config(CommonConfig, [f"data={dataset}", *_data_overrides(cfg)])
-        try:
-            check_files(data_cfg.data)
-        except UserError as exc:
-            if not cfg.dry_run:
-                raise
-            # A plan needs no data: list it, and say what a real run would stop at.
-            print(f"warning: {exc}; a run (without --dry-run) stops here", file=sys.stderr)
-            continue
-        vali = split_file(data_cfg.data, "vali")
-        # Pretraining chooses its checkpoint on the vali QGs (SSL Val, unless ssl_val=none).
-        if pretrains and vali is not None and vali.stat().st_size == 0:
-            raise UserError(
-                f"data set {dataset}: the vali file {vali} is empty, and pretraining chooses its "
-                "checkpoint on the vali QGs (SSL Val); give vali QGs, or "
-                "overrides.pretrain=[ssl_val=none] to keep the last epoch"
-            )
+        # Each fold's split files (a data set without Fold<n> stems stops here, named).
+        for splits in fold_overrides(cfg, dataset).values():
+            overrides = [f"data={dataset}", *splits, *_data_overrides(cfg)]
+            data_cfg, _ = load_config(CommonConfig, overrides)
+            try:
+                check_files(data_cfg.data)
+            except UserError as exc:
+                if not cfg.dry_run:
+                    raise
+                # A plan needs no data: list it, and say what a real run would stop at.
+                print(f"warning: {exc}; a run (without --dry-run) stops here", file=sys.stderr)
+                continue
+            vali = split_file(data_cfg.data, "vali")
+            # Pretraining chooses its checkpoint on the vali QGs (SSL Val, unless ssl_val=none).
+            if pretrains and vali is not None and vali.stat().st_size == 0:
+                raise UserError(
+                    f"data set {dataset}: the vali file {vali} is empty, and pretraining "
+                    "chooses its checkpoint on the vali QGs (SSL Val); give vali QGs, or "
+                    "overrides.pretrain=[ssl_val=none] to keep the last epoch"
+                )
+
+
+def check_fold_overrides(overrides: StageOverrides) -> None:
+    """With folds the sweep sets ``data.splits.*`` on every job: refuse an override of them,
+    which would put every fold on the same files without a word."""
+    lists = {name: getattr(overrides, name) for name in ("common", *STAGE_LISTS)}
+    lists.update({f"per_model.{m}": items for m, items in overrides.per_model.items()})
+    lists.update({f"per_method.{m}": items for m, items in overrides.per_method.items()})
+    for where, items in lists.items():
+        for item in items:
+            if item.split("=", 1)[0].strip().startswith("data.splits"):
+                raise UserError(
+                    f"overrides.{where}: '{item}' sets the split files, which the sweep sets on "
+                    "every job of a fold itself (folds=); drop it, or set folds=[] to use it"
+                )
 
 
 def _data_overrides(cfg: SweepConfig) -> list[str]:
