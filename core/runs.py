@@ -93,6 +93,11 @@ GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2", "dasalc")
 HYBRID_BASELINES = ("gbdt-ssl",)  # run on a pretraining run: <baseline>+<pretraining method>
 ENSEMBLE_PREFIX = "ensemble:"
+# Stacking: an ensemble of rank-normalised scores whose weights are cross-fitted over the vali
+# QGs (ensembles.crossfit); always in the hybrid group, a learned mix of models, never one of
+# them, even when its members share a group.
+STACK_PREFIX = "stack:"
+MIX_PREFIXES = (ENSEMBLE_PREFIX, STACK_PREFIX)  # models that mix the scores of other models
 # DASALC-ens (Qin et al. 2021): the plain average of runs of one model that differ in their seed.
 SEED_ENSEMBLE_PREFIX = "seed-ensemble:"
 # <pretraining method>@<variant>: the method pretrained with a sweep's named variant of its
@@ -428,14 +433,15 @@ def model_group(model: str, *, strict: bool = True) -> str:
     as ``scratch+full`` or ``simclr-rank+simsiam+combine``)."""
     if model.startswith(SEED_ENSEMBLE_PREFIX):
         member = model[len(SEED_ENSEMBLE_PREFIX) :]
-        if member.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+        if member.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
             raise UserError(f"model '{model}': a seed ensemble is seed-ensemble:<one model>")
         return model_group(member, strict=strict)
-    if model.startswith(ENSEMBLE_PREFIX):
-        members = ensemble_members(model)
+    if model.startswith(MIX_PREFIXES):
+        members, prefix = ensemble_members(model), model.split(":", 1)[0]
         if len(members) < 2 or "" in members:
-            raise UserError(f"model '{model}': an ensemble is ensemble:<model>,<model>[,...]")
-        return ensemble_group([model_group(m, strict=strict) for m in members])
+            raise UserError(f"model '{model}': an ensemble is {prefix}:<model>,<model>[,...]")
+        groups = [model_group(m, strict=strict) for m in members]
+        return "hybrid" if model.startswith(STACK_PREFIX) else ensemble_group(groups)
     try:
         return _single_group(model)
     except UserError:
@@ -522,8 +528,11 @@ def ensemble_group(groups: list[str]) -> str:
 
 
 def ensemble_members(model: str) -> list[str]:
-    """The member models of ``ensemble:<model>,<model>,...``."""
-    return model[len(ENSEMBLE_PREFIX) :].split(",")
+    """The member models of ``ensemble:<model>,<model>,...`` (or ``stack:...``)."""
+    prefix = next((p for p in MIX_PREFIXES if model.startswith(p)), None)
+    if prefix is None:
+        raise ValueError(f"{model!r} is not an {' or '.join(MIX_PREFIXES)} model")
+    return model[len(prefix) :].split(",")
 
 
 def sources_moved(old: Any, new: Any) -> bool:

@@ -17,7 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
-from scarce_ltr.core.metrics import SELECTION_K, SELECTION_METRIC, evaluate_ranking
+from scarce_ltr.core.metrics import (
+    SELECTION_K,
+    SELECTION_METRIC,
+    evaluate_ranking,
+    ndcg_per_group,
+)
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
 
@@ -46,6 +51,22 @@ def vali_selection(prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg)
     `SELECTION_METRIC` (NDCG@5) under the run's empty-QG policy."""
     selection = replace(metrics_cfg, ks=[SELECTION_K])
     return vali_metrics(prepared, vali_scores, selection)[SELECTION_METRIC]
+
+
+def vali_selection_per_group(
+    prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg
+) -> np.ndarray:
+    """``[n_labeled_vali_groups]`` vali `SELECTION_METRIC` of each labeled vali QG, in order
+    (NaN for a QG without a relevant item under policy ``skip``): `vali_selection` is their
+    mean. Cross-fitted choices (`ensembles.crossfit`) split these QGs into folds."""
+    vali = prepared.vali
+    _check_length(vali_scores, vali.n_items, "vali")
+    keep = np.flatnonzero(prepared.labels.vali_labeled)
+    sub = vali.subset(keep)
+    sub_scores = np.asarray(vali_scores)[rows_of_groups(vali.offsets, keep)]
+    return ndcg_per_group(
+        sub_scores, sub.labels, sub.offsets, k=SELECTION_K, policy=metrics_cfg.policy
+    )
 
 
 def selection_rule(metrics_cfg) -> str:
@@ -119,6 +140,10 @@ def save_scores(
         # The report's per-QG view scores each test QG of two runs without loading the data.
         test_labels=np.asarray(prepared.test.labels, dtype=np.float32),
         test_outliers=np.asarray(prepared.test_outliers, dtype=bool),
+        # Per-QG vali NDCG as the run's choice saw it (sweeps.choice): the vali labels as the
+        # label setting shows them (binary under binary_tau) and which vali QGs it labels.
+        vali_labels=np.asarray(prepared.vali.labels, dtype=np.float32),
+        vali_labeled=np.asarray(prepared.labels.vali_labeled, dtype=bool),
     )
     atomic_write_bytes(run_dir / "scores.npz", data)
 

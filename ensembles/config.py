@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scarce_ltr.core.runs import ENSEMBLE_PREFIX, RunIdentity, run_model
+from scarce_ltr.core.runs import ENSEMBLE_PREFIX, STACK_PREFIX, RunIdentity, run_model
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, grid_size
 
-WEIGHTINGS = ("grid", "uniform")
+WEIGHTINGS = ("grid", "uniform", "crossfit")
 MAX_WEIGHT_VECTORS = 20000  # each one is scored on vali
 
 
@@ -21,8 +21,11 @@ MAX_WEIGHT_VECTORS = 20000  # each one is scored on vali
 class EnsembleConfig(CommonConfig):
     runs: list[str] = field(default_factory=list)  # finished finetuning / baseline / ensemble runs
     normalize: str = "zscore"  # rank | zscore: within each QG, before mixing
-    weights: str = "grid"  # grid: simplex grid, chosen on vali NDCG@5 | uniform: plain average
-    step: float = 0.1  # grid: weights are multiples of step summing to 1
+    # grid: simplex grid, chosen on vali NDCG@5 | uniform: plain average | crossfit: the grid
+    # chosen fold by fold over the vali QGs, reporting the cross-fitted vali NDCG@5
+    weights: str = "grid"
+    step: float = 0.1  # grid, crossfit: weights are multiples of step summing to 1
+    crossfit_folds: int = 5  # crossfit: folds of the labeled vali QGs (at most one per QG)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -32,23 +35,32 @@ class EnsembleConfig(CommonConfig):
             raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}")
         if self.weights not in WEIGHTINGS:
             raise ValueError(f"weights must be one of {', '.join(WEIGHTINGS)}")
+        if isinstance(self.crossfit_folds, bool) or self.crossfit_folds < 2:
+            raise ValueError(f"crossfit_folds must be 2 or more, got {self.crossfit_folds}")
         steps = 1.0 / self.step if 0 < self.step <= 1 else 0.0
         if steps < 1 or abs(steps - round(steps)) > 1e-6:
             raise ValueError(f"step must be 1/n for a whole n (0.1, 0.25, 0.5), got {self.step}")
         n_vectors = grid_size(len(self.runs), self.step)
-        if self.weights == "grid" and n_vectors > MAX_WEIGHT_VECTORS:
+        if self.weights != "uniform" and n_vectors > MAX_WEIGHT_VECTORS:
             raise ValueError(
                 f"step={self.step} gives {n_vectors} weight vectors for {len(self.runs)} runs "
                 f"(at most {MAX_WEIGHT_VECTORS}); raise step"
             )
 
+    @property
+    def is_stack(self) -> bool:
+        """Rank-normalised scores with cross-fitted weights: the sweep model ``stack:...``."""
+        return self.normalize == "rank" and self.weights == "crossfit"
+
     def identity(self) -> RunIdentity:
-        """``ensemble:<member model>,...``; every ensemble keeps its runs in ``ensemble/``."""
+        """``ensemble:<member model>,...`` (``stack:...`` for a stack); every ensemble keeps its
+        runs in ``ensemble/``."""
         members = [run_model(run) or Path(run).name for run in self.runs]
+        prefix = STACK_PREFIX if self.is_stack else ENSEMBLE_PREFIX
         return RunIdentity(
             dataset=self.data.run_name,
             stage="ensemble",
-            model=ENSEMBLE_PREFIX + ",".join(members),
+            model=prefix + ",".join(members),
             setting=self.scarcity.tag,
             seed=self.seed,
             folder_name="ensemble",

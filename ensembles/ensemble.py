@@ -1,4 +1,4 @@
-"""``./run.sh ensemble runs=[<run>,<run>,...] [normalize=rank|zscore] [weights=grid|uniform]``.
+"""``./run.sh ensemble runs=[<run>,...] [normalize=rank|zscore] [weights=grid|uniform|crossfit]``.
 
 The saved per-item scores (``scores.npz``) of finished runs, deep or GBDT, are normalized within
 each QG (`ensembles.score_fusion`) and mixed with one weight per run:
@@ -7,7 +7,10 @@ each QG (`ensembles.score_fusion`) and mixed with one weight per run:
   scored on NDCG@5 of the labeled vali QGs, and the best is kept (a tie goes to the most even
   mix). Test never enters the choice; it is scored once, with the chosen weights;
 - ``weights=uniform``: the plain average, e.g. the seed ensemble DASALC-ens of Qin et al. (2021):
-  3-5 runs of one configuration that differ in their seed.
+  3-5 runs of one configuration that differ in their seed;
+- ``weights=crossfit``: the grid chosen fold by fold over the labeled vali QGs
+  (``crossfit_folds``), reporting the cross-fitted vali NDCG@5 (`ensembles.weighting`); with
+  ``normalize=rank`` it is the sweep model ``stack:<model>,<model>,...``.
 
 Members must come from the ensemble's data (name, files; each has its own transform) and the
 same vali and test QGs (their ``scores.npz`` holds the QG offsets and qids), and must have seen
@@ -29,7 +32,6 @@ import numpy as np
 
 from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.metrics import SELECTION_METRIC
 from scarce_ltr.core.runs import (
     Run,
     is_done,
@@ -38,19 +40,18 @@ from scarce_ltr.core.runs import (
     read_report,
     run_model,
 )
-from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
     read_train_scores,
     save_scores,
     selection_rule,
-    vali_selection,
 )
 from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.config import EnsembleConfig
-from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix, simplex_grid
+from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
+from scarce_ltr.ensembles.weighting import choose_weights
 
 SCORES = "scores.npz"
 _SPLIT_KEYS = ("vali_offsets", "test_offsets", "vali_qids", "test_qids")
@@ -87,26 +88,24 @@ def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
     normalize = NORMALIZERS[cfg.normalize]
     vali = np.stack([normalize(m.vali, prepared.vali.offsets) for m in members])
     test = np.stack([normalize(m.test, prepared.test.offsets) for m in members])
-    n = len(members)
-    grid = np.full((1, n), 1.0 / n) if cfg.weights == "uniform" else simplex_grid(n, cfg.step)
-    tried = [vali_selection(prepared, mix(vali, w), cfg.metrics) for w in grid]
-    weights = grid[select_best(tried)]
+    choice = choose_weights(cfg, prepared, vali)
+    weights = choice.weights
     run = Run.of(cfg, cfg.identity(), out_dir)  # the members are checked: its name is theirs
     run.open_tracker(asdict(cfg))
-    vali_scores, test_scores = mix(vali, weights), mix(test, weights)
+    vali_scores, test_scores = choice.vali_scores, mix(test, weights)
     train_scores = _train_mix(members, weights, normalize, prepared.train.offsets)
     save_scores(out_dir, prepared, vali_scores, test_scores, train=train_scores)
+    metrics = evaluation_report(prepared, vali_scores, test_scores, cfg.metrics)
+    metrics["vali"] |= choice.vali_extra
     report = {
         "method": run.identity.model,
-        "metrics": evaluation_report(prepared, vali_scores, test_scores, cfg.metrics),
+        "metrics": metrics,
         "weights": {m.run: float(w) for m, w in zip(members, weights, strict=True)},
         "normalize": cfg.normalize,
         "weighting": cfg.weights,
         "selection": selection_rule(cfg.metrics),
-        "tried": [
-            {"weights": w.tolist(), f"vali_{SELECTION_METRIC}": _number(v)}
-            for w, v in zip(grid, tried, strict=True)
-        ],
+        "tried": choice.tried,
+        **choice.report,
         "members": [{"run": m.run, "model": m.model, "group": m.group} for m in members],
         "runs": [str(Path(m.run).resolve()) for m in members],
         "identity": identity,
@@ -286,7 +285,3 @@ def _check_identity(out_dir: Path, identity: str) -> None:
             f"{out_dir} holds an ensemble of other runs or settings; pass run_dir=<new folder>, "
             "or delete that folder to start over"
         )
-
-
-def _number(value: float) -> float | None:
-    return None if value is None or not np.isfinite(value) else float(value)

@@ -1,0 +1,95 @@
+"""How an ensemble chooses its members' weights on vali (``weights=grid|uniform|crossfit``).
+
+- ``uniform``: the plain average;
+- ``grid``: every simplex-grid vector is scored on vali NDCG@5 and the best is kept;
+- ``crossfit``: the same grid, chosen fold by fold over the labeled vali QGs
+  (`ensembles.crossfit`): the final weights are the mean of the fold choices, and the vali
+  scores the run keeps (``scores.npz``, ``metrics.vali``) are out of fold: each QG that counts
+  is scored by the weights chosen without it. Its vali NDCG@5 is then the cross-fitted
+  estimate, which is what sweeps and ``select`` compare, and ``metrics.vali.in_sample_ndcg@5``
+  keeps what ``grid`` would have reported. Out-of-fold vali scores also keep an ensemble that
+  takes this one as a member from choosing on an optimistic member.
+
+Test never enters: it is scored once, with the final weights, by the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.metrics import SELECTION_METRIC
+from scarce_ltr.core.selection import select_best
+from scarce_ltr.data.evaluation import vali_selection, vali_selection_per_group
+from scarce_ltr.data.pipeline import PreparedData
+from scarce_ltr.data.ranking_split import rows_of_groups
+from scarce_ltr.ensembles.crossfit import crossfit, group_means
+from scarce_ltr.ensembles.score_fusion import mix, simplex_grid
+
+IN_SAMPLE_KEY = f"in_sample_{SELECTION_METRIC}"  # metrics.vali key of a cross-fitted ensemble
+
+
+@dataclass(frozen=True)
+class WeightChoice:
+    weights: np.ndarray  # [n_members] the final weights (test is mixed with these)
+    vali_scores: np.ndarray  # [n_vali_items] the vali scores the run reports and keeps
+    tried: list[dict]  # every vector with its (in-sample) vali NDCG@5
+    report: dict = field(default_factory=dict)  # extra report keys (crossfit: its folds)
+    vali_extra: dict = field(default_factory=dict)  # extra metrics.vali keys
+
+
+def choose_weights(cfg, prepared: PreparedData, vali: np.ndarray) -> WeightChoice:
+    """The weights of ``vali [n_members, n_vali_items]`` (normalized scores) under
+    ``cfg.weights``; ``cfg`` is an `EnsembleConfig`."""
+    n = len(vali)
+    if cfg.weights == "uniform":
+        grid = np.full((1, n), 1.0 / n)
+    else:
+        grid = simplex_grid(n, cfg.step)
+    if cfg.weights != "crossfit":
+        tried = [vali_selection(prepared, mix(vali, w), cfg.metrics) for w in grid]
+        weights = grid[select_best(tried)]
+        return WeightChoice(weights, mix(vali, weights), _tried(grid, tried))
+    per_group = np.stack(
+        [vali_selection_per_group(prepared, mix(vali, w), cfg.metrics) for w in grid]
+    )
+    try:
+        fit = crossfit(per_group, n_folds=cfg.crossfit_folds, seed=cfg.seed)
+    except ValueError as exc:
+        raise UserError(f"weights=crossfit: {exc}; use weights=grid") from None
+    weights = grid[fit.fold_choices].mean(axis=0)
+    vali_scores = mix(vali, weights)  # QGs outside the folds (unlabeled, no relevant item)
+    labeled = np.flatnonzero(prepared.labels.vali_labeled)
+    for fold, choice in enumerate(fit.fold_choices):
+        rows = rows_of_groups(prepared.vali.offsets, labeled[fit.fold_of_group == fold])
+        vali_scores[rows] = mix(vali[:, rows], grid[choice])
+    in_sample = vali_selection(prepared, mix(vali, grid[fit.in_sample_choice]), cfg.metrics)
+    report = {
+        "crossfit": {
+            "folds": fit.n_folds,
+            "fold_weights": [grid[c].tolist() for c in fit.fold_choices],
+            f"vali_{SELECTION_METRIC}": _number(fit.estimate),
+            "in_sample_weights": grid[fit.in_sample_choice].tolist(),
+            f"in_sample_vali_{SELECTION_METRIC}": _number(in_sample),
+            f"final_weights_in_sample_vali_{SELECTION_METRIC}": _number(
+                vali_selection(prepared, mix(vali, weights), cfg.metrics)
+            ),
+        }
+    }
+    tried = group_means(per_group)
+    return WeightChoice(
+        weights, vali_scores, _tried(grid, tried), report, {IN_SAMPLE_KEY: _number(in_sample)}
+    )
+
+
+def _tried(grid: np.ndarray, tried: list[float]) -> list[dict]:
+    return [
+        {"weights": w.tolist(), f"vali_{SELECTION_METRIC}": _number(v)}
+        for w, v in zip(grid, tried, strict=True)
+    ]
+
+
+def _number(value: float) -> float | None:
+    return None if value is None or not np.isfinite(value) else float(value)
