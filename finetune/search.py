@@ -207,7 +207,8 @@ def _progress(desc: str, number: int, total: int, result: dict, best: dict, seco
     params = " ".join(f"{k}={_short(v)}" for k, v in result["params"].items())
     value, top = result[BEST_VALI], best[BEST_VALI]
     print(
-        f"{desc} trial {number + 1}/{total}: {params} vali {BEST_VALI.removeprefix('best_vali_')}"
+        f"{desc} trial {number} ({number + 1}/{total}): {params} vali "
+        f"{BEST_VALI.removeprefix('best_vali_')}"
         f" {value:.4f} (best {top:.4f}, trial {best['trial']}) {duration(seconds)}",
         file=sys.stderr,
         flush=True,

@@ -1,0 +1,191 @@
+"""The deep rankers' seeded Optuna search on vali (`finetune.search`, ``search.n_trials``):
+seeded, resumable after a kill, chosen on vali, refused with a clear message when its space is
+bad, reachable from a sweep's ``per_model`` overrides, and absent (nothing changed) when off."""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+from tiny import small_encoder, tiny_data
+
+import scarce_ltr.finetune.grid as grid
+from scarce_ltr.cli import STAGES, _load, run
+from scarce_ltr.core.config import CONFIG_ROOT, load_config
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import FAULT_AT_ENV, FAULT_COUNTER_ENV
+from scarce_ltr.sweeps.cells import plan_cells
+from scarce_ltr.sweeps.sweep import SweepConfig
+
+DATA = [*tiny_data(), "logger=none"]
+RESNET = ["baseline", "resnet", *DATA, *(f"deep.{o}" for o in small_encoder())]
+# 3 trials of a few epochs each: a search of about a second
+SEARCH = ["search.n_trials=3", "search.head_epochs=[1,3]", "search.full_epochs=[1,3]"]
+DEEP_SEARCH = ["deep.search.n_trials=3", "deep.search.full_epochs=[1,3]", "epochs=3"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory) -> Path:
+    """The one pretrained encoder every trial starts from (as in test_finetune_cli)."""
+    folder = tmp_path_factory.mktemp("pretrain") / "simclr-rank"
+    torch.set_num_threads(1)
+    run(["pretrain", "simclr-rank", *DATA, *small_encoder(), "epochs=1", "monitor.enabled=false"]
+        + [f"run_dir={folder}"])  # fmt: skip
+    return folder
+
+
+def finetune(run_dir: Path, pretrained: Path, *args: str) -> dict:
+    return run(["finetune", "full", *DATA, "head_hidden=16", f"pretrained={pretrained}",
+                f"run_dir={run_dir}", *args])  # fmt: skip
+
+
+def _metrics(report: dict) -> str:
+    """The report's metrics as text (NaN, for no outlier QG, equals itself there)."""
+    return json.dumps(report["metrics"], sort_keys=True)
+
+
+def _trials(report: dict) -> list[dict]:
+    """Every trial's params and vali scores (its seconds left out: they are timings)."""
+    return [{k: v for k, v in t.items() if k != "seconds"} for t in report["search"]["trials"]]
+
+
+def test_search_off_is_the_fixed_recipe(pretrained: Path, tmp_path: Path) -> None:
+    """Numbers of the code before the search existed: off (the default) changes nothing."""
+    got = finetune(tmp_path / "full", pretrained, "epochs=4")
+    assert "search" not in got and not (tmp_path / "full" / "grid").exists()
+    assert got["metrics"]["vali"]["ndcg@5"] == pytest.approx(0.23143515758643185, abs=1e-9)
+    assert got["metrics"]["test"]["ndcg@5"] == pytest.approx(0.24737765238107673, abs=1e-9)
+    assert '"search"' not in got["identity"]  # resumes and skips the runs made before it
+    got = run([*RESNET, "epochs=3", f"run_dir={tmp_path / 'resnet'}"])
+    assert "search" not in got and [p["lr"] for p in got["grid"]] == [1e-2, 1e-3, 1e-4]
+    assert got["metrics"]["vali"]["ndcg@5"] == pytest.approx(0.45331623483043537, abs=1e-9)
+    assert got["metrics"]["test"]["ndcg@5"] == pytest.approx(0.5368153420427116, abs=1e-9)
+
+
+def test_search_is_seeded_and_keeps_the_vali_best_trial(
+    pretrained: Path, tmp_path: Path, monkeypatch
+) -> None:
+    scored = []  # every scoring of test: once per run, by the chosen trial's model
+    evaluation_report = grid.evaluation_report
+    monkeypatch.setattr(
+        grid, "evaluation_report", lambda *a: scored.append(1) or evaluation_report(*a)
+    )
+    first = finetune(tmp_path / "a", pretrained, *SEARCH)
+    again = finetune(tmp_path / "b", pretrained, *SEARCH)
+    assert len(scored) == 2
+    trials = _trials(first)
+    assert [t["trial"] for t in trials] == [0, 1, 2]
+    assert trials == _trials(again)  # the same seed: the same trials, the same scores
+    assert _metrics(first) == _metrics(again)
+    # trial 0 is the fixed recipe (full.yaml's lr and loss; epochs clipped into the ranges)
+    assert trials[0]["lr"] == 5e-5 and trials[0]["loss"] == "lambdarank"
+    assert len({t["lr"] for t in trials}) == 3 and len({t["head_hidden"] for t in trials}) > 1
+    vali = [t["best_vali_ndcg@5"] for t in trials]
+    chosen = first["search"]["chosen_trial"]
+    assert chosen == vali.index(max(vali))
+    assert first["metrics"]["vali"]["ndcg@5"] == pytest.approx(vali[chosen], abs=1e-9)
+    params = first["search"]["chosen_params"]
+    assert first["learning_rate"] == params["lr"] and first["loss"]["name"] == params["loss"]
+    assert first["phases"][0]["epochs"] == params["head_epochs"]
+    model = tmp_path / "a" / "model.pt"
+    assert (
+        model.read_bytes()
+        == (tmp_path / "a" / "grid" / f"trial={chosen}" / "model.pt").read_bytes()
+    )
+    other = finetune(tmp_path / "c", pretrained, *SEARCH, "seed=1")
+    assert [t["lr"] for t in _trials(other)][1:] != [t["lr"] for t in trials][1:]
+
+
+def _killed_run(args: list[str], tmp_path: Path, kill_at: int) -> int:
+    """Run the command in a forked child killed (SIGKILL) at its ``kill_at``-th write; its
+    exit code, negative for the signal; ``kill_at`` 0: run to the end, return the writes."""
+    counter = tmp_path / f"counter-{kill_at}"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            os.environ.update(
+                {FAULT_COUNTER_ENV: str(counter), FAULT_AT_ENV: str(kill_at or 10**9)}
+            )
+            run(args)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if kill_at == 0:
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        return int(counter.read_text())
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def test_search_killed_in_a_trial_resumes_to_the_same_result(tmp_path: Path) -> None:
+    """resnet's search (the deep-baseline path): killed inside its second trial, run again,
+    it ends with the trials, scores and model of a search never killed."""
+    reference, crashed = tmp_path / "reference", tmp_path / "crashed"
+    writes = _killed_run([*RESNET, *DEEP_SEARCH, f"run_dir={reference}"], tmp_path, 0)
+    expected = json.loads((reference / "report.json").read_text())
+    first_trial = sum(1 for _ in (reference / "grid").glob("trial=0/*"))
+    code = _killed_run([*RESNET, *DEEP_SEARCH, f"run_dir={crashed}"], tmp_path, writes // 2)
+    assert code == -9
+    done = sorted(p.parent.name for p in (crashed / "grid").glob("*/DONE"))
+    assert done and len(done) < 3 and not (crashed / "DONE").exists(), (done, first_trial)
+    got = run([*RESNET, *DEEP_SEARCH, f"run_dir={crashed}"])
+    assert _trials(got) == _trials(expected)
+    assert _metrics(got) == _metrics(expected)
+    assert got["search"]["chosen_trial"] == expected["search"]["chosen_trial"]
+    assert (crashed / "model.pt").read_bytes() == (reference / "model.pt").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("search.lr=[1e-3]", r"search.lr must be \[low, high\]"),
+        ("search.lr=[1e-2,1e-4]", r"search.lr must be \[low, high\] with low <= high"),
+        ("search.lr=[0,1e-2]", "search.lr must be > 0"),
+        ("search.dropout=[0,1]", "search.dropout must be >= 0 and < 1"),
+        ("search.loss=[lambdarank,nope]", "search.loss: 'nope' is not a loss"),
+        ("search.n_trials=-1", "search.n_trials must be >= 0"),
+        ("search.momentum=[0,1]", "momentum"),
+        ("search.head_epochs=[0,3]", "would train no epoch"),
+    ],
+)
+def test_a_bad_search_space_is_named(tmp_path: Path, override: str, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        run(["finetune", "full", *DATA, "pretrained=none", "search.n_trials=2",
+             "search.full_epochs=[0,3]", override, f"run_dir={tmp_path}"])  # fmt: skip
+    with pytest.raises(UserError, match="deep.search.full_epochs"):
+        run([*RESNET, "deep.search.n_trials=2", "deep.search.full_epochs=[0,3]"])
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_sweep_reaches_the_search_through_per_model(tmp_path: Path) -> None:
+    models = ["simclr-rank+full", "resnet"]
+    per_model = {"simclr-rank+full": ["search.n_trials=30"], "resnet": ["deep.search.n_trials=30"]}
+    cfg, _ = load_config(
+        SweepConfig,
+        ["name=quick", f"models={json.dumps(models)}", "seeds=[0]", "fractions=[0.2]"]
+        + [f"overrides.per_model.{m}={json.dumps(o)}" for m, o in per_model.items()],
+        stage_file=CONFIG_ROOT / "sweep" / "quick.yaml",
+    )
+    jobs, _ = plan_cells(cfg, tmp_path)
+    trials = {}
+    for job in (j for j in jobs if j.stage in ("finetune", "baseline")):
+        stage = STAGES[job.stage]
+        overrides = [o for o in job.overrides if not o.startswith("pretrained=")]
+        if job.stage == "finetune":  # the encoder's run is planned, not made
+            overrides.append("pretrained=none")
+        job_cfg, _ = load_config(
+            _load(stage.schema),
+            [f"{stage.name_key}={job.name}", *overrides],
+            stage_file=CONFIG_ROOT / stage.config_folder / f"{job.name}.yaml",
+        )
+        search = job_cfg.search if job.stage == "finetune" else job_cfg.deep.search
+        trials[job.name] = search.n_trials
+    assert trials == {"full": 30, "resnet": 30}
