@@ -67,12 +67,13 @@ def render(report: dict) -> str:
 def _header(report: dict) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in report["status_counts"].items())
     k, sk = report["k"], report["select_k"]
+    units = escape(report.get("units", "seeds"))
     return f"""<h1>{escape(report["title"])}</h1>
 <p>Source: <code>{escape(report["source"])}</code> &middot; generated {escape(report["generated"])}
 &middot; cells: {escape(counts)} &middot; validation labels: {escape(report["val_labels"])}
 &middot; empty-QG policy: {escape(report["policy"])}</p>
 <p class="note">Numbers are test NDCG@{k} and Outlier-NDCG@{k} (NDCG over the test QGs flagged
-as outliers): mean &plusmn; sample standard deviation over seeds (n = seeds). MRR and MAP
+as outliers): mean &plusmn; sample standard deviation over {units} (n). MRR and MAP
 (relevant: label &gt; 0) and ERR@{k} (graded) follow for the same members and seeds; they choose
 nothing and carry no p-value. A group (GBDT, no
 pretrain DL, pretrained DL, hybrid) is represented per data set and label setting by its
@@ -80,7 +81,10 @@ pretrain DL, pretrained DL, hybrid) is represented per data set and label settin
 over its seeds (ties: more seeds, then name); test numbers never take part in the choice, and the
 member is the same for every seed of that setting. <i>p</i> is the one-sided Welch t-test
 (scipy <code>ttest_ind(equal_var=False, alternative="greater")</code>) of the row against the
-validation-best GBDT of the same setting; <span class="sig">red *</span> marks
+validation-best GBDT of the same setting; &Delta; is the <b>paired</b> margin against that GBDT:
+the mean &plusmn; std of the per-unit differences over the {units} both ran (same fold,
+same label draw), with its one-sided paired t-test (scipy <code>ttest_rel(alternative="greater")
+</code>) and the number of pairs n; <span class="sig">red *</span> marks
 p &lt; {report["alpha"]:g}. <b>Bold</b>: best mean in the column; <u>underlined</u>: within the
 margin of error of the best (mean &plusmn; std intervals overlap). The dotted line on a curve of
 label fractions is where pretrained DL, scanning from the fewest labels up, first stops beating
@@ -156,6 +160,11 @@ def _cell(entry: dict | None, metric: str, mark: str, alpha: float, show_member:
     if math.isfinite(p):
         star = "<span class='sig'>*</span>" if p < alpha else ""
         extra.append(f"p={escape(fmt_p(p))}{star}")
+    paired = paired_text(entry, metric)
+    if paired:
+        p_paired = entry[f"p_paired_{metric}"]
+        star = "<span class='sig'>*</span>" if math.isfinite(p_paired) and p_paired < alpha else ""
+        extra.append(f"{escape(paired)}{star}")
     if show_member:
         extra.append(escape(entry["member"]))
     return f"<td>{text}<br><small>{' &middot; '.join(extra)}</small></td>"
@@ -248,6 +257,20 @@ def mean_pm_std(entry: dict, metric: str) -> str:
     if not math.isfinite(mean):
         return "–"
     return fmt(mean) + (f" ± {fmt(std)}" if math.isfinite(std) else "")
+
+
+def paired_text(entry: dict, metric: str) -> str | None:
+    """``Δ -0.0110 ± 0.0200, paired p=0.030, n=15``: the paired margin against the reference
+    (`sweeps.stats`); None where there is none (the reference itself, other metrics)."""
+    margin = entry.get(f"margin_{metric}", math.nan)
+    if not isinstance(margin, float | int) or not math.isfinite(margin):
+        return None
+    std = entry.get(f"margin_{metric}_std", math.nan)
+    n = entry.get("n_pairs" if metric == "test" else f"n_pairs_{metric}", 0)
+    p = entry.get(f"p_paired_{metric}", math.nan)
+    text = f"Δ {margin:+.4f}" + (f" ± {std:.4f}" if math.isfinite(std) else "")
+    text += f", paired p={fmt_p(p)}" if math.isfinite(p) else ""
+    return text + f", n={n}"
 
 
 def fmt(value: float) -> str:

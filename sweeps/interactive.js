@@ -144,7 +144,7 @@
       if (!names.length) area.appendChild(el("p", {}, "These runs kept no training history."));
       for (const name of names) {
         const series = runs.filter((r) => r.curves[name] && !hidden.has(r.model)).map((r) => ({
-          label: r.model + " seed " + r.seed, model: r.model, colour: colour(r.model),
+          label: r.model + (r.fold == null ? "" : " fold " + r.fold) + " seed " + r.seed, model: r.model, colour: colour(r.model),
           points: r.curves[name]}));
         if (series.length) area.appendChild(chart(name, series, 420, 230));
       }
@@ -161,7 +161,7 @@
     if (runs.length < 2) { box.appendChild(el("p", {}, "Needs two runs with per-QG scores (runs of this version save them).")); return; }
     const a = el("select", {id: "ltr-qg-a"}), b = el("select", {id: "ltr-qg-b"});
     runs.forEach((r, i) => { a.appendChild(el("option", {value: i}, r.id)); b.appendChild(el("option", {value: i}, r.id)); });
-    const other = runs.findIndex((r) => r.model !== runs[0].model && r.setting === runs[0].setting && r.seed === runs[0].seed);
+    const other = runs.findIndex((r) => r.model !== runs[0].model && r.setting === runs[0].setting && r.seed === runs[0].seed && r.fold === runs[0].fold);
     b.value = String(other >= 0 ? other : 1);
     const area = el("div", {id: "ltr-qg-area"});
     const draw = () => {

@@ -53,6 +53,7 @@ def collect(rows: list[dict], *, k: int, policy: str = "skip") -> dict:
                 "dataset": row["dataset"],
                 "setting": row["setting"],
                 "seed": row["seed"],
+                "fold": row.get("fold"),  # None without folds; runs pair within a fold
                 "vali": _finite(row.get(f"vali_ndcg@{k}")),
                 "test": _finite(row.get(f"test_ndcg@{k}")),
                 "seconds": _seconds(row, report),

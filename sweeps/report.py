@@ -2,11 +2,12 @@
 
 With a sweep name (or a sweep folder), the cells of ``runs/sweeps/<sweep>/manifest.json``;
 without, every finished run under ``runs/``. Writes ``results.csv`` (one row per cell),
-``summary.csv`` (per model and per group: mean, std, p-value), the PNGs and ``dashboard.html``
-into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` without a sweep, or ``out=<folder>``),
-prints the group tables and ends with the dashboard's path. t-SNE plots are opt-in and slow:
-``tsne=[<run dir or cell id>,...]`` (pretraining runs show their encoder, finetuning runs their
-scoring head's input).
+``summary.csv`` (per model and per group: mean, std, Welch p-value, and the paired margin and
+p-value over (fold, seed) units against the validation-best GBDT: `sweeps.stats`), the PNGs
+and ``dashboard.html`` into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` without a sweep,
+or ``out=<folder>``), prints the group tables and ends with the dashboard's path. t-SNE plots
+are opt-in and slow: ``tsne=[<run dir or cell id>,...]`` (pretraining runs show their encoder,
+finetuning runs their scoring head's input).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SUMMARY_FIELDS = [
     "kind", "dataset", "series", "setting", "x", "name", "group", "member", "n_seeds",
     "vali_mean", "test_mean", "test_std", "outlier_mean", "outlier_std", "n_outlier_seeds",
     "p_test", "p_outlier", "reference", "seeds",
+    "margin_test", "margin_test_std", "n_pairs", "p_paired_test",
+    "margin_outlier", "margin_outlier_std", "n_pairs_outlier", "p_paired_outlier", "units",
     *(f"{metric}_{moment}" for metric in stats.EXTRA_METRICS for moment in ("mean", "std")),
 ]  # fmt: skip
 
@@ -127,6 +130,9 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
         "select_k": cfg.select_k,
         "alpha": cfg.alpha,
         "summary": summary,
+        # Replicates are (fold, seed) units in a sweep over folds, seeds otherwise: the tables
+        # say which.
+        "units": "(fold, seed) units" if any(r.get("fold") is not None for r in done) else "seeds",
         "sections": sections,
         "problems": [r for r in rows if r.get("status") != "done"],
         "tsne_png": None,
@@ -167,6 +173,7 @@ def summary_rows(summary: dict) -> list[dict]:
                 "kind": kind,
                 "name": entry[name_key],
                 "seeds": " ".join(map(str, entry["seeds"])),
+                "units": " ".join(_unit_text(u) for u in entry["units"]),
             }
             out.append(row)
     return out
@@ -183,8 +190,10 @@ def text_tables(report: dict) -> str:
                 lines.append(f"\n{section['dataset']} · Outlier-NDCG@{k}: {note}")
                 continue
             lines.append(
-                f"\n{section['dataset']} · {section['series']} · test {label} "
-                "(mean ± std over seeds; p: one-sided Welch vs validation-best GBDT)"
+                f"\n{section['dataset']} · {section['series']} · test {label} (mean ± std over "
+                f"{report.get('units', 'seeds')}; p: one-sided Welch vs validation-best GBDT; "
+                "Δ: paired margin against it, mean ± std of the per-unit differences, with its "
+                "one-sided paired p and n pairs)"
             )
             header = [""] + settings
             table = [header]
@@ -318,6 +327,27 @@ def _only(rows: list[dict], key: str, *, default: str) -> str:
     return values.pop() if len(values) == 1 else default
 
 
+def _unit_text(unit) -> str:
+    """``3:1`` (fold 3, seed 1); the seed alone without folds."""
+    fold, seed = unit
+    return str(seed) if fold is None else f"{fold}:{seed}"
+
+
+def _paired_steps(info: dict) -> str:
+    """Per fraction: the pretrained DL's paired margin against the best other group."""
+    steps = []
+    for step in info.get("paired", []):
+        if step["n"] == 0:
+            steps.append(f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']} (means)")
+            continue
+        p = step["p"]
+        tail = f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else ""
+        steps.append(
+            f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']}{tail}, n={step['n']}"
+        )
+    return f" [{'; '.join(steps)}]" if steps else ""
+
+
 def _crossover_text(crossovers: dict, k: int) -> str:
     names = {"test": f"NDCG@{k}", "outlier": f"Outlier-NDCG@{k}"}
     texts = []
@@ -344,8 +374,13 @@ def _crossover_text(crossovers: dict, k: int) -> str:
                 f"pretrained DL leads the best other group at {_percents(won)} labeled QGs and "
                 f"trails it at {_percents(lost)}"
             )
-        texts.append(f"{names[metric]}: {what}.")
-    return "Crossover (group means). " + " ".join(texts) if texts else ""
+        texts.append(f"{names[metric]}: {what}{_paired_steps(info)}.")
+    head = (
+        "Crossover (paired margin of pretrained DL against the best other group of each "
+        "fraction, over the (fold, seed) units both have; p: one-sided paired t-test in the "
+        "margin's direction). "
+    )
+    return head + " ".join(texts) if texts else ""
 
 
 def _tsne(folders: list[Path], cfg: ReportConfig) -> tuple[bytes | None, list[str]]:
@@ -374,7 +409,10 @@ def _text_cell(entry: dict | None, metric: str) -> str:
         return "-"
     text = dashboard.mean_pm_std(entry, metric)
     p = entry.get(f"p_{metric}", math.nan)
-    return text + (f" (p={dashboard.fmt_p(p)})" if math.isfinite(p) else "")
+    notes = [f"p={dashboard.fmt_p(p)}"] if math.isfinite(p) else []
+    paired = dashboard.paired_text(entry, metric)
+    notes += [paired] if paired else []
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _distinct(rows: list[dict], key: str) -> str:

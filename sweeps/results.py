@@ -34,7 +34,7 @@ from scarce_ltr.data.stage_config import CommonConfig
 MANIFEST = "manifest.json"
 REPORT = "report.json"
 IDENTITY = (
-    "id", "dataset", "model", "group", "stage", "setting", "fraction", "binary_tau",
+    "id", "dataset", "model", "group", "stage", "setting", "fraction", "binary_tau", "fold",
     "val_labels", "policy", "seed", "status", "error", "seconds", "run_dir",
 )  # fmt: skip
 COUNTS = ("n_vali_groups", "n_test_groups", "n_outlier_groups")

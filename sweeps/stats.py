@@ -1,9 +1,13 @@
 """Numbers of the report: mean and std over seeds, validation-best group members, t-tests.
 
-Rows are the done rows of `sweeps.results` (one per data set, model, label setting, seed).
+Rows are the done rows of `sweeps.results` (one per data set, model, label setting, fold, seed).
 
+- The replicate unit is ``(fold, seed)``: a sweep over the folds of a data set (``folds:``) has
+  one per fold and seed, a sweep without folds one per seed (fold None). "Seeds" below means
+  these units; each entry keeps ``units`` aligned with its per-unit lists, and ``seeds`` (the
+  seed of each unit) for readers that show seeds.
 - Per model and label setting: mean and sample standard deviation (``ddof=1``; NaN with one
-  seed) over the seeds whose metric is finite.
+  unit) over the units whose metric is finite.
 - Validation-best member of a group (paper 4.1.1: "GBDT" is the best of the GBDTs, "pretrained
   DL" the best of the pretrained rankers, ...): for each (data set, label setting, group), the
   member model with the highest validation NDCG@k (``select_k``, 5 by default), averaged over its
@@ -18,8 +22,17 @@ Rows are the done rows of `sweeps.results` (one per data set, model, label setti
   alternative="greater")``) of a model's (or group's) per-seed test values against those of the
   validation-best GBDT of the same (data set, label setting); H1: the model's mean is higher.
   NaN when either side has fewer than two seeds, and for the reference GBDT itself.
+- Paired: the same comparison unit by unit (`paired_greater`): both models ran on the same fold
+  and label draw (the labeled QGs are drawn from the seed), so the per-unit difference removes
+  what the fold and the draw do to both. ``margin_test`` is the mean per-unit difference (model
+  minus reference), ``margin_test_std`` its sample std, ``n_pairs`` the units finite in both, and
+  ``p_paired_test`` the one-sided paired t-test (``scipy.stats.ttest_rel(a, b,
+  alternative="greater")``; H1: the model is better); likewise ``*_outlier``. Paired is the test
+  to trust when the fold or the label draw moves both models (five folds of 20-odd test queries
+  each move them a lot); Welch, which ignores the pairing, stays beside it.
 - Crossover: along a curve of label fractions, from the lowest up, the first fraction at which
-  the pretrained-DL group's mean no longer beats the best other group's mean.
+  the pretrained-DL group no longer beats the best other group (highest mean) of that fraction,
+  by its paired margin over the units both have (by the means where no unit is shared).
 """
 
 from __future__ import annotations
@@ -66,6 +79,52 @@ def welch_greater(a: Iterable[float | None], b: Iterable[float | None]) -> float
     return float(result.pvalue)
 
 
+def paired_greater(
+    a: dict[tuple, float | None], b: dict[tuple, float | None]
+) -> tuple[float, float, int, float]:
+    """``(mean diff, std of diffs, n pairs, p)`` of a over b, unit by unit.
+
+    Over the units (keys) present and finite in both: the differences ``d = a[u] - b[u]``, their
+    mean, sample std (``ddof=1``; NaN with one pair) and the one-sided paired t-test p-value of
+    H1 mean(d) > 0 (``t = mean(d) / (std(d) / sqrt(n))``, p from Student's t with n - 1 degrees
+    of freedom; NaN with fewer than 2 pairs). Example: a = {1: 0.5, 2: 0.7, 3: 0.6}, b = {1: 0.4,
+    2: 0.5, 3: 0.6}: d = (0.1, 0.2, 0.0), mean 0.1, std 0.1, t = 1.732, p = 0.113.
+    """
+    units = [u for u in a if u in b and finite([a[u]]) and finite([b[u]])]
+    x = np.array([float(a[u]) for u in units])  # type: ignore[arg-type]
+    y = np.array([float(b[u]) for u in units])  # type: ignore[arg-type]
+    n = len(units)
+    if n == 0:
+        return math.nan, math.nan, 0, math.nan
+    diffs = x - y
+    mean = float(np.mean(diffs))
+    std = float(np.std(diffs, ddof=1)) if n > 1 else math.nan
+    if n < 2:
+        return mean, std, n, math.nan
+    # Every pair differs by the same amount (up to rounding): t is infinite or undefined, and
+    # scipy's would be rounding noise.
+    if std <= 1e-12 * max(1.0, abs(mean)):
+        p = 0.0 if mean > 0 else 1.0 if mean < 0 else math.nan
+        return mean, std, n, p
+    p = float(scipy_stats.ttest_rel(x, y, alternative="greater").pvalue)
+    return mean, std, n, p
+
+
+def by_unit(entry: dict, metric: str) -> dict[tuple, float | None]:
+    """``{(fold, seed): value}`` of an entry's per-unit list ``metric`` (``test``, ...)."""
+    return dict(zip(map(tuple, entry["units"]), entry[metric], strict=True))
+
+
+def unit_of(row: dict) -> tuple[int | None, int]:
+    """A row's replicate unit, ``(fold, seed)``; fold None in a sweep without folds."""
+    return row.get("fold"), row["seed"]
+
+
+def _unit_order(row: dict) -> tuple:
+    fold, seed = unit_of(row)
+    return (fold is not None, fold or 0, seed)
+
+
 def axis_of(row: dict) -> tuple[str, float]:
     """``(series, x)``: which curve a label setting lies on and where.
 
@@ -88,7 +147,7 @@ def model_table(rows: list[dict], *, k: int, select_k: int) -> list[dict]:
         cells[(row["dataset"], row["setting"], row["model"])].append(row)
     table = []
     for (dataset, setting, model), members in sorted(cells.items()):
-        members = sorted(members, key=lambda r: r["seed"])
+        members = sorted(members, key=_unit_order)
         series, x = axis_of(members[0])
         entry = {
             "dataset": dataset,
@@ -98,6 +157,7 @@ def model_table(rows: list[dict], *, k: int, select_k: int) -> list[dict]:
             "model": model,
             "group": members[0]["group"],
             "seeds": [r["seed"] for r in members],
+            "units": [unit_of(r) for r in members],
             "vali": [r.get(f"vali_{PRIMARY.key(select_k)}") for r in members],
             "test": [r.get(f"test_{PRIMARY.key(k)}") for r in members],
             "outlier": [r.get(f"test_outlier_{PRIMARY.key(k)}") for r in members],
@@ -130,7 +190,7 @@ def group_table(models: list[dict], chosen: dict[tuple[str, str, str], str]) -> 
     table = []
     for (dataset, setting, group), model in sorted(chosen.items(), key=_group_order):
         member = by_key[(dataset, setting, model)]
-        entry = {k: member[k] for k in ("dataset", "setting", "series", "x", "seeds")}
+        entry = {k: member[k] for k in ("dataset", "setting", "series", "x", "seeds", "units")}
         count = _count(models, dataset, setting, group)
         entry |= {"group": group, "member": model, "n_candidates": count}
         entry |= {k: member[k] for k in ("vali", "test", "outlier", *EXTRA_METRICS)}
@@ -139,7 +199,8 @@ def group_table(models: list[dict], chosen: dict[tuple[str, str, str], str]) -> 
 
 
 def add_p_values(entries: list[dict], reference: dict[tuple[str, str], dict], name: str) -> None:
-    """Set ``p_test`` and ``p_outlier`` of each entry against ``reference[(dataset, setting)]``.
+    """Set ``p_test`` and ``p_outlier`` (Welch) and the paired margins and p-values (module
+    docstring) of each entry against ``reference[(dataset, setting)]``.
 
     ``name`` is the entry key compared with the reference's to leave the reference itself out.
     """
@@ -148,9 +209,28 @@ def add_p_values(entries: list[dict], reference: dict[tuple[str, str], dict], na
         entry["reference"] = None if ref is None else ref.get("member", ref.get("model"))
         if ref is None or ref[name] == entry[name]:
             entry["p_test"] = entry["p_outlier"] = math.nan
+            entry |= dict.fromkeys(PAIRED_KEYS, math.nan) | {"n_pairs": 0, "n_pairs_outlier": 0}
             continue
         entry["p_test"] = welch_greater(entry["test"], ref["test"])
         entry["p_outlier"] = welch_greater(entry["outlier"], ref["outlier"])
+        entry |= paired_against(entry, ref)
+
+
+PAIRED_KEYS = (
+    "margin_test", "margin_test_std", "p_paired_test",
+    "margin_outlier", "margin_outlier_std", "p_paired_outlier",
+)  # fmt: skip
+
+
+def paired_against(entry: dict, ref: dict) -> dict:
+    """The paired keys (module docstring) of ``entry`` against ``ref``, unit by unit."""
+    out: dict = {}
+    for metric in ("test", "outlier"):
+        mean, std, n, p = paired_greater(by_unit(entry, metric), by_unit(ref, metric))
+        suffix = "" if metric == "test" else "_outlier"
+        out |= {f"margin_{metric}": mean, f"margin_{metric}_std": std}
+        out |= {f"p_paired_{metric}": p, f"n_pairs{suffix}": n}
+    return out
 
 
 def summarize(rows: list[dict], *, k: int = 5, select_k: int = 5) -> dict:
@@ -190,21 +270,44 @@ def tuned_table(models: list[dict]) -> list[dict]:
 def crossover(groups: list[dict], *, dataset: str, series: str, metric: str) -> dict:
     """Where pretrained DL stops beating the best other group along one curve.
 
-    ``metric`` is ``test_mean`` or ``outlier_mean``. Returns ``{"status", "wins", "x_line",
-    "last_win", "first_loss"}`` where status is ``crossover`` (wins up to ``last_win``, loses at
-    ``first_loss``; ``x_line`` their geometric mean), ``always`` (wins at every x), ``never``
-    (loses at the lowest x) or ``n/a`` (no pretrained-DL group or no other group to beat).
-    """
-    curve: dict[float, dict[str, float]] = defaultdict(dict)
+    ``metric`` is ``test_mean`` or ``outlier_mean``. At each x the pretrained-DL group meets the
+    other group with the highest mean, by its paired margin over their shared (fold, seed) units
+    (the means where they share none). Returns ``{"status", "wins", "paired", "x_line",
+    "last_win", "first_loss"}`` (``paired``: per x, ``against``, ``margin``, its ``std``, ``n``
+    pairs and the one-sided paired ``p`` in the direction of the margin), where status is
+    ``crossover`` (wins up to ``last_win``, loses at ``first_loss``; ``x_line`` their geometric
+    mean), ``always`` (wins at every x), ``never`` (loses at the lowest x) or ``n/a`` (no
+    pretrained-DL group or no other group to beat)."""
+    curve: dict[float, dict[str, dict]] = defaultdict(dict)
     for g in groups:
         if g["dataset"] == dataset and g["series"] == series and math.isfinite(g[metric]):
-            curve[g["x"]][g["group"]] = g[metric]
-    wins = []
+            curve[g["x"]][g["group"]] = g
+    per_unit = metric.removesuffix("_mean")  # test | outlier: the per-unit list
+    wins, paired = [], []
     for x in sorted(curve):
-        others = [v for name, v in curve[x].items() if name != CHALLENGER_GROUP]
-        if CHALLENGER_GROUP in curve[x] and others:
-            wins.append((x, curve[x][CHALLENGER_GROUP] > max(others)))
-    result = {"status": "n/a", "wins": wins, "x_line": None, "last_win": None, "first_loss": None}
+        others = [g for name, g in curve[x].items() if name != CHALLENGER_GROUP]
+        if CHALLENGER_GROUP not in curve[x] or not others:
+            continue
+        challenger, best = curve[x][CHALLENGER_GROUP], max(others, key=lambda g: g[metric])
+        margin, std, n, p_win = paired_greater(
+            by_unit(challenger, per_unit), by_unit(best, per_unit)
+        )
+        if n == 0:  # no unit in common: the means decide
+            margin = challenger[metric] - best[metric]
+        p_loss = paired_greater(by_unit(best, per_unit), by_unit(challenger, per_unit))[3]
+        wins.append((x, margin > 0))
+        paired.append(
+            {"x": x, "against": best["group"], "margin": margin, "std": std, "n": n}
+            | {"p": p_win if margin > 0 else p_loss}  # one-sided, in the observed direction
+        )
+    result = {
+        "status": "n/a",
+        "wins": wins,
+        "paired": paired,
+        "x_line": None,
+        "last_win": None,
+        "first_loss": None,
+    }
     if not wins:
         return result
     losses = [i for i, (_, won) in enumerate(wins) if not won]
