@@ -1,0 +1,275 @@
+"""Choosing among a sweep's models on small validation sets: the vali argmax beside the robust
+rule (`core.robust_choice.keep_simpler`), and what each picks on test.
+
+Simplicity levels, from model names (`simplicity`), lowest first:
+
+0. a tree with a fixed grid (``gbdt``, ``gbdt-pseudo``, ``gbdt-pca``: a few points chosen on vali);
+1. a tree searched on vali (``gbdt-optuna``, ``catboost``, ``xgboost``: 20-40 Optuna trials over
+   six or more knobs, each trial scored on the same vali QGs);
+2. a single deep ranker, from scratch or pretrained (``resnet``, ``simclr-rank+full``: far more
+   parameters, its epoch and learning rate chosen on vali);
+3. a model built on other models' output (``gbdt-ssl+<method>``, a taught ``<model>~<teacher>``,
+   ``<method>+<method>+combine``);
+4. a mix of models (``ensemble:``, ``stack:``, ``seed-ensemble:``), whose weights come on top of
+   its members' own choices.
+
+The order follows how often a model's vali score was maximised and how much it can fit: the
+more configurations a model's vali score is the best of, the more of its vali edge is selection
+noise on a small vali set, so the burden of proof rises with the level. The issue's case: on
+OHSUMED at 20 % the argmax picks ``gbdt-optuna``, the best on vali and the worst on test.
+
+Per-QG vali NDCG@5 comes from each run's ``scores.npz`` (vali scores, ``vali_labels``,
+``vali_labeled``, offsets) through `core.metrics.ndcg_per_group` under the run's empty-QG
+policy; a run whose ``scores.npz`` predates ``vali_labels`` is left out (named in ``left_out``).
+
+`unit_study` chooses per unit (data set, setting, fold, seed) among all the unit's models by both
+rules and pairs each pick's test NDCG@5 with the unit's vali-best tree (levels 0-1);
+`setting_summary` averages over the units of each setting. `choose_robust` is ``select``'s
+``rule=robust``: the same rule over the QGs of every unit of a setting, pooled.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from scarce_ltr.core.metrics import PRIMARY, SELECTION_K, ndcg_per_group
+from scarce_ltr.core.robust_choice import ALPHA, N_RESAMPLES, keep_simpler
+from scarce_ltr.core.runs import (
+    COMBINE_SUFFIX,
+    MIX_PREFIXES,
+    SEED_ENSEMBLE_PREFIX,
+    model_group,
+    variant_family,
+)
+from scarce_ltr.core.selection import select_best
+from scarce_ltr.data.ranking_split import rows_of_groups
+from scarce_ltr.sweeps import stats
+
+LEVELS = (
+    "tree, fixed grid",
+    "tree searched on vali",
+    "deep ranker",
+    "built on other models",
+    "mix of models",
+)
+SEARCHED_TREES = ("gbdt-optuna", "catboost", "xgboost")
+TREE_LEVELS = (0, 1)
+TEACHER_MARK = "~"  # <model>~<teacher>: a model taught by another's scores
+SCORES = "scores.npz"
+
+
+def simplicity(model: str) -> int:
+    """The model's simplicity level (module docstring; lower is simpler)."""
+    if model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
+        return 4
+    if TEACHER_MARK in model or model.endswith(COMBINE_SUFFIX):
+        return 3
+    group = model_group(model, strict=False)
+    if group == "hybrid":
+        return 3
+    if group == "gbdt":
+        return 1 if variant_family(model) in SEARCHED_TREES else 0
+    return 2
+
+
+def vali_per_group(run_dir: str | Path, *, policy: str = "skip") -> tuple[np.ndarray, np.ndarray]:
+    """``(qids, values)`` of the labeled vali QGs of a run: their qids and per-QG vali NDCG@5
+    (NaN for an undefined QG under ``skip``). ValueError when ``scores.npz`` is missing or
+    predates ``vali_labels``."""
+    path = Path(run_dir) / SCORES
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            if "vali_labels" not in stored.files:
+                raise ValueError(f"{path}: written before vali_labels were kept")
+            arrays = {k: stored[k] for k in ("vali", "vali_labels", "vali_labeled")}
+            arrays |= {k: stored[k] for k in ("vali_offsets", "vali_qids")}
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    offsets = np.asarray(arrays["vali_offsets"], dtype=np.int64)
+    labeled = np.flatnonzero(arrays["vali_labeled"])
+    rows = rows_of_groups(offsets, labeled)
+    sizes = np.diff(offsets)[labeled]
+    sub_offsets = np.concatenate([[0], np.cumsum(sizes)])
+    values = ndcg_per_group(
+        arrays["vali"][rows], arrays["vali_labels"][rows], sub_offsets, k=SELECTION_K,
+        policy=policy,
+    )  # fmt: skip
+    return np.asarray(arrays["vali_qids"])[labeled], values
+
+
+def unit_study(
+    done: list[dict], *, alpha: float = ALPHA, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> list[dict]:
+    """Per unit of the done rows: the argmax pick, the robust pick and the vali-best tree, with
+    their test NDCG@5. Units without a tree or without two candidates are left out."""
+    test_key = f"test_{PRIMARY.key(SELECTION_K)}"
+    units: dict[tuple, list[dict]] = defaultdict(list)
+    for row in done:
+        units[(row["dataset"], row["setting"], *stats.unit_of(row))].append(row)
+    out = []
+    for (dataset, setting, fold, unit_seed), rows in sorted(units.items(), key=_unit_key):
+        rows = sorted(rows, key=lambda r: r["model"])
+        loaded, left_out = _load(rows)
+        if len(loaded) < 2 or not any(simplicity(r["model"]) in TREE_LEVELS for r, _ in loaded):
+            continue
+        means = [_mean(values) for _, values in loaded]
+        levels = [simplicity(r["model"]) for r, _ in loaded]
+        robust = keep_simpler(
+            [v for _, v in loaded], levels, alpha=alpha, n_resamples=n_resamples, seed=seed
+        )
+        trees = [i for i, level in enumerate(levels) if level in TREE_LEVELS]
+        tree = trees[select_best([means[i] for i in trees])]
+        argmax = select_best(means)
+        pick = {
+            name: loaded[i][0] for name, i in (("argmax", argmax), ("robust", robust.chosen))
+        } | {"tree": loaded[tree][0]}
+        entry = {"dataset": dataset, "setting": setting, "fold": fold, "seed": unit_seed}
+        for name, row in pick.items():
+            entry |= {f"{name}_model": row["model"], f"{name}_test": _number(row.get(test_key))}
+        entry |= {
+            "n_candidates": len(loaded),
+            "n_groups": robust.n_groups,
+            "left_out": left_out,
+            "challenges": [_challenge(c, loaded) for c in robust.challenges],
+        }
+        out.append(entry)
+    return out
+
+
+def setting_summary(units: list[dict]) -> list[dict]:
+    """Per (data set, setting): the mean test NDCG@5 of each rule's picks and of the tree, and
+    the paired margin (mean, std, n, one-sided paired t p) of each rule against the tree and of
+    robust against argmax, over the units."""
+    settings: dict[tuple, list[dict]] = defaultdict(list)
+    for unit in units:
+        settings[(unit["dataset"], unit["setting"])].append(unit)
+    out = []
+    for (dataset, setting), members in settings.items():
+        test = {
+            name: {(u["fold"], u["seed"]): u[f"{name}_test"] for u in members}
+            for name in ("argmax", "robust", "tree")
+        }
+        entry = {"dataset": dataset, "setting": setting, "n_units": len(members)}
+        for name in test:
+            entry[f"{name}_test_mean"] = _number(stats.mean_std(test[name].values())[0])
+        for a, b in (("argmax", "tree"), ("robust", "tree"), ("robust", "argmax")):
+            mean, std, n, p = stats.paired_greater(test[a], test[b])
+            entry |= {f"{a}_vs_{b}": _number(mean), f"{a}_vs_{b}_std": _number(std)}
+            entry |= {f"{a}_vs_{b}_n": n, f"{a}_vs_{b}_p": _number(p)}
+        entry["n_differ"] = sum(u["argmax_model"] != u["robust_model"] for u in members)
+        out.append(entry)
+    return sorted(out, key=lambda e: (e["dataset"], e["setting"]))
+
+
+def choose_robust(
+    entries: list[dict],
+    runs: dict[tuple, dict],
+    *,
+    alpha: float = ALPHA,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> tuple[dict, dict]:
+    """``(chosen entry, details)``: the robust choice among the `sweeps.stats.model_table`
+    entries of one setting, on the vali QGs of all its units pooled. ``runs`` maps
+    ``(dataset, setting, model, unit)`` to the done row. Candidates lacking a unit's per-QG vali
+    are left out; with fewer than two left, the argmax (`stats.choose_best`) stands."""
+    units = sorted({u for e in entries for u in map(tuple, e["units"])}, key=_order)
+    pooled, left_out, reference = [], [], None
+    for entry in sorted(entries, key=lambda e: e["model"]):
+        rows = [runs.get((entry["dataset"], entry["setting"], entry["model"], u)) for u in units]
+        per_unit = [_read(row) for row in rows]
+        if any(p is None for p in per_unit):
+            left_out.append(entry["model"])
+            continue
+        qids = [q for q, _ in per_unit]  # type: ignore[misc]
+        reference = qids if reference is None else reference
+        if any(not np.array_equal(a, b) for a, b in zip(qids, reference, strict=True)):
+            left_out.append(entry["model"])
+            continue
+        pooled.append((entry, np.concatenate([v for _, v in per_unit])))  # type: ignore[misc]
+    argmax = stats.choose_best(entries)
+    if len(pooled) < 2:
+        fallback = "argmax (fewer than two candidates with per-QG vali)"
+        return argmax, {"rule": fallback, "left_out": left_out}
+    levels = [simplicity(e["model"]) for e, _ in pooled]
+    robust = keep_simpler(
+        [v for _, v in pooled], levels, alpha=alpha, n_resamples=n_resamples, seed=seed
+    )
+    names = [e["model"] for e, _ in pooled]
+    details = {
+        "rule": "robust",
+        "alpha": alpha,
+        "n_groups": robust.n_groups,
+        "argmax": argmax["model"],
+        "left_out": left_out,
+        "challenges": [
+            {
+                "incumbent": names[c.incumbent],
+                "challenger": names[c.challenger],
+                "mean_diff": c.mean_diff,
+                "p": c.p,
+                "switched": c.switched,
+            }
+            for c in robust.challenges
+        ],
+    }
+    return pooled[robust.chosen][0], details
+
+
+def _load(rows: list[dict]) -> tuple[list[tuple[dict, np.ndarray]], list[str]]:
+    """The rows of one unit whose per-QG vali reads (on the first one's QGs), with it; the
+    models of the others."""
+    loaded, left_out, qids = [], [], None
+    for row in rows:
+        found = _read(row)
+        qids = found[0] if qids is None and found is not None else qids
+        if found is None or not np.array_equal(found[0], qids):
+            left_out.append(row["model"])
+            continue
+        loaded.append((row, found[1]))
+    return loaded, left_out
+
+
+def _read(row: dict | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """A done row's `vali_per_group`; None without a row or a readable ``vali_labels``."""
+    if row is None:
+        return None
+    try:
+        return vali_per_group(row["run_dir"], policy=row.get("policy") or "skip")
+    except ValueError:
+        return None
+
+
+def _challenge(challenge, loaded: list[tuple[dict, np.ndarray]]) -> dict:
+    return {
+        "incumbent": loaded[challenge.incumbent][0]["model"],
+        "challenger": loaded[challenge.challenger][0]["model"],
+        "mean_diff": challenge.mean_diff,
+        "p": challenge.p,
+        "switched": challenge.switched,
+    }
+
+
+def _mean(values: np.ndarray) -> float:
+    defined = values[~np.isnan(values)]
+    return float(defined.mean()) if len(defined) else float("nan")
+
+
+def _order(unit: tuple) -> tuple:
+    fold, seed = unit
+    return (fold is not None, fold or 0, seed)
+
+
+def _unit_key(item: tuple) -> tuple:
+    (dataset, setting, fold, seed), _ = item
+    return (dataset, setting, *_order((fold, seed)))
+
+
+def _number(value) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if np.isfinite(value) else None

@@ -1,0 +1,163 @@
+"""The robust choice among models (core.robust_choice, sweeps.choice).
+
+On per-QG fixtures where the vali argmax is a complex model with a tiny edge from a few QGs (and
+a worse test score), the rule keeps the simpler model; where the complex model wins on most QGs,
+it switches. The simplicity levels from names, per-QG vali NDCG read back from scores.npz, and
+the per-unit study of a sweep's rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny import tiny_data
+
+from scarce_ltr.core.config import load_config
+from scarce_ltr.core.metrics import mean_ndcg
+from scarce_ltr.core.robust_choice import keep_simpler
+from scarce_ltr.data.evaluation import save_scores, vali_metrics
+from scarce_ltr.data.pipeline import prepare_data
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.sweeps import stats
+from scarce_ltr.sweeps.choice import (
+    choose_robust,
+    setting_summary,
+    simplicity,
+    unit_study,
+    vali_per_group,
+)
+
+N_GROUPS = 30
+WRONG = 1 / np.log2(3)  # NDCG@5 of a 2-item QG (labels 1, 0) ranked backwards
+
+
+def _ndcgs(right: set[int]) -> np.ndarray:
+    return np.array([1.0 if g in right else WRONG for g in range(N_GROUPS)])
+
+
+# The tree is right on QGs 0-19. The overfit model wins 3 QGs the tree loses and loses 2 it wins:
+# the vali argmax by one QG. The clear winner is right on 28.
+TREE = set(range(20))
+OVERFIT = (TREE - {0, 1}) | {20, 21, 22}
+CLEAR = set(range(28))
+
+
+def test_keeps_the_simpler_model_unless_the_other_wins_clearly() -> None:
+    tree, overfit, clear = _ndcgs(TREE), _ndcgs(OVERFIT), _ndcgs(CLEAR)
+    kept = keep_simpler([tree, overfit], [0, 4])
+    assert kept.argmax == 1 and kept.chosen == 0 and kept.n_groups == N_GROUPS
+    (challenge,) = kept.challenges
+    assert challenge.mean_diff > 0 and challenge.p > 0.2 and not challenge.switched
+    switched = keep_simpler([tree, clear], [0, 4])
+    assert switched.chosen == 1 and switched.challenges[0].p < 0.01
+    # alpha is the bar: a lenient one lets the overfit model through.
+    assert keep_simpler([tree, overfit], [0, 4], alpha=0.5).chosen == 1
+    # Seeded: the same p every time; the level order, not the list order, decides.
+    again = keep_simpler([overfit, tree], [4, 0])
+    assert again.chosen == 1 and again.challenges[0].p == challenge.p
+    # Within a level the argmax stands; each level's best challenges the incumbent in turn.
+    chain = keep_simpler([tree, overfit, clear], [0, 1, 2])
+    assert [c.switched for c in chain.challenges] == [False, True] and chain.chosen == 2
+    assert keep_simpler([tree, overfit], [1, 1]).chosen == 1
+    # A QG undefined for a candidate is left out of the comparison.
+    with_nan = np.append(tree, np.nan), np.append(clear, 0.5)
+    assert keep_simpler(list(with_nan), [0, 4]).n_groups == N_GROUPS
+    with pytest.raises(ValueError, match="alpha"):
+        keep_simpler([tree, clear], [0, 1], alpha=0.0)
+
+
+def test_simplicity_levels_from_names() -> None:
+    levels = {
+        "gbdt": 0, "gbdt-pseudo": 0, "gbdt-optuna": 1, "catboost": 1, "xgboost": 1,
+        "resnet": 2, "simclr-rank+full": 2, "simclr-rank@zero0.1+full": 2,
+        "gbdt-ssl+simclr-rank": 3, "simclr-rank+simsiam+combine": 3, "resnet~gbdt-optuna": 3,
+        "ensemble:gbdt,resnet": 4, "stack:gbdt,resnet": 4, "seed-ensemble:resnet": 4,
+        "ensemble:gbdt,gbdt-optuna": 4,
+    }  # fmt: skip
+    assert {model: simplicity(model) for model in levels} == levels
+
+
+def test_vali_per_group_from_scores(tmp_path) -> None:
+    data = [*tiny_data(), "data.synthetic.n_vali_groups=20", "scarcity.fraction=0.5"]
+    cfg, _ = load_config(CommonConfig, [*data, "scarcity.val=same"])
+    prepared = prepare_data(cfg)
+    scores = np.random.default_rng(0).normal(size=prepared.vali.n_items)
+    save_scores(tmp_path, prepared, scores, np.zeros(prepared.test.n_items))
+    qids, values = vali_per_group(tmp_path)
+    labeled = prepared.labels.vali_labeled
+    assert len(values) == labeled.sum() < prepared.vali.n_groups  # the labeled QGs only
+    assert np.array_equal(qids, prepared.vali.qids[labeled])
+    expected = vali_metrics(prepared, scores, cfg.metrics)["ndcg@5"]
+    assert np.nanmean(values) == pytest.approx(expected)
+    # A scores.npz written before vali_labels were kept: named, not guessed.
+    with np.load(tmp_path / "scores.npz") as stored:
+        old = {k: stored[k] for k in stored.files if k not in ("vali_labels", "vali_labeled")}
+    np.savez(tmp_path / "scores.npz", **old)
+    with pytest.raises(ValueError, match="before vali_labels"):
+        vali_per_group(tmp_path)
+
+
+def _run(folder: Path, right: set[int]) -> Path:
+    """A run whose 2-item vali QGs are ranked right exactly on the QGs in ``right``."""
+    folder.mkdir(parents=True)
+    labels = np.tile([1.0, 0.0], N_GROUPS)
+    vali = np.array([s for g in range(N_GROUPS) for s in ((1, 0) if g in right else (0, 1))])
+    np.savez(
+        folder / "scores.npz", vali=vali.astype(float), vali_labels=labels,
+        vali_labeled=np.ones(N_GROUPS, dtype=bool), vali_offsets=np.arange(0, 2 * N_GROUPS + 1, 2),
+        vali_qids=np.arange(N_GROUPS),
+    )  # fmt: skip
+    assert mean_ndcg(vali, labels, np.arange(0, 2 * N_GROUPS + 1, 2), k=5) == pytest.approx(
+        _ndcgs(right).mean()
+    )
+    return folder
+
+
+def _rows(tmp_path: Path, challenger: set[int], tests: dict[str, float]) -> list[dict]:
+    rows = []
+    for fold in (1, 2):
+        for model, right in (("gbdt", TREE), ("gbdt-optuna", challenger)):
+            folder = _run(tmp_path / f"{model}-{fold}", right)
+            rows.append(
+                {"dataset": "ohsumed", "setting": "frac=0.2", "fraction": 0.2, "fold": fold,
+                 "seed": 0, "model": model, "group": "gbdt", "run_dir": str(folder),
+                 "policy": "skip", "vali_ndcg@5": _ndcgs(right).mean(),
+                 "test_ndcg@5": tests[model] + 0.01 * fold, "status": "done"}
+            )  # fmt: skip
+    return rows
+
+
+def test_unit_study_and_select_keep_the_tree_when_vali_overfits(tmp_path) -> None:
+    rows = _rows(tmp_path, OVERFIT, {"gbdt": 0.50, "gbdt-optuna": 0.45})
+    units = unit_study(rows)
+    assert len(units) == 2 and {u["fold"] for u in units} == {1, 2}
+    assert all(u["argmax_model"] == "gbdt-optuna" and u["robust_model"] == "gbdt" for u in units)
+    assert all(u["tree_model"] == "gbdt-optuna" for u in units)  # the vali-best tree
+    (summary,) = setting_summary(units)
+    assert summary["n_units"] == 2 and summary["n_differ"] == 2
+    assert summary["robust_test_mean"] == pytest.approx(0.515)
+    assert summary["argmax_test_mean"] == pytest.approx(0.465)
+    assert summary["robust_vs_argmax"] == pytest.approx(0.05)
+    # select's rule=robust: the same rule over both units' QGs pooled.
+    entries = stats.model_table(rows, k=5, select_k=5)
+    assert stats.choose_best(entries)["model"] == "gbdt-optuna"  # rule=argmax
+    runs = {(r["dataset"], r["setting"], r["model"], (r["fold"], r["seed"])): r for r in rows}
+    chosen, details = choose_robust(entries, runs)
+    assert chosen["model"] == "gbdt" and details["n_groups"] == 2 * N_GROUPS
+    assert not details["challenges"][0]["switched"]
+
+
+def test_unit_study_switches_when_the_complex_model_wins_clearly(tmp_path) -> None:
+    rows = _rows(tmp_path, CLEAR, {"gbdt": 0.45, "gbdt-optuna": 0.50})
+    units = unit_study(rows)
+    assert all(u["robust_model"] == u["argmax_model"] == "gbdt-optuna" for u in units)
+    assert setting_summary(units)[0]["n_differ"] == 0
+    # A run without per-QG vali (an old scores.npz) is left out and named.
+    (tmp_path / "old").mkdir()
+    old = {**rows[0], "model": "xgboost", "run_dir": str(tmp_path / "old")}
+    units = unit_study([*rows[:2], old])
+    assert units[0]["left_out"] == ["xgboost"] and units[0]["n_candidates"] == 2
+    json.dumps(units)  # plain data, for the report's JSON
