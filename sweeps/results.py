@@ -1,5 +1,8 @@
 """Gather finished runs into one table: a list of flat dicts, one per (cell, seed), and its CSV.
 
+A cell of a sweep over folds carries its ``fold`` (None otherwise; manifests older than folds
+have none).
+
 Two sources:
 
 - a sweep's ``manifest.json`` (``runs/sweeps/<name>/``): every cell with its identity and
@@ -261,8 +264,11 @@ def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
     model, group = identify_model(report)
     setting = report.get("label_setting") or _setting_tag(scarcity)
     seed = report.get("seed", config.get("seed"))
+    fold = fold_of(run_dir)
+    place = dataset if fold is None else f"{dataset}/fold={fold}"
     row = _empty_row(ks) | {
-        "id": f"{dataset}/{model}/{setting}/seed={seed}",
+        "id": f"{place}/{model}/{setting}/seed={seed}",
+        "fold": fold,
         "dataset": dataset,
         "model": model,
         "group": group,
@@ -275,6 +281,15 @@ def _scanned_row(run_dir: Path, ks: list[int]) -> dict | None:
         "run_dir": str(run_dir.resolve()),
     }
     return row | _read_metrics(run_dir, ks)
+
+
+def fold_of(run_dir: Path) -> int | None:
+    """The fold of a run a sweep over folds made (its folder lies under ``fold=<k>/``), so that
+    a scan keeps the runs of two folds apart; None for any other run."""
+    for part in reversed(run_dir.parts):
+        if part.startswith("fold=") and part[5:].isdigit():
+            return int(part[5:])
+    return None
 
 
 def identify_model(report: dict) -> tuple[str, str]:

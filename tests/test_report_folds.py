@@ -102,7 +102,11 @@ def _fold_sweep(root: Path, *, folds: bool = True) -> Path:
                 # vali: the hybrid is best on validation, so select chooses it
                 vali = 0.5 + 0.02 * (model.startswith("ensemble")) - 0.01 * (model != "gbdt")
                 report = {"stage": stage, "seed": seed, "metrics": _metrics(vali, test)}
+                report["method"] = model
                 (run_dir / "report.json").write_text(json.dumps(report))
+                config = {"data": {"name": "ohsumed"}, "seed": seed}
+                config["scarcity"] = {"fraction": 0.2, "val": "full"}
+                (run_dir / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
                 (run_dir / "DONE").write_text("")
                 cell = {
                     "id": f"{place}/{model}/frac=0.2/seed={seed}",
@@ -215,3 +219,14 @@ def test_an_old_manifest_without_folds_still_reports(tmp_path: Path) -> None:
     hybrid = _one(report["summary"]["groups"], group="hybrid")
     assert hybrid["units"] == [(None, 0), (None, 1), (None, 2)] and hybrid["n_pairs"] == 3
     assert report["units"] == "seeds" and "over seeds" in out.getvalue()
+
+
+def test_a_scan_keeps_the_folds_apart(fold_report) -> None:
+    """``./run.sh report`` without a sweep: two folds' runs of one cell are two rows, not two
+    runs competing for one cell."""
+    _, folder, _ = fold_report
+    notes: list[str] = []
+    rows = results.rows_from_scan(folder, [5], notes)
+    trees = sorted((r["fold"], r["seed"]) for r in rows if r["model"] == "gbdt")
+    assert trees == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)] and not notes
+    assert "ohsumed/fold=2/gbdt/frac=0.2/seed=1" in {r["id"] for r in rows}
