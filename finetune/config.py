@@ -92,13 +92,17 @@ class SearchConfig:
     """
 
     n_trials: int = 0  # 0: off; the trees' budget is 30 (configs/sweep/hybrid.yaml)
-    lr: list[float] = field(default_factory=lambda: [1e-5, 1e-2])
+    lr: list[float] = field(default_factory=lambda: [1e-5, 1e-2])  # [low, high], log scale
+    # [low, high], log scale (trial 0 takes the low end for a weight decay of 0)
     weight_decay: list[float] = field(default_factory=lambda: [1e-7, 1e-2])
     dropout: list[float] = field(default_factory=lambda: [0.0, 0.5])  # the head's (the model's)
-    head_epochs: list[int] = field(default_factory=lambda: [10, 100])
+    head_epochs: list[int] = field(default_factory=lambda: [10, 100])  # [low, high]
+    # [low, high]; a deep baseline's max_epochs
     full_epochs: list[int] = field(default_factory=lambda: [10, 100])
+    # the losses to choose from (finetune.losses.LOSSES)
     loss: list[str] = field(default_factory=lambda: ["lambdarank", "softmax", "approx-ndcg"])
     noise_std: list[float] = field(default_factory=lambda: [0.0, 0.5])  # Gaussian input noise
+    # [low, high], log scale: the MLP head's width (a deep baseline's hidden)
     head_hidden: list[int] = field(default_factory=lambda: [32, 512])
 
     def __post_init__(self) -> None:
