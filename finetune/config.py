@@ -105,10 +105,12 @@ class SearchConfig:
     # [low, high], log scale: the MLP head's width (a deep baseline's hidden)
     head_hidden: list[int] = field(default_factory=lambda: [32, 512])
 
-    def __post_init__(self) -> None:
+    def check(self, prefix: str) -> None:
+        """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
+        ``deep.search.``); the config holding the section calls it."""
         if not 0 <= self.n_trials <= MAX_TRIALS:
             raise ValueError(
-                f"search.n_trials must be >= 0 and <= {MAX_TRIALS} (0: off), got {self.n_trials}"
+                f"{prefix}n_trials must be >= 0 and <= {MAX_TRIALS} (0: off), got {self.n_trials}"
             )
         for key, bounds in SEARCH_BOUNDS.items():
             span = getattr(self, key)
@@ -116,18 +118,18 @@ class SearchConfig:
                 continue
             if len(span) != 2 or span[0] > span[1]:
                 raise ValueError(
-                    f"search.{key} must be [low, high] with low <= high (or [] to leave it "
+                    f"{prefix}{key} must be [low, high] with low <= high (or [] to leave it "
                     f"out), got {list(span)}"
                 )
             for value in span:
-                bounds.check(f"search.{key}", value)
+                bounds.check(f"{prefix}{key}", value)
         unknown = [name for name in self.loss if name not in LOSSES]
         if unknown:
             raise ValueError(
-                f"search.loss: {unknown[0]!r} is not a loss; choose from {', '.join(LOSSES)}"
+                f"{prefix}loss: {unknown[0]!r} is not a loss; choose from {', '.join(LOSSES)}"
             )
         if len(set(self.loss)) != len(self.loss):
-            raise ValueError("search.loss must list distinct losses")
+            raise ValueError(f"{prefix}loss must list distinct losses")
 
     @property
     def on(self) -> bool:
@@ -224,6 +226,7 @@ class FinetuneConfig(CommonConfig):
         if self.head_epochs + self.full_epochs < 1:
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
         check_training_keys(self)
+        self.search.check("search.")
         for lr in self.lrs:
             POSITIVE.check("lrs", lr)
         if len(set(self.lrs)) != len(self.lrs):

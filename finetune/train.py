@@ -202,8 +202,9 @@ def _search(
         make_trial=make_trial,
         report=report,
         desc=f"finetune {cfg.strategy}",
-        on_trial=lambda number, result: tracker.log(
-            {"search": {"trial": number, **result["params"], BEST_VALI: result[BEST_VALI]}}
+        on_trial=lambda number, result: tracker.log(  # at the end of the trial's steps
+            {"search": {"trial": number, **result["params"], BEST_VALI: result[BEST_VALI]}},
+            step=number * (span + 1) + span,
         ),
     )
 

@@ -162,6 +162,9 @@ def test_a_bad_search_space_is_named(tmp_path: Path, override: str, message: str
              "search.full_epochs=[0,3]", override, f"run_dir={tmp_path}"])  # fmt: skip
     with pytest.raises(UserError, match="deep.search.full_epochs"):
         run([*RESNET, "deep.search.n_trials=2", "deep.search.full_epochs=[0,3]"])
+    if "head_epochs" not in override:  # one phase: a deep baseline does not search it
+        with pytest.raises(UserError, match=message.replace("search.", "deep.search.")):
+            run([*RESNET, "deep.search.n_trials=2", f"deep.{override}", f"run_dir={tmp_path}"])
     assert not any(tmp_path.iterdir())
 
 

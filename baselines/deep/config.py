@@ -83,6 +83,7 @@ class DeepBaselineOptions:
         if not (0 <= self.dropout < 1 and 0 <= self.head_dropout < 1):
             raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
         check_training_keys(self, prefix="deep.")
+        self.search.check("deep.search.")
         if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
             raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
 
