@@ -31,6 +31,7 @@ rules and pairs each pick's test NDCG@5 with the unit's vali-best tree (levels 0
 from __future__ import annotations
 
 from collections import defaultdict
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -75,8 +76,10 @@ def simplicity(model: str) -> int:
     return 2
 
 
-def vali_per_group(run_dir: str | Path, *, policy: str = "skip") -> tuple[np.ndarray, np.ndarray]:
-    """``(qids, values)`` of the labeled vali QGs of a run: their qids and per-QG vali NDCG@5
+def vali_per_group(
+    run_dir: str | Path, *, policy: str = "skip", k: int = SELECTION_K
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(qids, values)`` of the labeled vali QGs of a run: their qids and per-QG vali NDCG@k
     (NaN for an undefined QG under ``skip``). ValueError when ``scores.npz`` is missing or
     predates ``vali_labels``."""
     path = Path(run_dir) / SCORES
@@ -94,8 +97,7 @@ def vali_per_group(run_dir: str | Path, *, policy: str = "skip") -> tuple[np.nda
     sizes = np.diff(offsets)[labeled]
     sub_offsets = np.concatenate([[0], np.cumsum(sizes)])
     values = ndcg_per_group(
-        arrays["vali"][rows], arrays["vali_labels"][rows], sub_offsets, k=SELECTION_K,
-        policy=policy,
+        arrays["vali"][rows], arrays["vali_labels"][rows], sub_offsets, k=k, policy=policy,
     )  # fmt: skip
     return np.asarray(arrays["vali_qids"])[labeled], values
 
@@ -171,6 +173,7 @@ def choose_robust(
     alpha: float = ALPHA,
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
+    k: int = SELECTION_K,
 ) -> tuple[dict, dict]:
     """``(chosen entry, details)``: the robust choice among the `sweeps.stats.model_table`
     entries of one setting, on the vali QGs of all its units pooled. ``runs`` maps
@@ -180,7 +183,7 @@ def choose_robust(
     pooled, left_out, reference = [], [], None
     for entry in sorted(entries, key=lambda e: e["model"]):
         rows = [runs.get((entry["dataset"], entry["setting"], entry["model"], u)) for u in units]
-        per_unit = [_read(row) for row in rows]
+        per_unit = [_read(row, k) for row in rows]
         if any(p is None for p in per_unit):
             left_out.append(entry["model"])
             continue
@@ -219,6 +222,27 @@ def choose_robust(
     return pooled[robust.chosen][0], details
 
 
+RULES = ("argmax", "robust")
+
+
+def select_entry(
+    entries: list[dict],
+    runs: dict[tuple, dict],
+    *,
+    rule: str,
+    alpha: float = ALPHA,
+    k: int = SELECTION_K,
+) -> tuple[dict, dict | None]:
+    """``select``'s choice among one setting's `sweeps.stats.model_table` entries under
+    ``rule``: ``argmax`` (`stats.choose_best`, no details) or ``robust`` (`choose_robust` on
+    vali NDCG@``k``)."""
+    if rule == "argmax":
+        return stats.choose_best(entries), None
+    if rule == "robust":
+        return choose_robust(entries, runs, alpha=alpha, k=k)
+    raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+
+
 def _load(rows: list[dict]) -> tuple[list[tuple[dict, np.ndarray]], list[str]]:
     """The rows of one unit whose per-QG vali reads (on the first one's QGs), with it; the
     models of the others."""
@@ -233,12 +257,12 @@ def _load(rows: list[dict]) -> tuple[list[tuple[dict, np.ndarray]], list[str]]:
     return loaded, left_out
 
 
-def _read(row: dict | None) -> tuple[np.ndarray, np.ndarray] | None:
+def _read(row: dict | None, k: int = SELECTION_K) -> tuple[np.ndarray, np.ndarray] | None:
     """A done row's `vali_per_group`; None without a row or a readable ``vali_labels``."""
     if row is None:
         return None
     try:
-        return vali_per_group(row["run_dir"], policy=row.get("policy") or "skip")
+        return vali_per_group(row["run_dir"], policy=row.get("policy") or "skip", k=k)
     except ValueError:
         return None
 
@@ -273,3 +297,84 @@ def _number(value) -> float | None:
         return None
     value = float(value)
     return value if np.isfinite(value) else None
+
+
+SUMMARY_FIELDS = (
+    "dataset", "setting", "n_units", "n_differ", "argmax_test_mean", "robust_test_mean",
+    "tree_test_mean", "argmax_vs_tree", "argmax_vs_tree_std", "argmax_vs_tree_n",
+    "argmax_vs_tree_p", "robust_vs_tree", "robust_vs_tree_std", "robust_vs_tree_n",
+    "robust_vs_tree_p", "robust_vs_argmax", "robust_vs_argmax_std", "robust_vs_argmax_n",
+    "robust_vs_argmax_p",
+)  # fmt: skip
+
+
+def text_lines(summary: list[dict]) -> list[str]:
+    """The report's section: per setting, the test NDCG@5 of each rule's picks and their paired
+    margins against the unit's vali-best tree (and robust against argmax)."""
+    if not summary:
+        return []
+    lines = [
+        "\nchoice on small validation sets (per (fold, seed) unit, among all its models: the "
+        "vali argmax and the robust rule, sweeps/choice.py; test NDCG@5 of each pick, mean over "
+        "units; Δ: paired margin, one-sided paired p)"
+    ]
+    header = ["dataset", "setting", "units", "argmax", "robust", "tree", "argmax Δ tree",
+              "robust Δ tree", "robust Δ argmax", "picks differ"]  # fmt: skip
+    table = [header]
+    for entry in summary:
+        table.append(
+            [entry["dataset"], entry["setting"], str(entry["n_units"]),
+             *(_cell(entry[f"{name}_test_mean"]) for name in ("argmax", "robust", "tree")),
+             *(_margin(entry, pair) for pair in ("argmax_vs_tree", "robust_vs_tree",
+                                                 "robust_vs_argmax")),
+             str(entry["n_differ"])]
+        )  # fmt: skip
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in table]
+    return lines
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _margin(entry: dict, pair: str) -> str:
+    mean, p = entry[pair], entry[f"{pair}_p"]
+    if mean is None:
+        return "-"
+    return f"{mean:+.4f}" + ("" if p is None else f" (p={p:.3f})")
+
+
+def html(summary: list[dict]) -> str:
+    """The dashboard's section: `text_lines`' table; nothing without a unit to show."""
+    if not summary:
+        return ""
+    names = ("data set", "setting", "units")
+    numbers = ("argmax pick", "robust pick", "vali-best tree")
+    pairs = ("argmax Δ tree", "robust Δ tree", "robust Δ argmax")
+    header = "".join(f"<th class='name'>{n}</th>" for n in names)
+    header += "".join(f"<th>test NDCG@5, {n}</th>" for n in numbers)
+    header += "".join(f"<th>{escape(n)}</th>" for n in pairs) + "<th>picks differ</th>"
+    rows = []
+    for entry in summary:
+        tds = "".join(
+            f"<td class='name'>{escape(str(entry[key]))}</td>"
+            for key in ("dataset", "setting", "n_units")
+        )
+        tds += "".join(
+            f"<td>{_cell(entry[f'{n}_test_mean'])}</td>" for n in ("argmax", "robust", "tree")
+        )
+        tds += "".join(
+            f"<td>{escape(_margin(entry, pair))}</td>"
+            for pair in ("argmax_vs_tree", "robust_vs_tree", "robust_vs_argmax")
+        )
+        rows.append(f"<tr>{tds}<td>{entry['n_differ']}</td></tr>")
+    return (
+        "<h2 id='choice'>Choice on small validation sets</h2><p class='note'>Per (fold, seed) "
+        "unit, among all its models: the vali argmax, and the robust rule (the simpler model "
+        "unless a more complex one wins clearly: paired bootstrap over the unit's vali QGs, "
+        "one-sided p &lt; 0.05; fixed-grid tree &lt; searched tree &lt; deep ranker &lt; built "
+        "on other models &lt; mix). Test NDCG@5 of each pick, mean over units; Δ: paired margin "
+        "(one-sided paired t p) against the unit's vali-best tree.</p>"
+        f"<table id='choice-table'><tr>{header}</tr>{''.join(rows)}</table>"
+    )

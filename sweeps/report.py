@@ -27,7 +27,7 @@ from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
 from scarce_ltr.core.runs import read_config, read_report
 from scarce_ltr.core.runs import runs_root as default_runs_root
 from scarce_ltr.data.info import NO_OUTLIERS_HINT
-from scarce_ltr.sweeps import dashboard, interactive, plots, results, stats
+from scarce_ltr.sweeps import choice, dashboard, interactive, plots, results, stats
 
 SUMMARY_FIELDS = [
     "kind", "dataset", "series", "setting", "x", "name", "group", "member", "n_seeds",
@@ -142,6 +142,9 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
             rows, k=cfg.k, policy=_only(done, "policy", default="skip")
         ),
     }
+    # Per (fold, seed) unit: the vali argmax beside the robust rule, on test (sweeps/choice.py).
+    units = choice.unit_study(done)
+    report["choice"] = {"units": units, "settings": choice.setting_summary(units)}
     if tsne_dirs:
         report["tsne_png"], report["tsne_errors"] = _tsne(tsne_dirs, cfg)
     report["outlier_figures"] = _outlier_figures(done, cfg) if cfg.outlier_figure else []
@@ -152,6 +155,8 @@ def write(report: dict, rows: list[dict], folder: Path, cfg: ReportConfig) -> No
     folder.mkdir(parents=True, exist_ok=True)
     results.write_csv(rows, folder / "results.csv", results.columns(cfg.cutoffs))
     results.write_csv(summary_rows(report["summary"]), folder / "summary.csv", SUMMARY_FIELDS)
+    choices = report.get("choice", {}).get("settings") or []
+    results.write_csv(choices, folder / "choice.csv", list(choice.SUMMARY_FIELDS))
     for section in report["sections"]:
         slug = _slug(f"{section['dataset']}_{section['series']}")
         atomic_write_bytes(folder / f"groups_{slug}.png", section["group_png"])
@@ -205,6 +210,7 @@ def text_tables(report: dict) -> str:
                 lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
         lines.append(section["crossover_text"])
     lines += _tuned_lines(report["summary"].get("tuned", []), k)
+    lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
     return "\n".join(lines).lstrip("\n")
 
 

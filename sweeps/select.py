@@ -17,6 +17,12 @@ setting (the report's reference GBDT): the mean and std of the per-unit test dif
 units both ran, their number, and the one-sided paired t-test p (`sweeps.stats.paired_greater`),
 which says whether the chosen model beats the strongest tree on the same folds and label draws.
 
+``rule=robust`` (``alpha=0.05``) chooses by `sweeps.choice.choose_robust` instead: the simpler
+model unless a more complex one wins clearly on the vali QGs of every unit pooled (a seeded paired
+bootstrap; simplicity levels from model names), for small validation sets where the argmax
+favours the model whose vali score was maximised most; ``robust`` in each choice gives the
+challenges, their mean vali differences and p-values.
+
 Writes ``best.json`` (``<sweep folder>/report/best.json``, or ``out=<file>``): per setting the
 chosen model, its group, its validation mean and unit count, its test mean and std, the paired
 margin against the tree, and per unit (fold, seed) the run folder and its model bundle
@@ -36,13 +42,20 @@ from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import write_json
 from scarce_ltr.core.runs import runs_root as default_runs_root
-from scarce_ltr.sweeps import results, stats
+from scarce_ltr.sweeps import choice, results, stats
 
 BEST = "best.json"
 RULE = (
     "highest mean validation NDCG@{select_k} over seeds (fold x seed units in a sweep over "
     "folds), over all models of the setting; ties: more units, then alphabetical; test metrics "
     "never enter"
+)
+
+ROBUST_RULE = (
+    "the simpler model unless a more complex one wins clearly: the vali-best of each simplicity "
+    "level (fixed-grid tree < searched tree < deep ranker < built on other models < mix) "
+    "challenges the incumbent, and takes over when a paired bootstrap over the vali QGs of all "
+    "units (per-QG vali NDCG@{select_k}) gives one-sided p < {alpha}; test metrics never enter"
 )
 
 
@@ -53,12 +66,20 @@ class SelectConfig:
     out: str | None = None  # default: <sweep folder>/report/best.json
     k: int = 5  # test NDCG cutoff reported (for information only)
     select_k: int = 5  # validation NDCG cutoff that chooses
+    # argmax: the highest vali mean | robust: the simpler model unless a more complex one wins
+    # clearly on the vali QGs of every unit pooled (paired bootstrap; sweeps/choice.py)
+    rule: str = "argmax"
+    alpha: float = 0.05  # rule=robust: the one-sided bootstrap p below which complexity wins
 
     def __post_init__(self) -> None:
         if not self.sweep:
             raise ValueError("sweep is required: ./run.sh select <sweep> (a name or a folder)")
         if self.k < 1 or self.select_k < 1:
             raise ValueError("k and select_k must be >= 1")
+        if self.rule not in choice.RULES:
+            raise ValueError(f"rule must be one of {', '.join(choice.RULES)}, got {self.rule}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
 
 
 def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
@@ -75,8 +96,10 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         "k": cfg.k,
         "select_k": cfg.select_k,
-        "rule": RULE.format(select_k=cfg.select_k),
-        "choices": choose(done, k=cfg.k, select_k=cfg.select_k),
+        "rule": (RULE if cfg.rule == "argmax" else ROBUST_RULE).format(
+            select_k=cfg.select_k, alpha=cfg.alpha
+        ),
+        "choices": choose(done, k=cfg.k, select_k=cfg.select_k, rule=cfg.rule, alpha=cfg.alpha),
     }
     path = Path(cfg.out) if cfg.out else manifest.parent / "report" / BEST
     write_json(path, best)
@@ -85,7 +108,9 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
     return best
 
 
-def choose(done: list[dict], *, k: int, select_k: int) -> list[dict]:
+def choose(
+    done: list[dict], *, k: int, select_k: int, rule: str = "argmax", alpha: float = 0.05
+) -> list[dict]:
     """One choice per (data set, setting), in curve order; ``done``: the done rows of a sweep."""
     settings: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for entry in stats.model_table(done, k=k, select_k=select_k):
@@ -93,7 +118,7 @@ def choose(done: list[dict], *, k: int, select_k: int) -> list[dict]:
     runs = {(r["dataset"], r["setting"], r["model"], stats.unit_of(r)): r for r in done}
     choices = []
     for (dataset, setting), entries in settings.items():
-        entry = stats.choose_best(entries)
+        entry, robust = choice.select_entry(entries, runs, rule=rule, alpha=alpha, k=select_k)
         seeds = []
         units = zip(entry["units"], entry["vali"], entry["test"], strict=True)
         for (fold, seed), vali, test in units:
@@ -124,6 +149,7 @@ def choose(done: list[dict], *, k: int, select_k: int) -> list[dict]:
                 "test_std": _number(entry["test_std"]),
                 "n_candidates": len(entries),
                 **_against_tree(entry, entries),
+                **({} if robust is None else {"robust": robust}),
                 "seeds": seeds,
             }
         )

@@ -21,11 +21,13 @@ from scarce_ltr.core.robust_choice import keep_simpler
 from scarce_ltr.data.evaluation import save_scores, vali_metrics
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.sweeps import stats
+from scarce_ltr.sweeps import select, stats
 from scarce_ltr.sweeps.choice import (
     choose_robust,
+    html,
     setting_summary,
     simplicity,
+    text_lines,
     unit_study,
     vali_per_group,
 )
@@ -148,6 +150,16 @@ def test_unit_study_and_select_keep_the_tree_when_vali_overfits(tmp_path) -> Non
     chosen, details = choose_robust(entries, runs)
     assert chosen["model"] == "gbdt" and details["n_groups"] == 2 * N_GROUPS
     assert not details["challenges"][0]["switched"]
+    (argmax,) = select.choose(rows, k=5, select_k=5)
+    (robust,) = select.choose(rows, k=5, select_k=5, rule="robust")
+    assert argmax["model"] == "gbdt-optuna" and "robust" not in argmax
+    assert robust["model"] == "gbdt" and robust["robust"]["argmax"] == "gbdt-optuna"
+    assert robust["test_mean"] == pytest.approx(0.515)
+    with pytest.raises(ValueError, match="rule must be one of argmax, robust"):
+        select.SelectConfig(sweep="s", rule="best")
+    text = "\n".join(text_lines(setting_summary(units)))
+    assert "robust Δ argmax" in text and "+0.0500" in text
+    assert "choice-table" in html(setting_summary(units))
 
 
 def test_unit_study_switches_when_the_complex_model_wins_clearly(tmp_path) -> None:
