@@ -15,8 +15,11 @@ from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
 from scarce_ltr.baselines.xgboost.config import XGBoostOptions
-from scarce_ltr.core.runs import RunIdentity, run_model
+from scarce_ltr.core.runs import NO_PRETRAIN_DL, TAUGHT_TREES, RunIdentity, run_model, taught_model
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.teachers import TeachingConfig, no_teacher
+
+DEEP_BASELINES = NO_PRETRAIN_DL  # the from-scratch deep rankers: trained by finetune.loop.fit
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,10 @@ class BaselineConfig(CommonConfig):
     deep: DeepBaselineOptions = field(default_factory=DeepBaselineOptions)
     pretrained: str | None = None  # gbdt-ssl: a pretraining or finetuning run dir
     embedding: EmbeddingOptions = field(default_factory=EmbeddingOptions)  # gbdt-ssl
+    # deep baselines: a finished run (same data, labels, seed) whose train scores teach the
+    # unlabeled train QGs, as `teaching` says (data.teachers); gbdt-*pseudo: gbdt.teacher
+    teacher: str | None = None
+    teaching: TeachingConfig = field(default_factory=TeachingConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -37,6 +44,13 @@ class BaselineConfig(CommonConfig):
             raise ValueError("method must name a baseline")
         if self.pretrained is not None and self.method != "gbdt-ssl":
             raise ValueError(f"pretrained is a key of gbdt-ssl, not of {self.method}")
+        if not no_teacher(self.teacher) and self.method not in DEEP_BASELINES:
+            where = "gbdt.teacher" if self.method in TAUGHT_TREES else "a key of the deep baselines"
+            raise ValueError(f"teacher is {where}, not a key of {self.method}")
+        if not no_teacher(self.gbdt.teacher) and self.method not in TAUGHT_TREES:
+            raise ValueError(
+                f"gbdt.teacher is a key of {', '.join(TAUGHT_TREES)}, not of {self.method}"
+            )
         if self.method == "dasalc" and self.deep.hidden % self.deep.n_heads:
             raise ValueError(
                 f"deep.n_heads ({self.deep.n_heads}) must divide deep.hidden ({self.deep.hidden})"
@@ -49,6 +63,9 @@ class BaselineConfig(CommonConfig):
         if self.method == "gbdt-ssl" and self.pretrained:
             encoder_model = run_model(self.pretrained) or Path(self.pretrained).name
             model = f"{self.method}+{encoder_model}"
+        teacher = self.teacher if self.method in DEEP_BASELINES else self.gbdt.teacher
+        if not no_teacher(teacher):
+            model = taught_model(model, run_model(teacher) or Path(teacher).name)
         return RunIdentity(
             dataset=self.data.run_name,
             stage="baseline",

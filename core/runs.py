@@ -105,6 +105,13 @@ SEED_ENSEMBLE_PREFIX = "seed-ensemble:"
 VARIANT_MARK = "@"
 # <method>+<method>[+...]+combine: paper A.3.7's linear layer over the methods' finetuned rankers.
 COMBINE_SUFFIX = "+combine"
+# <student>~<teacher>: the student model also learns from a finished run of the teacher model
+# (same data, labels and seed) on the unlabeled train QGs: simclr-rank+full~gbdt-optuna,
+# gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna. Always in the hybrid group: it mixes two
+# models' knowledge. A teacher is never taught itself.
+TEACHER_MARK = "~"
+# The tree students: their pseudo-labels come from the teacher instead of their own first GBDT.
+TAUGHT_TREES = ("gbdt-pseudo", "gbdt-pca-pseudo")
 
 ConfigT = TypeVar("ConfigT")
 
@@ -442,6 +449,10 @@ def model_group(model: str, *, strict: bool = True) -> str:
             raise UserError(f"model '{model}': an ensemble is {prefix}:<model>,<model>[,...]")
         groups = [model_group(m, strict=strict) for m in members]
         return "hybrid" if model.startswith(STACK_PREFIX) else ensemble_group(groups)
+    if split_teacher(model)[1] is not None:
+        if strict:
+            check_taught(model)
+        return "hybrid"
     try:
         return _single_group(model)
     except UserError:
@@ -452,6 +463,49 @@ def model_group(model: str, *, strict: bool = True) -> str:
     if model.endswith("+combine"):  # finetune combine over finetuned runs
         return "pretrained-dl"
     return "gbdt" if model.startswith("gbdt") else "no-pretrain-dl"
+
+
+def split_teacher(model: str) -> tuple[str, str | None]:
+    """``("gbdt-pseudo", "simclr-rank+full")`` of ``gbdt-pseudo~simclr-rank+full``;
+    ``(model, None)`` for a model without a teacher."""
+    student, mark, teacher = model.partition(TEACHER_MARK)
+    return student, teacher if mark else None
+
+
+def taught_model(student: str, teacher: str) -> str:
+    """The model name of ``student`` taught by a run of ``teacher``: ``<student>~<teacher>``."""
+    return f"{student}{TEACHER_MARK}{teacher}"
+
+
+def check_taught(model: str) -> None:
+    """`UserError` unless ``model`` is ``<student>~<teacher>`` with a student that learns from a
+    teacher (a finetuned or from-scratch deep ranker, or a pseudo-labeling GBDT) and a teacher
+    that is a model of its own (any, an ensemble too, but not a taught one)."""
+    student, teacher = split_teacher(model)
+    form = (
+        f"a taught model is <student>{TEACHER_MARK}<teacher>, e.g. simclr-rank+full"
+        f"{TEACHER_MARK}gbdt-optuna or gbdt-pseudo{TEACHER_MARK}simclr-rank+full"
+    )
+    if not student or not teacher:
+        raise UserError(f"model '{model}': {form}")
+    if TEACHER_MARK in teacher:
+        raise UserError(f"model '{model}': the teacher '{teacher}' is taught itself; {form}")
+    if student.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
+        raise UserError(
+            f"model '{model}': an ensemble learns nothing from a teacher; ensemble the taught "
+            "models instead"
+        )
+    group = model_group(student)
+    if student in TAUGHT_TREES or (
+        group in ("pretrained-dl", "no-pretrain-dl") and combine_methods(student) is None
+    ):
+        model_group(teacher)  # a known model, or UserError naming it
+        return
+    raise UserError(
+        f"model '{model}': {student} cannot learn from a teacher; a student is a finetuned "
+        f"(<method>+<strategy>) or from-scratch deep ranker ({', '.join(NO_PRETRAIN_DL)}) or "
+        f"{' or '.join(TAUGHT_TREES)}"
+    )
 
 
 def split_variant(method: str) -> tuple[str, str | None]:

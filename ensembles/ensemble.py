@@ -18,7 +18,8 @@ the same labels: the same label setting, and the same seed unless the setting la
 (fraction 1, no binary feedback), for labels drawn with other seeds would enlarge the label
 budget. The run directory gets ``report.json`` (metrics, chosen weights, every weight vector's
 vali score, the members), ``scores.npz`` and ``DONE``; a finished run with the same settings is
-skipped.
+skipped. ``scores.npz`` also mixes the members' scores on every train item with the chosen
+weights when every member kept them, so that an ensemble can teach (`data.teachers`).
 """
 
 from __future__ import annotations
@@ -49,15 +50,13 @@ from scarce_ltr.data.evaluation import (
 )
 from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.teachers import check_same_data, check_same_labels
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
 from scarce_ltr.ensembles.weighting import choose_weights
 
 SCORES = "scores.npz"
 _SPLIT_KEYS = ("vali_offsets", "test_offsets", "vali_qids", "test_qids")
-# The feature transform is not among them: a member scored raw items through its own fitted
-# transform (its bundle carries it), so DASALC's log1p mixes with a standardized ResNet.
-_DATA_KEYS = ("name", "path", "splits", "n_features")
 
 
 @dataclass(frozen=True)
@@ -160,8 +159,17 @@ def check_member(run: str, cfg: EnsembleConfig) -> None:
     if not is_done(path):
         raise UserError(f"runs: {run}: has not finished (no DONE); finish it first")
     config = asdict(read_config(path, CommonConfig))
-    _check_data(run, config["data"], cfg)
-    _check_labels(run, config, cfg)
+    check_same_data(run, config["data"], cfg, key="runs", who="this ensemble")
+    check_same_labels(
+        run,
+        config,
+        cfg,
+        key="runs",
+        who="this ensemble",
+        use="mixing them",
+        remedy="for a seed ensemble, fix the labels: run every member and the ensemble with the "
+        "same scarcity.seed=<n>",
+    )
 
 
 def load_member(run: str, prepared: PreparedData) -> Member:
@@ -171,51 +179,6 @@ def load_member(run: str, prepared: PreparedData) -> Member:
     model, group = _name(run, path)
     train = _read_train(run, path / SCORES, prepared)
     return Member(run=run, model=model, group=group, vali=vali, test=test, train=train)
-
-
-def _check_data(run: str, data: dict, cfg: EnsembleConfig) -> None:
-    mine, theirs = _data_identity(asdict(cfg.data)), _data_identity(data)
-    differ = [k for k in mine if mine[k] != theirs.get(k)]
-    if differ:
-        found = " ".join(f"data.{k}={theirs.get(k)}" for k in differ)
-        here = " ".join(f"data.{k}={mine[k]}" for k in differ)
-        raise UserError(
-            f"runs: {run}: trained on other data ({found}; this ensemble has {here}); pass "
-            "the run's data keys (data=<name> data.path=...) or leave the run out"
-        )
-
-
-def _data_identity(data: dict) -> dict:
-    out = {k: data.get(k) for k in _DATA_KEYS}
-    if out["path"]:
-        out["path"] = str(Path(str(out["path"])).expanduser().resolve())
-    if out["splits"] is not None:
-        out["splits"] = dict(out["splits"])
-    if out["name"] == "synthetic":  # one key per knob, so that a message names the knob
-        out |= {f"synthetic.{k}": v for k, v in (data.get("synthetic") or {}).items()}
-    return out
-
-
-def _check_labels(run: str, config: dict, cfg: EnsembleConfig) -> None:
-    """Same label setting; same label seed unless the setting labels every QG whatever the seed."""
-    mine, theirs = asdict(cfg.scarcity), dict(config.get("scarcity") or {})
-    differ = [k for k in mine if mine[k] != theirs.get(k)]
-    if differ:
-        found = " ".join(f"scarcity.{k}={theirs.get(k)}" for k in differ)
-        raise UserError(
-            f"runs: {run}: trained with another label setting ({found}; this ensemble has "
-            f"{cfg.scarcity.tag}); pass the same scarcity keys or leave the run out"
-        )
-    seed_free = cfg.scarcity.fraction == 1.0 and cfg.scarcity.binary_tau is None
-    theirs_seed = theirs.get("seed")
-    label_seed = config.get("seed") if theirs_seed is None else theirs_seed
-    if not seed_free and label_seed != cfg.scarcity.label_seed(cfg.seed):
-        raise UserError(
-            f"runs: {run}: seed {label_seed} draws other labeled QGs than this ensemble's seed "
-            f"{cfg.scarcity.label_seed(cfg.seed)} in setting {cfg.scarcity.tag}; mixing them "
-            "would use more labels than the budget (for a seed ensemble, fix the labels: run "
-            "every member and the ensemble with the same scarcity.seed=<n>)"
-        )
 
 
 def _read_scores(run: str, path: Path, prepared: PreparedData) -> tuple[np.ndarray, np.ndarray]:

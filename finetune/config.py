@@ -23,8 +23,9 @@ from scarce_ltr.core.config import (
     allowed,
 )
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import RunIdentity, read_config, read_report
+from scarce_ltr.core.runs import RunIdentity, read_config, read_report, run_model, taught_model
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.teachers import TeachingConfig, no_teacher
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.finetune.losses import LOSS_OPTIONS, LOSSES
 from scarce_ltr.pretrain.config import PretrainConfig
@@ -214,6 +215,10 @@ class FinetuneConfig(CommonConfig):
     # and head size (search.n_trials trials, each from the same pretrained encoder); off by
     # default (n_trials 0). docs/finetune.md "Searching the recipe".
     search: SearchConfig = field(default_factory=SearchConfig)
+    # A finished run (same data, labels, seed) whose train scores teach the unlabeled train QGs,
+    # as `teaching` says (finetune/teacher.py); the run is named <model>~<teacher model>
+    teacher: str | None = None
+    teaching: TeachingConfig = field(default_factory=TeachingConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -242,6 +247,8 @@ class FinetuneConfig(CommonConfig):
                 raise ValueError("combine takes runs=[...] (finetuning runs), not pretrained=")
             if self.search.on:
                 raise ValueError("search is for lp, mp and full; combine trains one layer")
+            if not no_teacher(self.teacher):
+                raise ValueError("teacher is for lp, mp and full; combine trains one layer")
             return
         if self.runs:
             raise ValueError(f"runs is for combine, not {self.strategy}")
@@ -276,11 +283,19 @@ class FinetuneConfig(CommonConfig):
         return RunIdentity(
             dataset=self.data.run_name,
             stage="finetune",
-            model=f"{self._encoder_name()}+{self.strategy}",
+            model=self._taught(f"{self._encoder_name()}+{self.strategy}"),
             setting=self.scarcity.tag,
             seed=self.seed,
             folder_name="combine" if self.strategy == "combine" else None,
         )
+
+    def _taught(self, model: str) -> str:
+        """``<model>~<teacher model>`` with a teacher: a taught run never shares a folder with
+        the untaught one, nor with one of another teacher."""
+        if no_teacher(self.teacher):
+            return model
+        assert self.teacher is not None
+        return taught_model(model, run_model(self.teacher) or Path(self.teacher).name)
 
     def _encoder_name(self) -> str:
         if self.strategy == "combine":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from torch import nn
@@ -33,6 +34,7 @@ from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import Phase, TrainOptions
 from scarce_ltr.finetune.loop import CHECKPOINT, FitResult, LossFn, fit, predict
 from scarce_ltr.finetune.model import MODEL_FILE, ModelKinds, load_model, save_model, torch_bundle
+from scarce_ltr.finetune.teacher import Teaching, teaching_for
 
 BEST_VALI = f"best_vali_{SELECTION_METRIC}"  # a point's score, the one it is chosen on
 # A point's result: its own keys, then these. The deep baselines' reports predate
@@ -76,6 +78,12 @@ class GridTraining:
     # written into a finished point's result.json beside its result (the run's identity)
     point_extra: dict = field(default_factory=dict)
     result_keys: tuple[str, ...] = RESULT_KEYS
+
+    @cached_property
+    def teaching(self) -> Teaching | None:
+        """``cfg.teacher``'s targets on the unlabeled train QGs (`finetune.teacher`), checked
+        against the run's data and labels on first use; None without a teacher."""
+        return teaching_for(self.cfg, self.prepared)
 
 
 @dataclass
@@ -163,6 +171,7 @@ def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) 
         log=candidate.log,
         meta=training.meta,
         desc=candidate.desc,
+        teaching=training.teaching,
     )
     data = {"name": cfg.data.name, "transform": cfg.data.transform}
     data["n_features"] = training.prepared.n_features
@@ -203,5 +212,7 @@ def finish_grid(
     if chosen.folder != run.folder:
         shutil.copyfile(chosen.folder / MODEL_FILE, run.folder / MODEL_FILE)
     body, summary = report(chosen, results, metrics)
+    if training.teaching is not None:
+        body["teacher"] = training.teaching.summary
     write_run_bundle(run, prepared, metrics, *torch_bundle(model, chosen.spec, budget))
     return run.finish(body, summary=summary)

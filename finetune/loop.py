@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -39,6 +40,9 @@ from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
 from scarce_ltr.finetune.config import Phase, TrainOptions
 from scarce_ltr.pretrain.augmentations import gaussian_noise
+
+if TYPE_CHECKING:
+    from scarce_ltr.finetune.teacher import Teaching
 
 CHECKPOINT = "checkpoint.pt"
 # Seconds of training between two checkpoints inside a phase (every phase's end is saved too):
@@ -196,9 +200,11 @@ def train_epoch(
     noise_std: float = 0.0,
     generator: torch.Generator | None = None,
     schedule: Callable[[float], None] | None = None,
+    teaching: Teaching | None = None,
 ) -> float:
     """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
-    before each step with the share of the epoch done, to set the learning rate.
+    before each step with the share of the epoch done, to set the learning rate. ``teaching``:
+    the batches hold taught QGs too, whose loss `Teaching.loss` adds.
 
     ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
     and added to every feature of every real item of each training batch.
@@ -217,7 +223,10 @@ def train_epoch(
             features = gaussian_noise(features, b.mask, scale=noise_std, generator=generator)
         with runtime.train_autocast():
             scores = model(features, b.mask)
-        loss = loss_fn(scores.float(), b.labels, mask=b.mask)
+        if teaching is None:
+            loss = loss_fn(scores.float(), b.labels, mask=b.mask)
+        else:
+            loss = teaching.loss(loss_fn, scores.float(), b.labels, mask=b.mask, groups=b.groups)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -261,8 +270,12 @@ def fit(
     log: Callable[[dict], None] | None = None,
     meta: dict | None = None,
     desc: str = "finetune",
+    teaching: Teaching | None = None,
 ) -> FitResult:
     """Train ``model`` in place; on return it holds the validation-best weights.
+
+    ``teaching``: the unlabeled train QGs join the labeled ones with a teacher's targets
+    (`finetune.teacher`); vali stays the labeled vali QGs.
 
     ``checkpoint``: where to save (and resume from) the training state at the end of every
     phase and, inside a phase, after the first epoch that ends `CHECKPOINT_SECONDS` after the
@@ -280,9 +293,9 @@ def fit(
         restore_rng_state(state["rng"])
         print(f"{desc}: resuming from {checkpoint} after epoch {progress.epoch}", file=sys.stderr)
     batches = QueryGroupBatcher(
-        prepared.train,
+        prepared.train if teaching is None else teaching.split,
         item_budget=options.item_budget,
-        groups=training_groups(prepared),
+        groups=training_groups(prepared) if teaching is None else teaching.groups,
         shuffle=True,
         seed=seed,
         max_list_len=options.max_list_len,
@@ -336,6 +349,7 @@ def fit(
                 noise_std=options.noise_std,
                 generator=_noise_generator(seed, progress.epoch, runtime),
                 schedule=_schedule(optimizer, options, progress.phase_epoch, phase.epochs),
+                teaching=teaching,
             )
             progress.train_seconds += time.perf_counter() - start
             score = evaluate()

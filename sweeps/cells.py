@@ -12,6 +12,13 @@ the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of
 seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
 uses the encoder of seed s), averaged with uniform weights.
 
+A taught model ``<student>~<teacher>`` (``simclr-rank+full~gbdt-optuna``,
+``gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna``) is the student's job with
+``teacher=<the teacher's run>`` (``gbdt.teacher=`` for a tree student), run after the teacher's
+job of the same data set, fold, label setting and seed; the teacher must be an untaught model of
+the sweep. Its run folder is named after the whole model name; ``per_model`` lists of the
+student apply, then the taught model's own.
+
 A variant ``<method>@<name>`` (``simclr-rank@zero0.1+full``) pretrains the method with the
 sweep's ``variants.<name>`` overrides on top of ``overrides.pretrain`` and
 ``overrides.per_method.<method>``, in a pretraining folder of its own
@@ -32,6 +39,7 @@ always was: the data set's own splits, the same folders and keys.
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -43,10 +51,12 @@ from scarce_ltr.core.runs import (
     ENSEMBLE_PREFIX,
     HYBRID_BASELINES,
     SEED_ENSEMBLE_PREFIX,
+    TAUGHT_TREES,
     combine_methods,
     ensemble_members,
     model_group,
     run_folder,
+    split_teacher,
     split_variant,
 )
 from scarce_ltr.data.scarcity import ScarcityConfig
@@ -119,7 +129,35 @@ SWEEP_KEYS = {
     "run_dir": "run_dir",
     "pretrained": "models (a sweep plans the encoders)",
     "runs": "models (ensemble:<model>,<model>)",
+    "teacher": "models (<student>~<teacher>)",
+    "gbdt.teacher": "models (<student>~<teacher>)",
 }
+
+
+def check_teachers(models: list[str]) -> None:
+    """Stop unless every taught model's teacher is an untaught model of the sweep (its run is
+    the cell of the same data set, fold, label setting and seed)."""
+    for model in models:
+        if model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+            members = [model.removeprefix(SEED_ENSEMBLE_PREFIX)]
+            if model.startswith(SEED_ENSEMBLE_PREFIX) and split_teacher(members[0])[1]:
+                raise UserError(
+                    f"sweep model '{model}': a seed ensemble's members train with other seeds, "
+                    "which have no teacher run; ensemble taught models with ensemble:<model>,..."
+                )
+            continue
+        teacher = split_teacher(model)[1]
+        if teacher is not None and teacher.startswith(SEED_ENSEMBLE_PREFIX):
+            raise UserError(
+                f"sweep model '{model}': a seed ensemble fixes its labels with scarcity.seed, "
+                "so its runs see other label settings than the student; teach with a model or "
+                "an ensemble:<model>,... of the sweep"
+            )
+        if teacher is not None and teacher not in models:
+            raise UserError(
+                f"sweep model '{model}': its teacher '{teacher}' is not a model of this sweep; "
+                f"add it to models: {', '.join(models)}"
+            )
 
 
 def check_overrides(overrides) -> None:
@@ -234,7 +272,10 @@ def _check_pretrain_overrides(method: str, overrides: list[str], where: str) -> 
 
 
 def _sweep_job(model: str) -> tuple[str | None, str, str]:
-    """``(pretraining method or None, stage, name)`` of a sweep model's own job."""
+    """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
+    model's: its student's)."""
+    if not model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+        model = split_teacher(model)[0]
     if model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
         return None, "ensemble", ""
     if model in HYBRID_BASELINES:
@@ -337,7 +378,52 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
                         )
     stage_order = {"pretrain": 0, "combine": 2, "ensemble": 3}  # finetune and baseline: 1
     ordered = sorted(planner.jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
-    return ordered, cells
+    return after_dependencies(ordered), cells
+
+
+# The waves a sweep runs its jobs in, one stage after the other; a job that depends on a job of
+# its own wave or a later one (a taught model on its teacher) moves to the wave after it.
+STAGE_WAVES = (("pretrain",), ("finetune", "baseline"), ("combine",), ("ensemble",))
+
+
+def job_waves(jobs: list[Job]) -> list[list[Job]]:
+    """``jobs`` (in dependency order, as `plan_cells` gives them) in the waves they run in: a
+    wave starts when the one before it has ended; within one, jobs keep their order."""
+    stage_wave = {stage: i for i, stages in enumerate(STAGE_WAVES) for stage in stages}
+    wave: dict[str, int] = {}
+    for job in jobs:
+        after = [wave[d] + 1 for d in job.depends_on if d in wave]
+        wave[job.key] = max([stage_wave.get(job.stage, 1), *after])
+    waves: list[list[Job]] = [[] for _ in range(max(wave.values(), default=-1) + 1)]
+    for job in jobs:
+        waves[wave[job.key]].append(job)
+    return waves
+
+
+def after_dependencies(jobs: list[Job]) -> list[Job]:
+    """``jobs`` in their order, except that a job comes after the jobs it depends on (a taught
+    model after its teacher, which may be an ensemble); a plan already in such an order stays
+    as it is."""
+    index = {job.key: i for i, job in enumerate(jobs)}
+    waiting = {job.key: {d for d in job.depends_on if d in index} for job in jobs}
+    children: dict[str, list[str]] = {}
+    for key, needs in waiting.items():
+        for need in needs:
+            children.setdefault(need, []).append(key)
+    ready = [index[key] for key, needs in waiting.items() if not needs]
+    heapq.heapify(ready)
+    out: list[Job] = []
+    while ready:
+        job = jobs[heapq.heappop(ready)]
+        out.append(job)
+        for child in children.get(job.key, []):
+            waiting[child].discard(job.key)
+            if not waiting[child]:
+                heapq.heappush(ready, index[child])
+    if len(out) != len(jobs):
+        stuck = sorted(k for k, needs in waiting.items() if needs)
+        raise UserError(f"sweep jobs wait on each other in a cycle: {', '.join(stuck[:5])}")
+    return out
 
 
 class _Planner:
@@ -379,6 +465,10 @@ class _Planner:
                 self._model_job(dataset, m, seed, tag, setting) for m in ensemble_members(model)
             ]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
+        teacher = split_teacher(model)[1]
+        if teacher is not None:
+            taught_by = self.cell_job(dataset, teacher, seed, scarcity, setting)
+            return self._training_job(dataset, model, seed, tag, setting, teacher=taught_by)
         return self._model_job(dataset, model, seed, tag, setting)
 
     def _model_job(self, dataset: str, model: str, seed: int, tag: str, setting: list[str]) -> Job:
@@ -416,6 +506,7 @@ class _Planner:
         setting: list[str],
         *,
         pretrain_seed: int | None = None,
+        teacher: Job | None = None,
     ) -> Job:
         method, stage, name = _sweep_job(model)
         extra = list(getattr(self.cfg.overrides, stage))
@@ -435,6 +526,12 @@ class _Planner:
             self.jobs.setdefault(pretrain.key, pretrain)
             depends = [pretrain.key]
             extra = [f"pretrained={pretrain.run_dir}", *extra]
+        student = split_teacher(model)[0]
+        if teacher is not None:  # the student's per_model list, then the taught model's
+            key = "gbdt.teacher" if student in TAUGHT_TREES else "teacher"
+            extra += [f"{key}={json.dumps(str(teacher.run_dir))}"]
+            extra += self.cfg.overrides.per_model.get(student, [])
+            depends = [*depends, teacher.key]
         extra += self.cfg.overrides.per_model.get(model, [])
         shared = self._shared(dataset, seed, setting)
         return self._add(dataset, model, stage, name, seed, tag, [*shared, *extra], depends)

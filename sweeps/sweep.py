@@ -47,9 +47,11 @@ from scarce_ltr.sweeps.cells import (
     check_combines,
     check_ensembles,
     check_overrides,
+    check_teachers,
     check_variants,
     cli_stage,
     fold_overrides,
+    job_waves,
     plan_cells,
     pretraining_methods,
 )
@@ -129,6 +131,7 @@ class SweepConfig:
             check_fold_overrides(self.overrides)
         check_ensembles(list(self.models))
         check_combines(list(self.models))
+        check_teachers(list(self.models))
 
 
 def sweep_dir(cfg: SweepConfig) -> Path:
@@ -262,8 +265,7 @@ class _Runner:
         self.bar = progress_bar(total=len(self.jobs), desc=f"sweep {self.cfg.name}", unit="job")
         self._write_manifest()
         try:
-            for phase in (["pretrain"], ["finetune", "baseline"], ["combine"], ["ensemble"]):
-                todo = [j for j in self.jobs if j.stage in phase]
+            for todo in job_waves(self.jobs):  # stage by stage; a taught model after its teacher
                 with ThreadPoolExecutor(self.cfg.workers) as pool:
                     try:
                         for _ in pool.map(self._run_job, todo):

@@ -4,6 +4,8 @@ run can learn from a finished one on the unlabeled train QGs without loading its
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 from pathlib import Path
 
@@ -14,10 +16,15 @@ from tiny import small_encoder, tiny_data
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import model_group, split_teacher
 from scarce_ltr.data.evaluation import read_train_scores
 from scarce_ltr.data.pipeline import prepare_data
+from scarce_ltr.data.ranking_split import rows_of_groups
+from scarce_ltr.data.teachers import pseudo_labels
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
+from scarce_ltr.finetune.losses.distillation import distillation_loss
 
 DATA = [*tiny_data(), "logger=none", "scarcity.fraction=0.5"]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=30", "gbdt.early_stopping_rounds=10"]
@@ -61,8 +68,6 @@ def test_runs_keep_their_scores_on_every_train_item(runs, prepared, name) -> Non
 
 
 def test_an_ensemble_mixes_its_members_train_scores(runs, prepared) -> None:
-    import json
-
     report = json.loads((runs["ens"] / "report.json").read_text())
     weights = [report["weights"][str(m)] for m in (runs["finetune"], runs["gbdt"])]
     normalize = NORMALIZERS[report["normalize"]]
@@ -84,3 +89,233 @@ def test_old_scores_without_train_still_read(runs, tmp_path) -> None:
     report = run(["ensemble", *DATA, f"runs=[{runs['finetune']},{old}]", f"run_dir={ens}"])
     assert report["metrics"]["test"]["ndcg@5"] > 0
     assert read_train_scores(ens / "scores.npz") is None
+
+
+# --- the distillation loss and the taught batch loss ------------------------------------------
+
+
+def test_distillation_loss_by_hand() -> None:
+    mask = torch.tensor([[True, True], [True, True]])
+    scores = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
+    teacher = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0]])
+    # QG 0: p = [1/4, 3/4], uniform student: log 2; QG 1: p = [1/2, 1/2], q = [3/4, 1/4].
+    expected = (math.log(2.0) - (math.log(0.75) + math.log(0.25)) / 2) / 2
+    loss = distillation_loss(scores, teacher, mask=mask)
+    assert float(loss) == pytest.approx(expected, abs=1e-6)
+    # Temperature 2 on QG 0's teacher: p = softmax([0, ln 3 / 2]) = [1, sqrt 3] / (1 + sqrt 3).
+    p = np.array([1.0, math.sqrt(3.0)]) / (1 + math.sqrt(3.0))
+    hot = distillation_loss(scores[:1], teacher[:1], mask=mask[:1], temperature=2.0)
+    assert float(hot) == pytest.approx(-(p * np.log([0.5, 0.5])).sum(), abs=1e-6)
+    # A shift of the teacher's scores changes nothing; the loss is lowest at the teacher's order.
+    shifted = distillation_loss(scores, teacher + 5.0, mask=mask)
+    assert float(shifted) == pytest.approx(expected, abs=1e-6)
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        distillation_loss(scores, teacher, mask=mask, temperature=0.0)
+
+
+def test_distillation_loss_ignores_padding() -> None:
+    torch.manual_seed(0)
+    scores, teacher = torch.randn(3, 4), torch.randn(3, 4)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
+    wide = torch.full((3, 7), float("nan"))
+    wide_teacher = torch.full((3, 7), float("inf"))
+    wide[:, :4], wide_teacher[:, :4] = scores, teacher
+    wide_mask = torch.zeros(3, 7, dtype=torch.bool)
+    wide_mask[:, :4] = mask
+    narrow = distillation_loss(scores.requires_grad_(), teacher, mask=mask)
+    padded = distillation_loss(wide.requires_grad_(), wide_teacher, mask=wide_mask)
+    assert float(narrow.detach()) == pytest.approx(float(padded.detach()), abs=1e-6)
+    (grad,) = torch.autograd.grad(padded, wide)
+    assert torch.isfinite(grad).all() and (grad[~wide_mask] == 0).all()
+
+
+def test_a_batch_adds_the_taught_qgs_loss_with_its_weight() -> None:
+    from scarce_ltr.data.teachers import TeachingConfig
+    from scarce_ltr.finetune.losses import LOSSES
+    from scarce_ltr.finetune.teacher import Teaching
+
+    torch.manual_seed(1)
+    scores, labels = torch.randn(4, 5), torch.randint(0, 3, (4, 5)).float()
+    labels[:, 0] = 2.0
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    taught = np.array([False, True, False, True, False, False])  # train QGs 1 and 3
+    groups = torch.tensor([0, 1, 2, 3])
+    loss_fn = LOSSES["softmax"]
+    for targets, weight in (("soft", 0.5), ("buckets", 2.0)):
+        config = TeachingConfig(weight=weight, targets=targets)
+        teaching = Teaching(split=None, groups=None, taught=taught, config=config, summary={})
+        got = teaching.loss(loss_fn, scores, labels, mask=mask, groups=groups)
+        rows = torch.tensor([True, False, True, False])
+        part = loss_fn if targets == "buckets" else distillation_loss
+        expected = loss_fn(scores[rows], labels[rows], mask=mask[rows]) + weight * part(
+            scores[~rows], labels[~rows], mask=mask[~rows]
+        )
+        assert float(got) == pytest.approx(float(expected), abs=1e-6)
+    # A batch of labeled QGs alone: the run's own loss, as without a teacher.
+    only = teaching.loss(loss_fn, scores[:1], labels[:1], mask=mask[:1], groups=groups[:1])
+    assert float(only) == pytest.approx(float(loss_fn(scores[:1], labels[:1], mask=mask[:1])))
+
+
+def test_teaching_config_is_checked() -> None:
+    from scarce_ltr.data.teachers import TeachingConfig
+
+    for key, value, message in (
+        ("targets", "hard", "teaching.targets must be one of soft, buckets"),
+        ("weight", 0.0, "teaching.weight"),
+        ("temperature", -1.0, "teaching.temperature"),
+        ("levels", 40, "teaching.levels"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            TeachingConfig(**{key: value})
+
+
+# --- taught runs end to end -------------------------------------------------------------------
+
+
+def _same_scores(a: Path, b: Path) -> bool:
+    with np.load(a / "scores.npz") as x, np.load(b / "scores.npz") as y:
+        return all(np.array_equal(x[k], y[k]) for k in ("vali", "test", "train"))
+
+
+FINETUNE = ["finetune", "full", *DATA, "epochs=2", "head_hidden=16"]
+
+
+@pytest.mark.parametrize("targets", ["soft", "buckets"])
+def test_a_finetuned_ranker_taught_by_a_tree(runs, tmp_path, targets) -> None:
+    args = [*FINETUNE, f"pretrained={runs['pretrain']}", f"teacher={runs['gbdt']}"]
+    args += [f"teaching.targets={targets}", "teaching.weight=0.5"]
+    first = run([*args, f"run_dir={tmp_path / 'a'}"])
+    run([*args, f"run_dir={tmp_path / 'b'}"])
+    assert _same_scores(tmp_path / "a", tmp_path / "b")  # deterministic
+    assert first["model"] == "simclr-rank+full~gbdt" and first["group"] == "hybrid"
+    assert first["teacher"]["model"] == "gbdt" and first["teacher"]["targets"] == targets
+    assert first["teacher"]["n_groups"] == 15  # the unlabeled half of 30 train QGs
+    # The teacher changed training: the scores differ from the untaught run's.
+    with np.load(tmp_path / "a/scores.npz") as a, np.load(runs["finetune"] / "scores.npz") as u:
+        assert not np.array_equal(a["vali"], u["vali"])
+
+
+def test_resnet_and_gbdt_pseudo_taught_by_runs(runs, prepared, tmp_path) -> None:
+    resnet = ["baseline", "resnet", *DATA, *DEEP, f"teacher={runs['ens']}"]
+    report = run([*resnet, f"run_dir={tmp_path / 'r1'}"])
+    run([*resnet, f"run_dir={tmp_path / 'r2'}"])
+    assert _same_scores(tmp_path / "r1", tmp_path / "r2")
+    assert report["model"] == "resnet~ensemble:simclr-rank+full,gbdt"
+    gbdt = ["baseline", "gbdt-pseudo", *DATA, *GBDT, f"gbdt.teacher={runs['finetune']}"]
+    report = run([*gbdt, f"run_dir={tmp_path / 'g1'}"])
+    run([*gbdt, f"run_dir={tmp_path / 'g2'}"])
+    assert _same_scores(tmp_path / "g1", tmp_path / "g2")
+    assert report["model"] == "gbdt-pseudo~simclr-rank+full" and report["group"] == "hybrid"
+    assert {row["phase"] for row in report["grid"]} == {"pseudo"}  # no GBDT of its own taught
+    # The pseudo-labels are the finetuned run's train scores on the unlabeled QGs, binned.
+    train = read_train_scores(runs["finetune"] / "scores.npz")[0]
+    unlabeled = np.flatnonzero(~prepared.labels.train_labeled)
+    rows = rows_of_groups(prepared.train.offsets, unlabeled)
+    counts = np.bincount(pseudo_labels(train[rows]).astype(int), minlength=31)
+    assert report["pseudo_labels"]["level_counts"] == counts.tolist()
+    assert report["teacher"]["model"] == "simclr-rank+full"
+
+
+def test_teachers_of_other_data_or_labels_are_refused(runs, tmp_path) -> None:
+    ft = [*FINETUNE, f"pretrained={runs['pretrain']}", f"run_dir={tmp_path / 'x'}"]
+    gbdt, teacher = runs["gbdt"], f"teacher={runs['gbdt']}"
+    with pytest.raises(UserError, match=f"teacher: {gbdt}: trained on other data .*n_train_groups"):
+        run([*ft, teacher, "data.synthetic.n_train_groups=20"])
+    with pytest.raises(UserError, match=f"teacher: {gbdt}: trained with another label setting"):
+        run([*ft, teacher, "scarcity.fraction=0.4"])
+    with pytest.raises(UserError, match=f"teacher: {gbdt}: seed 0 draws other labeled QGs"):
+        run([*ft, teacher, "seed=1"])
+    with pytest.raises(UserError, match=f"teacher: {runs['pretrain']}: no scores.npz"):
+        run([*ft, f"teacher={runs['pretrain']}"])
+    with pytest.raises(UserError, match="no such run directory"):
+        run([*ft, f"teacher={tmp_path / 'nope'}"])
+    old = tmp_path / "old"
+    shutil.copytree(gbdt, old)
+    with np.load(gbdt / "scores.npz") as stored:
+        np.savez(old / "scores.npz", **{k: stored[k] for k in stored.files if k != "train"})
+    with pytest.raises(UserError, match="has no train scores .*run the teacher again"):
+        run([*ft, f"teacher={old}"])
+    pseudo = ["baseline", "gbdt-pseudo", *DATA, *GBDT, f"run_dir={tmp_path / 'g'}"]
+    with pytest.raises(UserError, match=f"gbdt.teacher: {gbdt}: trained with another label"):
+        run([*pseudo, f"gbdt.teacher={gbdt}", "scarcity.fraction=0.4"])
+    with pytest.raises(UserError, match="gbdt.teacher is a key of gbdt-pseudo"):
+        run(["baseline", "gbdt", *DATA, f"gbdt.teacher={gbdt}"])
+    with pytest.raises(UserError, match="teacher is gbdt.teacher, not a key of gbdt-pseudo"):
+        run([*pseudo, teacher])
+
+
+# --- sweeps -----------------------------------------------------------------------------------
+
+
+def test_model_names_of_taught_models() -> None:
+    assert split_teacher("gbdt-pseudo~ensemble:a,b") == ("gbdt-pseudo", "ensemble:a,b")
+    assert split_teacher("resnet") == ("resnet", None)
+    assert model_group("simclr-rank+full~gbdt-optuna") == "hybrid"
+    assert model_group("resnet~gbdt-optuna") == "hybrid"
+    assert model_group("gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna") == "hybrid"
+    assert model_group("ensemble:resnet~gbdt,gbdt") == "hybrid"
+    for bad, message in (
+        ("gbdt~resnet", "gbdt cannot learn from a teacher"),
+        ("resnet~gbdt-pseudo~gbdt", "is taught itself"),
+        ("resnet~nope", "unknown sweep model 'nope'"),
+        ("resnet~", "a taught model is <student>~<teacher>"),
+    ):
+        with pytest.raises(UserError, match=message):
+            model_group(bad)
+
+
+def test_a_sweep_plans_a_taught_model_after_its_teacher(tmp_path, capsys) -> None:
+    args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
+    args += ["--dry-run", f"run_dir={tmp_path / 's'}"]
+    taught_by_ensemble = "'gbdt-pseudo~ensemble:resnet,gbdt'"
+    models = f"models=[{taught_by_ensemble},resnet~gbdt,'ensemble:resnet,gbdt',gbdt,resnet]"
+    cells = run([*args, models])
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[to run]")]
+    root = tmp_path / "s/synthetic"
+    order = [x.split("run_dir=")[1] for x in lines]
+    where = {Path(o).parts[-3]: i for i, o in enumerate(order)}
+    assert where["gbdt-pseudo~ensemble:resnet,gbdt"] > where["ensemble:resnet,gbdt"]
+    assert where["resnet~gbdt"] > where["gbdt"]
+    taught = lines[where["gbdt-pseudo~ensemble:resnet,gbdt"]]
+    assert f'gbdt.teacher="{root}/ensemble/ensemble:resnet,gbdt/frac=0.5/seed=0"' in taught
+    assert lines[where["resnet~gbdt"]].startswith("[to run] baseline resnet ")
+    assert f'teacher="{root}/baseline/gbdt/frac=0.5/seed=0"' in lines[where["resnet~gbdt"]]
+    assert {c["model"]: c["group"] for c in cells}["resnet~gbdt"] == "hybrid"
+    with pytest.raises(UserError, match="its teacher 'gbdt-optuna' is not a model of this sweep"):
+        run([*args, "models=[resnet~gbdt-optuna,resnet]"])
+    with pytest.raises(UserError, match="seed ensemble"):
+        run([*args, "models=[resnet~seed-ensemble:gbdt,seed-ensemble:gbdt]"])
+
+
+def test_a_sweep_runs_a_taught_model(tmp_path) -> None:
+    """The planned jobs run: the taught folder (with ``~``) finishes with its teacher named."""
+    args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
+    args += [f"run_dir={tmp_path / 's'}", *[f"overrides.common=[{','.join(tiny_data())}]"]]
+    args += ["models=[gbdt,gbdt-pseudo~gbdt]", "overrides.baseline=[gbdt.max_rounds=20]"]
+    run(args)
+    folder = tmp_path / "s/synthetic/baseline/gbdt-pseudo~gbdt/frac=0.5/seed=0"
+    report = json.loads((folder / "report.json").read_text())
+    assert report["teacher"]["model"] == "gbdt" and (folder / "DONE").is_file()
+
+
+def test_waves_put_a_taught_model_after_its_teacher() -> None:
+    from scarce_ltr.sweeps.cells import Job, job_waves
+
+    def job(key: str, stage: str, *depends: str) -> Job:
+        return Job(key, stage, key, [], Path(key), list(depends))
+
+    jobs = [
+        job("pre", "pretrain"),
+        job("gbdt", "baseline"),
+        job("ft", "finetune", "pre"),
+        job("ft~gbdt", "finetune", "pre", "gbdt"),
+        job("ens", "ensemble", "ft", "gbdt"),
+        job("gp~ens", "baseline", "ens"),
+        job("ens2", "ensemble", "gp~ens", "gbdt"),
+    ]
+    waves = [[j.key for j in wave] for wave in job_waves(jobs)]
+    assert waves == [["pre"], ["gbdt", "ft"], ["ft~gbdt"], ["ens"], ["gp~ens"], ["ens2"]]
+    # Without taught models: the four stage waves, as sweeps always ran them.
+    assert [[j.key for j in w] for w in job_waves(jobs[:3] + jobs[4:5])] == [
+        ["pre"], ["gbdt", "ft"], [], ["ens"]
+    ]  # fmt: skip

@@ -60,6 +60,9 @@ class GBDTOptions:
     pca_components: list[int] = field(default_factory=lambda: [5, 10, 15])  # gbdt-pca*
     pseudo_levels: int = 31  # gbdt-*pseudo: relevance levels 0 .. pseudo_levels - 1
     pseudo_binning: str = "width"  # width: equal-width bins of the score range | quantile
+    # gbdt-*pseudo: a finished run (same data, labels, seed) whose train scores pseudo-label the
+    # unlabeled QGs instead of a GBDT of the labeled QGs (data.teachers); none: that GBDT
+    teacher: str | None = None
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:

@@ -1,17 +1,8 @@
 """Semi-supervised add-ons of the GBDT baselines (paper section 3 and appendix A.2.3).
 
-Pseudo-labels: a GBDT trained on the labeled QGs scores the unlabeled train QGs, and its scores
-become relevance levels 0..30 by binning them evenly into 31 buckets, lowest scores in level 0.
-The bins are global, over the scores of all unlabeled items together, not per QG:
-
-- the paper bins "the resulting scores" as one set;
-- per-QG bins would stretch every QG over all 31 levels, so a QG whose items the teacher finds
-  alike (or all irrelevant) would still get an item at level 30 and gains 2^30 apart, while
-  global bins keep a QG's spread of levels in proportion to the teacher's spread of scores.
-
-``width`` (default) cuts the score range ``[min, max]`` into equal-width bins; ``quantile`` puts
-an equal share of items in each bin. Equal scores always share a level; constant scores all get
-level 0, which LambdaMART ignores (a QG without a relevant item has no gradient).
+Pseudo-labels: a GBDT trained on the labeled QGs (or a finished run given as ``gbdt.teacher``)
+scores the unlabeled train QGs, and `data.teachers.pseudo_labels` bins its scores into
+relevance levels 0..30 (31 buckets, lowest scores in level 0; why the bins are global, there).
 
 PCA: fit on every train item's (transformed) features, labeled or not; its first ``k``
 components are appended to the train, vali and test features by one and the same fitted object.
@@ -23,54 +14,6 @@ import numpy as np
 from sklearn.decomposition import PCA
 
 from scarce_ltr.data.ranking_split import RankingSplit
-
-
-def pseudo_labels(scores: np.ndarray, *, levels: int = 31, binning: str = "width") -> np.ndarray:
-    """Relevance levels of scored items.
-
-    Args:
-        scores: ``[n_items]`` teacher scores of the unlabeled items, all QGs together.
-        levels: number of levels; the result lies in ``0 .. levels - 1``.
-        binning: ``width`` (equal-width bins of ``[min, max]``) or ``quantile`` (equal counts).
-
-    Returns:
-        ``[n_items]`` float32 integer-valued levels; higher score, higher or equal level.
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.size == 0:
-        return np.zeros(0, dtype=np.float32)
-    if not np.isfinite(scores).all():
-        raise ValueError("pseudo_labels: scores must be finite")
-    low, high = scores.min(), scores.max()
-    if high == low:
-        return np.zeros(len(scores), dtype=np.float32)
-    if binning == "width":
-        level = np.floor((scores - low) / (high - low) * levels)
-    elif binning == "quantile":
-        edges = np.quantile(scores, np.arange(1, levels) / levels)
-        level = np.searchsorted(edges, scores, side="left").astype(np.float64)
-    else:
-        raise ValueError(f"unknown binning {binning!r}; allowed: width, quantile")
-    return np.clip(level, 0, levels - 1).astype(np.float32)
-
-
-def with_pseudo_labels(
-    train: RankingSplit, labeled: np.ndarray, pseudo: np.ndarray
-) -> RankingSplit:
-    """Every train QG: true labels on labeled QGs, ``pseudo`` on the others.
-
-    Args:
-        train: ``[n_items]`` rows; the labels of unlabeled QGs are never read.
-        labeled: ``[n_groups]`` bool, the QGs whose labels the learner may see.
-        pseudo: ``[n_unlabeled_items]`` levels of the unlabeled QGs' items, in train order.
-    """
-    item_labeled = np.repeat(labeled, train.group_sizes)
-    if int((~item_labeled).sum()) != len(pseudo):
-        raise ValueError(f"{len(pseudo)} pseudo-labels for {(~item_labeled).sum()} unlabeled items")
-    labels = np.zeros(train.n_items, dtype=np.float32)
-    labels[item_labeled] = np.asarray(train.labels)[item_labeled]
-    labels[~item_labeled] = pseudo
-    return train.with_labels(labels)
 
 
 class Projection:

@@ -5,7 +5,11 @@
   `baselines.gbdt.semi_supervised`), then a new grid is trained on labeled + pseudo-labeled QGs;
 - ``gbdt-pca``: the first k components of a PCA of all train features are appended to the
   train, vali and test features, k in ``gbdt.pca_components`` ({5, 10, 15});
-- ``gbdt-pca-pseudo``: PCA features, then pseudo-labeling, for every k.
+- ``gbdt-pca-pseudo``: PCA features, then pseudo-labeling, for every k;
+- ``gbdt.teacher=<run dir>`` (the pseudo variants): a finished run's scores on the unlabeled train
+  QGs (`data.teachers`; a deep ranker, an ensemble, another tree) are binned instead of those of
+  the GBDT of the labeled QGs, which is then not trained; the run is named
+  ``gbdt-pseudo~<teacher model>``.
 
 Every choice (grid point, number of rounds, k, the pseudo-labeling teacher) is made on NDCG@5 of
 the labeled vali QGs (``scarcity.val``); test is scored once, by the chosen model, through
@@ -19,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -37,7 +42,7 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     check_labels,
     min_data_cap,
 )
-from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures, pseudo_labels, with_pseudo_labels
+from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
 from scarce_ltr.baselines.tree_run import (
     Bundle,
     prepare_tree_data,
@@ -48,12 +53,18 @@ from scarce_ltr.baselines.tree_run import (
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.progress import progress_bar
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Run, run_model
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import vali_selection
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+from scarce_ltr.data.teachers import (
+    no_teacher,
+    pseudo_labels,
+    teacher_train_scores,
+    with_pseudo_labels,
+)
 
 # A LightGBM run keeps its booster beside report.json too (tools and tests read it there).
 KEPT_FILES = ("model.txt",)
@@ -73,6 +84,15 @@ class Candidate:
     outcome: GridOutcome  # the final model's grid (the student's when pseudo-labeling)
     teacher: GridOutcome | None = None
     pseudo: dict | None = None  # what the pseudo-labels look like
+
+
+@dataclass(frozen=True)
+class RunTeacher:
+    """``gbdt.teacher``: a finished run and its scores on every train item."""
+
+    run: str
+    model: str
+    scores: np.ndarray  # [n_train_items]
 
 
 class Features:
@@ -106,14 +126,18 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
         raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
     variant = VARIANTS[cfg.method]
     prepared = prepare_lightgbm_data(cfg)
+    teacher = _run_teacher(cfg, prepared)
     ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
     training = TrainingOptions.from_config(cfg)
     backend = LightGBMBackend(cfg.gbdt, training)
     tracker = run.open_tracker(asdict(cfg))
-    candidates = _fit_all(cfg, prepared, features, ks or [0], training, variant, tracker)
+    fit_args = (training, variant, tracker, teacher)
+    candidates = _fit_all(cfg, prepared, features, ks or [0], *fit_args)
     chosen, scores = save_chosen(run, prepared, backend, features, candidates)
     report = _report(cfg, prepared, backend, candidates, chosen, scores)
+    if teacher is not None:
+        report["teacher"] = {"run": str(Path(teacher.run).resolve()), "model": teacher.model}
     log_rounds(tracker, report["rounds_vali_ndcg@5"])
     bundle = with_pca(backend.bundle(chosen.outcome.best_fit), features.pca, chosen.k)
     return write_tree_run(run, prepared, report, bundle, keep=KEPT_FILES, start=start)
@@ -123,6 +147,15 @@ def log_rounds(tracker: Tracker, curve: list[float]) -> None:
     """The chosen model's vali NDCG@5 after each boosting round, as a W&B curve."""
     for i, value in enumerate(curve):
         tracker.log({"round/index": i + 1, "round/vali_ndcg@5": value})
+
+
+def _run_teacher(cfg: BaselineConfig, prepared: PreparedData) -> RunTeacher | None:
+    """``gbdt.teacher``'s train scores, checked against this run's data and labels."""
+    if no_teacher(cfg.gbdt.teacher):
+        return None
+    path = cfg.gbdt.teacher
+    scores = teacher_train_scores(path, cfg, prepared, key="gbdt.teacher")
+    return RunTeacher(run=path, model=run_model(path) or Path(path).name, scores=scores)
 
 
 def prepare_lightgbm_data(cfg: BaselineConfig) -> PreparedData:
@@ -140,17 +173,19 @@ def _fit_all(
     training: TrainingOptions,
     variant: Variant,
     tracker: Tracker,
+    teacher: RunTeacher | None = None,
 ) -> list[Candidate]:
     """One candidate per PCA size (``[0]``: none), each chosen on vali within its feature set."""
     with progress_bar(
-        total=_total_fits(cfg, prepared, variant, len(ks)), desc=cfg.method, unit="fit"
+        total=_total_fits(cfg, prepared, variant, len(ks), teacher), desc=cfg.method, unit="fit"
     ) as progress:
 
         def on_point(result: PointResult) -> None:
             tracker.log({"grid": result.as_dict()}, step=progress.n)
             progress.update()
 
-        return [_fit_features(cfg, prepared, features, k, training, variant, on_point) for k in ks]
+        args = (training, variant, on_point, teacher)
+        return [_fit_features(cfg, prepared, features, k, *args) for k in ks]
 
 
 def save_chosen(
@@ -199,8 +234,10 @@ def _fit_features(
     training: TrainingOptions,
     variant: Variant,
     on_point: Callable[[PointResult], None],
+    teacher: RunTeacher | None = None,
 ) -> Candidate:
-    """The grid on one feature set; with pseudo-labeling, the teacher's grid, then the student's."""
+    """The grid on one feature set; with pseudo-labeling, the teacher's grid (none with a run as
+    ``teacher``), then the student's."""
     train, vali = features.split("train", k), features.split("vali", k)
     labels = prepared.labels
     labeled_vali = vali.subset(np.flatnonzero(labels.vali_labeled))
@@ -210,20 +247,30 @@ def _fit_features(
         return vali_selection(prepared, scores, cfg.metrics)
 
     grid = dict(training=training, score_vali=score_vali, pca_components=k, on_point=on_point)
-    data = RankingData(
-        train=train.subset(np.flatnonzero(labels.train_labeled)),
-        vali=labeled_vali,
-        num_threads=training.num_threads,
-        params=training.params,
-    )
-    outcome = run_search(cfg.gbdt, data=data, phase="labeled", **grid)
-    if not variant.pseudo:
-        return Candidate(k=k, outcome=outcome)
-    if labels.train_labeled.all():
-        print(f"{cfg.method}: every train QG is labeled; nothing to pseudo-label", file=sys.stderr)
-        return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
-    del data  # the teacher's LightGBM datasets
-    student_train, pseudo = _pseudo_labeled(cfg, train, labels.train_labeled, outcome.best_fit)
+    unlabeled = rows_of_groups(train.offsets, np.flatnonzero(~labels.train_labeled))
+    if teacher is not None and len(unlabeled):
+        outcome = None  # the run teaches: no GBDT of the labeled QGs
+        scores = teacher.scores[unlabeled]
+    else:
+        data = RankingData(
+            train=train.subset(np.flatnonzero(labels.train_labeled)),
+            vali=labeled_vali,
+            num_threads=training.num_threads,
+            params=training.params,
+        )
+        outcome = run_search(cfg.gbdt, data=data, phase="labeled", **grid)
+        if not variant.pseudo:
+            return Candidate(k=k, outcome=outcome)
+        if labels.train_labeled.all():
+            print(
+                f"{cfg.method}: every train QG is labeled; nothing to pseudo-label", file=sys.stderr
+            )
+            return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
+        del data  # the teacher's LightGBM datasets
+        scores = outcome.best_fit.predict(
+            train.features[unlabeled], num_threads=cfg.gbdt.num_threads
+        )
+    student_train, pseudo = _pseudo_labeled(cfg, train, labels.train_labeled, scores)
     data = RankingData(
         train=student_train,
         vali=labeled_vali,
@@ -235,12 +282,11 @@ def _fit_features(
 
 
 def _pseudo_labeled(
-    cfg: BaselineConfig, train: RankingSplit, labeled: np.ndarray, teacher: Fit
+    cfg: BaselineConfig, train: RankingSplit, labeled: np.ndarray, scores: np.ndarray
 ) -> tuple[RankingSplit, dict]:
-    """Every train QG, the unlabeled ones with the teacher's levels; a summary of the levels."""
+    """Every train QG, the unlabeled ones with the levels of the teacher's ``scores`` (of their
+    items, in train order); a summary of the levels."""
     unlabeled = np.flatnonzero(~labeled)
-    rows = rows_of_groups(train.offsets, unlabeled)
-    scores = teacher.predict(train.features[rows], num_threads=cfg.gbdt.num_threads)
     levels = pseudo_labels(scores, levels=cfg.gbdt.pseudo_levels, binning=cfg.gbdt.pseudo_binning)
     counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
     summary = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
@@ -248,11 +294,20 @@ def _pseudo_labeled(
 
 
 def _total_fits(
-    cfg: BaselineConfig, prepared: PreparedData, variant: Variant, n_feature_sets: int
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    variant: Variant,
+    n_feature_sets: int,
+    teacher: RunTeacher | None = None,
 ) -> int:
     labeled = prepared.labels.labeled_train().n_items
-    per_set = search_fits(cfg.gbdt, min_data_cap(labeled))
-    if variant.pseudo and not prepared.labels.train_labeled.all():
+    everything = prepared.labels.train_labeled.all()
+    per_set = (
+        0
+        if teacher is not None and not everything
+        else search_fits(cfg.gbdt, min_data_cap(labeled))
+    )
+    if variant.pseudo and not everything:
         per_set += search_fits(cfg.gbdt, min_data_cap(prepared.train.n_items))
     return per_set * n_feature_sets
 

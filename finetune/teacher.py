@@ -1,0 +1,114 @@
+"""A deep ranker taught by a finished run on the unlabeled train QGs (``teacher=<run dir>``).
+
+The unlabeled train QGs join training beside the labeled ones, with targets from the teacher's
+saved scores on them (`data.teachers`): ``teaching.targets=soft`` keeps the scores, z-scored
+within each QG (so a tree's raw scores, a network's and an ensemble's rank-normalised ones teach
+alike), and learns them with `distillation_loss` at ``teaching.temperature``;
+``teaching.targets=buckets`` bins them into relevance levels (`data.teachers.pseudo_labels`,
+global bins as gbdt-pseudo does; as many levels as the labeled QGs' grades unless
+``teaching.levels``) and learns them with the run's own loss. Each batch's loss is the labeled
+QGs' loss plus ``teaching.weight`` times the taught QGs' loss. The labeled QGs never see the
+teacher, and epochs and checkpoints are still chosen on the labeled vali QGs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scarce_ltr.core.runs import run_model
+from scarce_ltr.data.pipeline import PreparedData
+from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.teachers import (
+    TeachingConfig,
+    no_teacher,
+    pseudo_labels,
+    teacher_train_scores,
+    with_pseudo_labels,
+)
+from scarce_ltr.finetune.loop import training_groups
+from scarce_ltr.finetune.losses.distillation import distillation_loss
+
+
+@dataclass(frozen=True)
+class Teaching:
+    """What `finetune.loop.fit` trains on with a teacher."""
+
+    split: RankingSplit  # prepared.train: true labels on labeled QGs, targets on the others
+    groups: np.ndarray  # [n] train QGs trained on: the labeled ones with a relevant item, taught
+    taught: np.ndarray  # [n_train_groups] bool: the unlabeled QGs, with teacher targets
+    config: TeachingConfig
+    summary: dict  # the report's ``teacher`` entry
+
+    def loss(self, loss_fn, scores, labels, *, mask, groups: torch.Tensor) -> torch.Tensor:
+        """The labeled QGs' ``loss_fn`` plus ``weight`` x the taught QGs' loss, of one batch
+        ``[B, L]`` whose rows are the train QGs ``groups`` ``[B]``."""
+        taught = torch.from_numpy(self.taught[groups.cpu().numpy()]).to(scores.device)
+        total = scores.new_zeros(())
+        if (~taught).any():
+            total = total + loss_fn(scores[~taught], labels[~taught], mask=mask[~taught])
+        if taught.any():
+            s, t, m = scores[taught], labels[taught], mask[taught]
+            if self.config.targets == "soft":
+                part = distillation_loss(s, t, mask=m, temperature=self.config.temperature)
+            else:
+                part = loss_fn(s, t, mask=m)
+            total = total + self.config.weight * part
+        return total
+
+
+def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
+    """``cfg.teacher``'s targets on ``prepared``'s unlabeled train QGs; None without a teacher
+    or without an unlabeled train QG (then the run is the same as without a teacher)."""
+    teacher = getattr(cfg, "teacher", None)
+    if no_teacher(teacher):
+        return None
+    assert teacher is not None
+    config: TeachingConfig = cfg.teaching  # type: ignore[attr-defined]
+    scores = teacher_train_scores(teacher, cfg, prepared)
+    labels, train = prepared.labels, prepared.train
+    unlabeled = np.flatnonzero(~labels.train_labeled & (train.group_sizes > 0))
+    summary = {
+        "run": str(Path(teacher).resolve()),
+        "model": run_model(teacher) or Path(teacher).name,
+        "targets": config.targets,
+        "weight": config.weight,
+        "n_groups": len(unlabeled),
+    }
+    if not len(unlabeled):
+        return None
+    rows = rows_of_groups(train.offsets, np.flatnonzero(~labels.train_labeled))
+    if config.targets == "soft":
+        targets = _zscore_within_groups(scores, train.offsets)[rows].astype(np.float32)
+        summary["temperature"] = config.temperature
+    else:
+        levels = config.levels or _grades(prepared)
+        targets = pseudo_labels(scores[rows], levels=levels)
+        summary["levels"] = levels
+    taught = ~labels.train_labeled
+    groups = np.union1d(training_groups(prepared), unlabeled)
+    split = with_pseudo_labels(train, labels.train_labeled, targets)
+    return Teaching(split=split, groups=groups, taught=taught, config=config, summary=summary)
+
+
+def _grades(prepared: PreparedData) -> int:
+    """Relevance levels the labeled train QGs use (highest grade + 1, at least 2)."""
+    labeled = prepared.labels.labeled_train()
+    top = float(np.max(labeled.labels)) if labeled.n_items else 1.0
+    return max(int(np.ceil(top)) + 1, 2)
+
+
+def _zscore_within_groups(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``[n_items]`` scores minus their QG's mean over their QG's std (0 where it is 0)."""
+    sizes = np.diff(offsets)
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    count = np.maximum(sizes, 1)
+    mean = np.bincount(group, weights=scores, minlength=len(sizes)) / count
+    centred = scores - mean[group]
+    std = np.sqrt(np.bincount(group, weights=centred**2, minlength=len(sizes)) / count)
+    safe = np.where(std > 0, std, 1.0)
+    return np.where(std[group] > 0, centred / safe[group], 0.0)
