@@ -94,7 +94,7 @@ class SearchConfig:
 
     n_trials: int = 0  # 0: off; the trees' budget is 30 (configs/sweep/hybrid.yaml)
     lr: list[float] = field(default_factory=lambda: [1e-5, 1e-2])  # [low, high], log scale
-    # [low, high], log scale (trial 0 takes the low end for a weight decay of 0)
+    # 0, or [low, high] on a log scale (a categorical weight_decay_on first)
     weight_decay: list[float] = field(default_factory=lambda: [1e-7, 1e-2])
     dropout: list[float] = field(default_factory=lambda: [0.0, 0.5])  # the head's (the model's)
     head_epochs: list[int] = field(default_factory=lambda: [10, 100])  # [low, high]

@@ -45,6 +45,10 @@ from scarce_ltr.finetune.grid import (
 )
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
+# Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
+# then the log-scale value when on. 0 (the recipe's weight decay) is then a point of the space,
+# so the recipe's trials train exactly the fixed recipe.
+OPTIONAL_KEYS = ("weight_decay",)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,11 @@ class Space:
             start = {k: _clip(config, k, point[k]) for k in searched if k in point}
             if "loss" in start and start["loss"] is None:
                 del start["loss"]
+            for key in OPTIONAL_KEYS:
+                if key in start:
+                    start[f"{key}_on"] = point[key] != 0
+                    if point[key] == 0:
+                        del start[key]
             start |= {k: point[k] for k in choices if point.get(k) in choices[k]}
             if start not in first:
                 first.append(start)
@@ -87,6 +96,8 @@ class Space:
             span = getattr(self.config, key)
             if key == "loss":
                 params[key] = trial.suggest_categorical(key, list(span))
+            elif key in OPTIONAL_KEYS and not trial.suggest_categorical(f"{key}_on", [False, True]):
+                params[key] = 0.0
             elif key in INTEGER_KEYS:
                 params[key] = trial.suggest_int(key, span[0], span[1], log=key in LOG_SCALE)
             else:

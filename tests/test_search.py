@@ -100,6 +100,18 @@ def test_search_is_seeded_and_keeps_the_vali_best_trial(
     assert [t["lr"] for t in _trials(other)][1:] != [t["lr"] for t in trials][1:]
 
 
+def test_the_first_trials_are_the_fixed_grid(tmp_path: Path) -> None:
+    """resnet's search starts with its grid's three rates, the other keys as configured
+    (weight decay 0 included): the same models, so vali can only choose at least as well."""
+    fixed = run([*RESNET, "epochs=3", f"run_dir={tmp_path / 'fixed'}"])
+    searched = run([*RESNET, *DEEP_SEARCH, f"run_dir={tmp_path / 'search'}"])
+    trials = searched["search"]["trials"]
+    assert [t["lr"] for t in trials] == [p["lr"] for p in fixed["grid"]]
+    assert all(t["weight_decay"] == 0.0 and t["loss"] == "lambdarank" for t in trials)
+    assert [t["best_vali_ndcg@5"] for t in trials] == [p["best_vali_ndcg@5"] for p in fixed["grid"]]
+    assert _metrics(searched) == _metrics(fixed)
+
+
 def _killed_run(args: list[str], tmp_path: Path, kill_at: int) -> int:
     """Run the command in a forked child killed (SIGKILL) at its ``kill_at``-th write; its
     exit code, negative for the signal; ``kill_at`` 0: run to the end, return the writes."""
