@@ -14,6 +14,8 @@ from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, grid_size
 
 WEIGHTINGS = ("grid", "uniform", "crossfit")
+# What makes an ensemble the stack ``stack:<model>,...`` (`EnsembleConfig.is_stack`).
+STACK_OPTIONS = ("normalize=rank", "weights=crossfit")
 MAX_WEIGHT_VECTORS = 20000  # each one is scored on vali
 
 

@@ -10,7 +10,9 @@ the saved scores of its members' cells of the same data set, label setting and s
 after them, and every member must be a model of the sweep itself. ``seed-ensemble:<model>`` is
 the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of ``<model>`` with
 seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
-uses the encoder of seed s), averaged with uniform weights.
+uses the encoder of seed s), averaged with uniform weights. ``stack:<model>,<model>,...`` is
+planned as ``ensemble:`` is, its job with ``normalize=rank weights=crossfit`` (after the sweep's
+ensemble overrides, so that they hold): rank-normalised scores with cross-fitted weights.
 
 A taught model ``<student>~<teacher>`` (``simclr-rank+full~gbdt-optuna``,
 ``gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna``) is the student's job with
@@ -48,9 +50,10 @@ from pathlib import Path
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import (
-    ENSEMBLE_PREFIX,
     HYBRID_BASELINES,
+    MIX_PREFIXES,
     SEED_ENSEMBLE_PREFIX,
+    STACK_PREFIX,
     TAUGHT_TREES,
     combine_methods,
     ensemble_members,
@@ -61,6 +64,7 @@ from scarce_ltr.core.runs import (
 )
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.ensembles.config import STACK_OPTIONS
 
 SEED_STRIDE = 1000  # member j of the seed ensemble of sweep seed s trains with seed s + 1000 j
 # An ensemble trains nothing: of the sweep's common overrides it takes the keys every stage has
@@ -104,13 +108,13 @@ class SweepCell:
 def check_ensembles(models: list[str]) -> None:
     """Stop unless every sweep ensemble mixes two or more other (non-ensemble) sweep models."""
     for model in models:
-        if not model.startswith(ENSEMBLE_PREFIX):
+        if not model.startswith(MIX_PREFIXES):
             continue
         members = ensemble_members(model)
         if len(set(members)) != len(members):
             raise UserError(f"sweep model '{model}': a member appears twice")
         for member in members:
-            if member.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)) or member not in models:
+            if member.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)) or member not in models:
                 raise UserError(
                     f"sweep model '{model}': member '{member}' is not a (non-ensemble) model "
                     f"of this sweep; add it to models: {', '.join(models)}"
@@ -138,7 +142,7 @@ def check_teachers(models: list[str]) -> None:
     """Stop unless every taught model's teacher is an untaught model of the sweep (its run is
     the cell of the same data set, fold, label setting and seed)."""
     for model in models:
-        if model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+        if model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
             members = [model.removeprefix(SEED_ENSEMBLE_PREFIX)]
             if model.startswith(SEED_ENSEMBLE_PREFIX) and split_teacher(members[0])[1]:
                 raise UserError(
@@ -204,7 +208,7 @@ def pretraining_methods(models: list[str]) -> list[str]:
     """Every ``<method>[@<variant>]`` the sweep pretrains, in order of first mention."""
     found: list[str] = []
     for model in models:
-        for member in ensemble_members(model) if model.startswith(ENSEMBLE_PREFIX) else [model]:
+        for member in ensemble_members(model) if model.startswith(MIX_PREFIXES) else [model]:
             member = member.removeprefix(SEED_ENSEMBLE_PREFIX)
             methods = combine_methods(member)
             if methods is None:
@@ -274,9 +278,9 @@ def _check_pretrain_overrides(method: str, overrides: list[str], where: str) -> 
 def _sweep_job(model: str) -> tuple[str | None, str, str]:
     """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
     model's: its student's)."""
-    if not model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+    if not model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
         model = split_teacher(model)[0]
-    if model.startswith((ENSEMBLE_PREFIX, SEED_ENSEMBLE_PREFIX)):
+    if model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
         return None, "ensemble", ""
     if model in HYBRID_BASELINES:
         raise UserError(
@@ -460,7 +464,7 @@ class _Planner:
             return self._ensemble_job(
                 dataset, model, seed, tag, fixed, members, ["weights=uniform"]
             )
-        if model.startswith(ENSEMBLE_PREFIX):
+        if model.startswith(MIX_PREFIXES):
             members = [
                 self._model_job(dataset, m, seed, tag, setting) for m in ensemble_members(model)
             ]
@@ -551,6 +555,8 @@ class _Planner:
         runs = _runs_override(members)
         extra = [runs, *options, *self.cfg.overrides.ensemble]
         extra += self.cfg.overrides.per_model.get(model, [])
+        if model.startswith(STACK_PREFIX):  # last, so that they win: the name says them
+            extra += STACK_OPTIONS
         depends = [m.key for m in members]
         return self._add(dataset, model, "ensemble", "", seed, tag, [*shared, *extra], depends)
 
