@@ -129,9 +129,10 @@ def run_all(args) -> list[dict]:
         for _, _, folder, base in cells(args)
         for job in downstream_runs(args, base, folder).values()
     ]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        list(pool.map(lambda job: cli(*job, threads=threads), pretrain_jobs))
-        list(pool.map(lambda job: cli(*job, threads=threads), labeled_jobs))
+    if not args.table_only:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda job: cli(*job, threads=threads), pretrain_jobs))
+            list(pool.map(lambda job: cli(*job, threads=threads), labeled_jobs))
     rows = []
     for fold, seed, folder, base in cells(args):
         row: dict = {"fold": fold, "seed": seed}
@@ -155,12 +156,13 @@ def _report(run_dir: Path) -> dict | None:
     return json.loads(path.read_text())
 
 
-def _cell(values: list[float]) -> str:
+def _cell(values: list, digits: int = 3) -> str:
     kept = [v for v in values if v is not None and np.isfinite(v)]
     if not kept:
-        return "failed"
-    spread = f" ± {np.std(kept, ddof=1):.3f}" if len(kept) > 1 else ""
-    return f"{np.mean(kept):.3f}{spread}"
+        return "missing"  # failed, or not finished
+    spread = f" ± {np.std(kept, ddof=1):.{digits}f}" if len(kept) > 1 else ""
+    n = f" (n={len(kept)})" if len(kept) < len(values) else ""
+    return f"{np.mean(kept):.{digits}f}{spread}{n}"
 
 
 def _paired(a: list[float], b: list[float]) -> str:
@@ -190,20 +192,27 @@ def tables(rows: list[dict], args) -> str:
         knn = [(r[source].get(key) or {}).get("knn_ndcg@5") for r in rows]
         rank = [(r[source].get(key) or {}).get("effective_rank_vali") for r in rows]
         epochs = [r[source].get("pretrained_epoch") for r in rows] if key == "pretrained" else []
-        chosen = _cell([e for e in epochs if e is not None]) if epochs else "-"
-        lines.append(f"| {label} | {_cell(knn)} | {_cell(rank)} | {chosen} |")
+        chosen = _cell([e for e in epochs if e is not None], 1) if epochs else "-"
+        lines.append(f"| {label} | {_cell(knn)} | {_cell(rank, 1)} | {chosen} |")
     models = [k for k in rows[0] if isinstance(rows[0][k], dict) and "test" in rows[0][k]]
     lines += [
         "",
-        "| model | vali NDCG@5 | test NDCG@5 | test, paired against resnet |",
-        "|---|---|---|---|",
+        "| model | vali NDCG@5 | test NDCG@5 | test, paired against resnet "
+        "| test, paired against the same recipe on the random encoder |",
+        "|---|---|---|---|---|",
     ]
     resnet = [r["resnet"]["test"] for r in rows]
     for name in models:
         vali = [r[name]["vali"] for r in rows]
         test = [r[name]["test"] for r in rows]
         margin = "-" if name == "resnet" else _paired(test, resnet)
-        lines.append(f"| {name} | {_cell(vali)} | {_cell(test)} | {margin} |")
+        recipe, _, encoder = name.rpartition(" ")
+        same = f"{recipe} random"
+        if encoder in ("random", "resnet") or same not in rows[0]:
+            gain = "-"
+        else:
+            gain = _paired(test, [r[same]["test"] for r in rows])
+        lines.append(f"| {name} | {_cell(vali)} | {_cell(test)} | {margin} | {gain} |")
     return "\n".join(lines)
 
 
@@ -216,7 +225,9 @@ def main() -> None:
     parser.add_argument("--replace-p", type=float, default=0.5)
     parser.add_argument("--finetune-lr", type=float, default=2e-4)  # the hybrid sweep's
     parser.add_argument("--lrs", nargs="+", type=float, default=[1e-2, 1e-3, 1e-4])  # resnet's
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1)  # runs at a time
+    # Read the finished runs only (a run still going, or not started, counts as missing).
+    parser.add_argument("--table-only", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_diagnosis")
     args = parser.parse_args()
     start = time.perf_counter()
