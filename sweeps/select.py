@@ -53,7 +53,7 @@ RULE = (
 
 ROBUST_RULE = (
     "the simpler model unless a more complex one wins clearly: the vali-best of each simplicity "
-    "level (fixed-grid tree < searched tree < deep ranker < built on other models < mix) "
+    "level (tree < deep ranker < built on other models < mix) "
     "challenges the incumbent, and takes over when a paired bootstrap over the vali QGs of all "
     "units (per-QG vali NDCG@{select_k}) gives one-sided p < {alpha}; test metrics never enter"
 )

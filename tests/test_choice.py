@@ -18,6 +18,7 @@ from tiny import tiny_data
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.core.robust_choice import keep_simpler
+from scarce_ltr.core.runs import model_group
 from scarce_ltr.data.evaluation import save_scores, vali_metrics
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
@@ -45,6 +46,7 @@ def _ndcgs(right: set[int]) -> np.ndarray:
 TREE = set(range(20))
 OVERFIT = (TREE - {0, 1}) | {20, 21, 22}
 CLEAR = set(range(28))
+COMPLEX = "ensemble:gbdt,resnet"  # a mix: the most complex level
 
 
 def test_keeps_the_simpler_model_unless_the_other_wins_clearly() -> None:
@@ -73,11 +75,11 @@ def test_keeps_the_simpler_model_unless_the_other_wins_clearly() -> None:
 
 def test_simplicity_levels_from_names() -> None:
     levels = {
-        "gbdt": 0, "gbdt-pseudo": 0, "gbdt-optuna": 1, "catboost": 1, "xgboost": 1,
-        "resnet": 2, "simclr-rank+full": 2, "simclr-rank@zero0.1+full": 2,
-        "gbdt-ssl+simclr-rank": 3, "simclr-rank+simsiam+combine": 3, "resnet~gbdt-optuna": 3,
-        "ensemble:gbdt,resnet": 4, "stack:gbdt,resnet": 4, "seed-ensemble:resnet": 4,
-        "ensemble:gbdt,gbdt-optuna": 4,
+        "gbdt": 0, "gbdt-pseudo": 0, "gbdt-optuna": 0, "catboost": 0, "xgboost": 0,
+        "resnet": 1, "simclr-rank+full": 1, "simclr-rank@zero0.1+full": 1,
+        "gbdt-ssl+simclr-rank": 2, "simclr-rank+simsiam+combine": 2, "resnet~gbdt-optuna": 2,
+        "ensemble:gbdt,resnet": 3, "stack:gbdt,resnet": 3, "seed-ensemble:resnet": 3,
+        "ensemble:gbdt,gbdt-optuna": 3,
     }  # fmt: skip
     assert {model: simplicity(model) for model in levels} == levels
 
@@ -121,11 +123,11 @@ def _run(folder: Path, right: set[int]) -> Path:
 def _rows(tmp_path: Path, challenger: set[int], tests: dict[str, float]) -> list[dict]:
     rows = []
     for fold in (1, 2):
-        for model, right in (("gbdt", TREE), ("gbdt-optuna", challenger)):
-            folder = _run(tmp_path / f"{model}-{fold}", right)
+        for model, right in (("gbdt", TREE), (COMPLEX, challenger)):
+            folder = _run(tmp_path / f"{model.replace(':', '-')}-{fold}", right)
             rows.append(
                 {"dataset": "ohsumed", "setting": "frac=0.2", "fraction": 0.2, "fold": fold,
-                 "seed": 0, "model": model, "group": "gbdt", "run_dir": str(folder),
+                 "seed": 0, "model": model, "group": model_group(model), "run_dir": str(folder),
                  "policy": "skip", "vali_ndcg@5": _ndcgs(right).mean(),
                  "test_ndcg@5": tests[model] + 0.01 * fold, "status": "done"}
             )  # fmt: skip
@@ -133,11 +135,11 @@ def _rows(tmp_path: Path, challenger: set[int], tests: dict[str, float]) -> list
 
 
 def test_unit_study_and_select_keep_the_tree_when_vali_overfits(tmp_path) -> None:
-    rows = _rows(tmp_path, OVERFIT, {"gbdt": 0.50, "gbdt-optuna": 0.45})
+    rows = _rows(tmp_path, OVERFIT, {"gbdt": 0.50, COMPLEX: 0.45})
     units = unit_study(rows)
     assert len(units) == 2 and {u["fold"] for u in units} == {1, 2}
-    assert all(u["argmax_model"] == "gbdt-optuna" and u["robust_model"] == "gbdt" for u in units)
-    assert all(u["tree_model"] == "gbdt-optuna" for u in units)  # the vali-best tree
+    assert all(u["argmax_model"] == COMPLEX and u["robust_model"] == "gbdt" for u in units)
+    assert all(u["tree_model"] == "gbdt" for u in units)  # the unit's one tree
     (summary,) = setting_summary(units)
     assert summary["n_units"] == 2 and summary["n_differ"] == 2
     assert summary["robust_test_mean"] == pytest.approx(0.515)
@@ -145,15 +147,15 @@ def test_unit_study_and_select_keep_the_tree_when_vali_overfits(tmp_path) -> Non
     assert summary["robust_vs_argmax"] == pytest.approx(0.05)
     # select's rule=robust: the same rule over both units' QGs pooled.
     entries = stats.model_table(rows, k=5, select_k=5)
-    assert stats.choose_best(entries)["model"] == "gbdt-optuna"  # rule=argmax
+    assert stats.choose_best(entries)["model"] == COMPLEX  # rule=argmax
     runs = {(r["dataset"], r["setting"], r["model"], (r["fold"], r["seed"])): r for r in rows}
     chosen, details = choose_robust(entries, runs)
     assert chosen["model"] == "gbdt" and details["n_groups"] == 2 * N_GROUPS
     assert not details["challenges"][0]["switched"]
     (argmax,) = select.choose(rows, k=5, select_k=5)
     (robust,) = select.choose(rows, k=5, select_k=5, rule="robust")
-    assert argmax["model"] == "gbdt-optuna" and "robust" not in argmax
-    assert robust["model"] == "gbdt" and robust["robust"]["argmax"] == "gbdt-optuna"
+    assert argmax["model"] == COMPLEX and "robust" not in argmax
+    assert robust["model"] == "gbdt" and robust["robust"]["argmax"] == COMPLEX
     assert robust["test_mean"] == pytest.approx(0.515)
     with pytest.raises(ValueError, match="rule must be one of argmax, robust"):
         select.SelectConfig(sweep="s", rule="best")
@@ -163,9 +165,9 @@ def test_unit_study_and_select_keep_the_tree_when_vali_overfits(tmp_path) -> Non
 
 
 def test_unit_study_switches_when_the_complex_model_wins_clearly(tmp_path) -> None:
-    rows = _rows(tmp_path, CLEAR, {"gbdt": 0.45, "gbdt-optuna": 0.50})
+    rows = _rows(tmp_path, CLEAR, {"gbdt": 0.45, COMPLEX: 0.50})
     units = unit_study(rows)
-    assert all(u["robust_model"] == u["argmax_model"] == "gbdt-optuna" for u in units)
+    assert all(u["robust_model"] == u["argmax_model"] == COMPLEX for u in units)
     assert setting_summary(units)[0]["n_differ"] == 0
     # A run without per-QG vali (an old scores.npz) is left out and named.
     (tmp_path / "old").mkdir()
