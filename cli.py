@@ -291,7 +291,8 @@ STAGES: dict[str, Stage] = {
     ),
     "ensemble": Stage(
         help="scores of finished runs (runs=[<run>,...]) mixed per QG after rank or z-score "
-        "normalisation (normalize=), weights chosen on vali (weights=grid) or uniform",
+        "normalisation (normalize=), weights chosen on vali (weights=grid), cross-fitted over "
+        "the vali QGs (weights=crossfit) or uniform",
         entry="scarce_ltr.ensembles.ensemble:main",
         schema="scarce_ltr.ensembles.config:EnsembleConfig",
         runs=True,
