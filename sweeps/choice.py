@@ -169,7 +169,12 @@ def choose_robust(
     """``(chosen entry, details)``: the robust choice among the `sweeps.stats.model_table`
     entries of one setting, on the vali QGs of all its units pooled. ``runs`` maps
     ``(dataset, setting, model, unit)`` to the done row. Candidates lacking a unit's per-QG vali
-    are left out; with fewer than two left, the argmax (`stats.choose_best`) stands."""
+    are left out; with fewer than two left, the argmax (`stats.choose_best`) stands.
+
+    The seeds of one fold score the same vali QGs, so their values are not independent draws:
+    each distinct (fold, QG) enters the bootstrap once, with its mean over the fold's units
+    (`_by_query`); resampling the pooled units instead would count a QG once per seed and
+    overstate the evidence."""
     units = sorted({u for e in entries for u in map(tuple, e["units"])}, key=_order)
     pooled, left_out, reference = [], [], None
     for entry in sorted(entries, key=lambda e: e["model"]):
@@ -183,7 +188,7 @@ def choose_robust(
         if any(not np.array_equal(a, b) for a, b in zip(qids, reference, strict=True)):
             left_out.append(entry["model"])
             continue
-        pooled.append((entry, np.concatenate([v for _, v in per_unit])))  # type: ignore[misc]
+        pooled.append((entry, _by_query(units, per_unit)))  # type: ignore[arg-type]
     argmax = stats.choose_best(entries)
     if len(pooled) < 2:
         fallback = "argmax (fewer than two candidates with per-QG vali)"
@@ -232,6 +237,16 @@ def select_entry(
     if rule == "robust":
         return choose_robust(entries, runs, alpha=alpha, k=k)
     raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+
+
+def _by_query(units: list[tuple], per_unit: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """``[n_distinct (fold, QG)]``: each vali QG's value averaged over the units (seeds) of its
+    fold that label it, in (fold, qid) order; NaN where it is undefined in every one."""
+    values: dict[tuple, list[float]] = defaultdict(list)
+    for (fold, _), (qids, unit_values) in zip(units, per_unit, strict=True):
+        for qid, value in zip(qids.tolist(), unit_values.tolist(), strict=True):
+            values[(fold is not None, fold or 0, qid)].append(value)
+    return np.array([_mean(np.array(values[key])) for key in sorted(values)])
 
 
 def _load(rows: list[dict]) -> tuple[list[tuple[dict, np.ndarray]], list[str]]:

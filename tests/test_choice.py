@@ -151,6 +151,10 @@ def test_unit_study_and_select_keep_the_tree_when_vali_overfits(tmp_path) -> Non
     runs = {(r["dataset"], r["setting"], r["model"], (r["fold"], r["seed"])): r for r in rows}
     chosen, details = choose_robust(entries, runs)
     assert chosen["model"] == "gbdt" and details["n_groups"] == 2 * N_GROUPS
+    # Two seeds of one fold score the same vali QGs: each QG enters the bootstrap once.
+    seeds = [{**r, "fold": 1, "seed": r["fold"]} for r in rows]
+    runs = {(r["dataset"], r["setting"], r["model"], (r["fold"], r["seed"])): r for r in seeds}
+    assert choose_robust(stats.model_table(seeds, k=5, select_k=5), runs)[1]["n_groups"] == N_GROUPS
     assert not details["challenges"][0]["switched"]
     (argmax,) = select.choose(rows, k=5, select_k=5)
     (robust,) = select.choose(rows, k=5, select_k=5, rule="robust")
