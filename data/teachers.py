@@ -109,19 +109,29 @@ def teacher_train_scores(
 
 def check_teacher(teacher: str, cfg: CommonConfig, *, key: str = "teacher") -> None:
     """Stop unless ``teacher`` is a finished run with scores on ``cfg``'s data and labels."""
-    path = Path(teacher)
+    check_scored_run(teacher, cfg, key=key, role="a teacher is", who="this run")
+
+
+def check_scored_run(
+    run: str, cfg: CommonConfig, *, key: str, role: str, who: str, **label_message: str
+) -> None:
+    """Stop unless ``run`` finished with saved scores (``scores.npz``) on ``cfg``'s data and
+    labels: what a teacher and an ensemble's member must be. ``role`` ("a teacher is", "an
+    ensemble takes") opens the hint for a run that scored nothing; ``label_message`` passes
+    ``use``/``remedy`` to `check_same_labels`."""
+    path = Path(run)
     if not path.is_dir():
-        raise UserError(f"{key}: {teacher}: no such run directory")
+        raise UserError(f"{key}: {run}: no such run directory")
     if not (path / SCORES).is_file():
         raise UserError(
-            f"{key}: {teacher}: no {SCORES}; a teacher is a finished finetuning, baseline or "
-            "ensemble run (pretraining runs score no item)"
+            f"{key}: {run}: no {SCORES}; {role} a finished finetuning, baseline or ensemble run "
+            "(pretraining runs score no item)"
         )
     if not is_done(path):
-        raise UserError(f"{key}: {teacher}: has not finished (no DONE); finish it first")
+        raise UserError(f"{key}: {run}: has not finished (no DONE); finish it first")
     config = asdict(read_config(path, CommonConfig))
-    check_same_data(teacher, config["data"], cfg, key=key, who="this run")
-    check_same_labels(teacher, config, cfg, key=key, who="this run")
+    check_same_data(run, config["data"], cfg, key=key, who=who)
+    check_same_labels(run, config, cfg, key=key, who=who, **label_message)
 
 
 def check_same_data(run: str, data: dict, cfg: CommonConfig, *, key: str, who: str) -> None:

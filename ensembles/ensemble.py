@@ -37,7 +37,6 @@ from scarce_ltr.core.runs import (
     Run,
     is_done,
     model_group,
-    read_config,
     read_report,
     run_model,
 )
@@ -49,8 +48,7 @@ from scarce_ltr.data.evaluation import (
     selection_rule,
 )
 from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
-from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.data.teachers import check_same_data, check_same_labels
+from scarce_ltr.data.teachers import check_scored_run
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
 from scarce_ltr.ensembles.weighting import choose_weights
@@ -148,23 +146,11 @@ def _write_bundle(run: Run, prepared: PreparedData, metrics: dict, cfg, weights)
 
 def check_member(run: str, cfg: EnsembleConfig) -> None:
     """Stop unless ``run`` finished with saved scores on the ensemble's data and labels."""
-    path = Path(run)
-    if not path.is_dir():
-        raise UserError(f"runs: {run}: no such run directory")
-    if not (path / SCORES).is_file():
-        raise UserError(
-            f"runs: {run}: no {SCORES}; an ensemble takes finished finetuning, baseline or "
-            "ensemble runs (pretraining runs score no item)"
-        )
-    if not is_done(path):
-        raise UserError(f"runs: {run}: has not finished (no DONE); finish it first")
-    config = asdict(read_config(path, CommonConfig))
-    check_same_data(run, config["data"], cfg, key="runs", who="this ensemble")
-    check_same_labels(
+    check_scored_run(
         run,
-        config,
         cfg,
         key="runs",
+        role="an ensemble takes",
         who="this ensemble",
         use="mixing them",
         remedy="for a seed ensemble, fix the labels: run every member and the ensemble with the "
