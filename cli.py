@@ -95,8 +95,9 @@ def run(argv: list[str]) -> object:
         if stage.runs:  # a run's method is its command-line name (a sweep may be renamed)
             _check_name_key(stage.name_key, name, rest)
         rest = [f"{stage.name_key}={name}", *rest]
+    schema = _load(stage.schema)
     cfg, resolved = load_config(
-        _load(stage.schema), rest, stage_file=stage_file, config_files=options.config_files
+        schema, rest, stage_file=stage_file, config_files=options.config_files
     )
     if options.print_config:
         print(to_yaml(resolved), end="")
@@ -107,7 +108,16 @@ def run(argv: list[str]) -> object:
     if stage.runs:
         the_run = Run.of(cfg, cfg.identity())
         with FolderLock(the_run.folder, what=f"{command} run"):
-            the_run.start(resolved)
+            # What the user left unset: a key a run of an older version did not write is no
+            # change when it holds that value.
+            defaults = merge_config(
+                schema,
+                rest,
+                stage_file=stage_file,
+                config_files=options.config_files,
+                defaults_only=True,
+            )
+            the_run.start(resolved, defaults=defaults)
             return _load(stage.entry)(cfg, the_run.folder)
     return _load(stage.entry)(cfg, out_dir)
 

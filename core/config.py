@@ -259,11 +259,15 @@ def merge_config(
     *,
     stage_file: Path | None = None,
     config_files: list[Path] = (),  # type: ignore[assignment]
+    defaults_only: bool = False,
 ) -> DictConfig:
     """The layers merged, not yet validated (``--help`` shows a named config's defaults with it).
 
     ``config_files`` (``--config my.yaml``) come after the stage's file and before ``key=value``;
     a top-level ``data: <name>`` in one picks the data set file as ``data=<name>`` does.
+    ``defaults_only``: the schema, the data set's file and the stage's file alone, what the user
+    did not set (`core.runs.Run.start` takes a key an older run's config lacks at this value as
+    no change); the data set is still the one the user picked.
     """
     base = OmegaConf.structured(schema)
     OmegaConf.set_readonly(base, False)
@@ -281,8 +285,9 @@ def merge_config(
         layers.append((str(_data_file(dataset)), {"data": _read_yaml(_data_file(dataset))}))
     if stage_file is not None:
         layers.append((str(stage_file), _read_yaml(stage_file)))
-    layers += user_files
-    layers.append(("command line", _parse_dotlist(dotlist)))
+    if not defaults_only:
+        layers += user_files
+        layers.append(("command line", _parse_dotlist(dotlist)))
     merged = base
     for source, layer in layers:
         merged = _merge(merged, layer, source, base, schema)

@@ -114,6 +114,8 @@ TEACHER_MARK = "~"
 TAUGHT_TREES = ("gbdt-pseudo", "gbdt-pca-pseudo")
 
 ConfigT = TypeVar("ConfigT")
+# A key a config does not hold (`_changed_keys`), told apart from one holding None.
+_ABSENT: Any = object()
 
 
 def runs_root() -> Path:
@@ -234,9 +236,14 @@ class Run:
     def done(self) -> bool:
         return is_done(self.folder)
 
-    def start(self, resolved: DictConfig) -> None:
+    def start(self, resolved: DictConfig, *, defaults: DictConfig | None = None) -> None:
         """Make the folder, clear stale temp files and write ``config.yaml``; refuse a folder
-        holding other settings. Call it holding the folder's lock."""
+        holding other settings. Call it holding the folder's lock.
+
+        ``defaults``: the stage's config as the user left it (`core.config.merge_config`,
+        ``defaults_only``). A key the folder's ``config.yaml`` lacks (a version before the key
+        wrote it) is no change where ``resolved`` holds its default: the key's default keeps
+        what that version did. Without ``defaults`` every missing key is a change."""
         make_folder(self.folder)
         if not is_rank_zero():  # DDP: rank 0 checks and writes the folder, and holds its lock
             return
@@ -259,9 +266,10 @@ class Run:
         if path.is_file() and started:
             old = _plain(OmegaConf.load(path))
             new = _plain(resolved)
+            default = _ABSENT if defaults is None else _plain(defaults)
             changed = [
                 k
-                for k in _changed_keys(old, new)
+                for k in _changed_keys(old, new, default=default)
                 if not (k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)))
             ]
             if changed:
@@ -677,8 +685,26 @@ def _plain(config: Any) -> dict:
     return {k: v for k, v in plain.items() if k not in FREE_KEYS}
 
 
-def _changed_keys(old: object, new: object, prefix: str = "") -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        keys = sorted(set(old) | set(new))
-        return [c for k in keys for c in _changed_keys(old.get(k), new.get(k), f"{prefix}{k}.")]
-    return [] if old == new else [prefix.rstrip(".")]
+def _changed_keys(
+    old: object, new: object, prefix: str = "", default: object = _ABSENT
+) -> list[str]:
+    """The dotted keys whose values differ between ``old`` and ``new``. A key ``old`` lacks is
+    no change where ``new`` holds its ``default`` (`_ABSENT`: none known); a section ``old``
+    lacks is compared key by key with its defaults, naming the keys set otherwise."""
+    if old is _ABSENT and default is not _ABSENT and new == default:
+        return []
+    if isinstance(new, dict) and (
+        isinstance(old, dict) or (old is _ABSENT and isinstance(default, dict))
+    ):
+        olds = old if isinstance(old, dict) else {}
+        defaults = default if isinstance(default, dict) else {}
+        keys = sorted(set(olds) | set(new))
+        return [
+            c
+            for k in keys
+            for c in _changed_keys(
+                olds.get(k, _ABSENT), new.get(k), f"{prefix}{k}.", defaults.get(k, _ABSENT)
+            )
+        ]
+    was = None if old is _ABSENT else old
+    return [] if was == new else [prefix.rstrip(".")]

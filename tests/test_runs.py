@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from scarce_ltr.cli import run
-from scarce_ltr.core.config import load_config
+from scarce_ltr.core.config import CONFIG_ROOT, load_config, merge_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import (
     DONE,
@@ -25,6 +25,7 @@ from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.pretrain.config import PretrainConfig
 
+FINETUNE_FULL = CONFIG_ROOT / "finetune" / "full.yaml"
 IDENTITY_KEYS = ["stage", "model", "group", "dataset", "label_setting", "seed", "version", "git"]
 
 
@@ -131,3 +132,84 @@ def test_finetune_identity_names_the_encoder(tmp_path: Path) -> None:
 def test_the_command_line_name_and_an_override_cannot_disagree(command, override) -> None:
     with pytest.raises(UserError, match="contradicts the command-line name"):
         run([*command, override, "logger=none"])
+
+
+# Keys a version before the Optuna search and the teacher did not write in a finetuning run.
+NEW_FINETUNE_KEYS = ("search", "teacher", "teaching")
+
+
+def _an_older_versions_run(folder: Path, resolved, drop=NEW_FINETUNE_KEYS) -> None:
+    """``folder`` as an older version left it: its config without ``drop``, a run that got
+    going (a checkpoint)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    old = OmegaConf.to_container(resolved)
+    for key in drop:
+        section, _, leaf = key.partition(".")
+        del (old[section] if leaf else old)[leaf or section]
+    (folder / "config.yaml").write_text(OmegaConf.to_yaml(old))
+    (folder / "checkpoint.pt").write_bytes(b"")
+
+
+def _finetune_config(overrides: list[str], stage_file: Path | None = None):
+    stage_file = stage_file or FINETUNE_FULL
+    _, resolved = load_config(FinetuneConfig, overrides, stage_file=stage_file)
+    defaults = merge_config(FinetuneConfig, overrides, stage_file=stage_file, defaults_only=True)
+    return resolved, defaults
+
+
+def test_a_run_of_an_older_version_resumes_where_its_new_keys_hold_their_defaults(
+    tmp_path: Path,
+) -> None:
+    """An upgrade mid-run: keys the older version did not write are no change at the value the
+    stage gives them (search off, no teacher); set otherwise, or a key of both changed, they
+    are."""
+    base = ["strategy=full", "pretrained=none", "seed=2"]
+    resolved, defaults = _finetune_config(base)
+    _an_older_versions_run(tmp_path, resolved)
+    Run(identity(), tmp_path).start(resolved, defaults=defaults)
+    assert "n_trials: 0" in (tmp_path / "config.yaml").read_text()  # written in full now
+
+    _an_older_versions_run(tmp_path, resolved)
+    searched, defaults = _finetune_config([*base, "search.n_trials=5"])
+    with pytest.raises(UserError, match=r"other settings \(search.n_trials differ\)"):
+        Run(identity(), tmp_path).start(searched, defaults=defaults)
+    lr, defaults = _finetune_config([*base, "optimizer.lr=0.001"])
+    with pytest.raises(UserError, match=r"other settings \(optimizer.lr differ\)"):
+        Run(identity(), tmp_path).start(lr, defaults=defaults)
+    # Without the defaults (a caller that does not know them) a missing key is a change.
+    with pytest.raises(UserError, match=r"other settings \(search, teaching differ\)"):
+        Run(identity(), tmp_path).start(resolved)
+
+
+def test_a_missing_keys_default_is_the_stage_files(tmp_path: Path) -> None:
+    """The stage's file, not the schema, gives a new key its default: a stage file that sets
+    ``search.lr`` makes that value no change, and the schema's value a change."""
+    stage_file = tmp_path / "narrow.yaml"
+    full = FINETUNE_FULL.read_text()
+    stage_file.write_text(full.replace("lr: [1.0e-5, 1.0e-2]", "lr: [1.0e-4, 1.0e-3]"))
+    base = ["strategy=full", "pretrained=none"]
+    resolved, defaults = _finetune_config(base, stage_file)
+    folder = tmp_path / "run"
+    _an_older_versions_run(folder, resolved, drop=["search.lr"])
+    Run(identity(), folder).start(resolved, defaults=defaults)
+    _an_older_versions_run(folder, resolved, drop=["search.lr"])
+    schemas, defaults = _finetune_config([*base, "search.lr=[1e-5,1e-2]"], stage_file)
+    with pytest.raises(UserError, match=r"other settings \(search.lr differ\)"):
+        Run(identity(), folder).start(schemas, defaults=defaults)
+
+
+def test_the_command_line_resumes_a_run_of_an_older_version(tmp_path: Path, monkeypatch) -> None:
+    """`cli.run` gives `Run.start` the defaults of the stage's file and data set."""
+    import scarce_ltr.finetune.train as finetune_train
+
+    monkeypatch.setattr(finetune_train, "main", lambda cfg, folder: "trained")
+    command = ["finetune", "full", "pretrained=none", "logger=none", f"run_dir={tmp_path}"]
+    assert run(command) == "trained"
+    saved = OmegaConf.load(tmp_path / "config.yaml")
+    _an_older_versions_run(tmp_path, saved)
+    assert run(command) == "trained"
+    _an_older_versions_run(tmp_path, saved)
+    with pytest.raises(UserError, match=r"other settings \(search.n_trials differ\)"):
+        run([*command, "search.n_trials=4"])
+    with pytest.raises(UserError, match=r"other settings \(seed differ\)"):
+        run([*command, "seed=7"])
