@@ -95,15 +95,23 @@ def teacher_train_scores(
             f"{key}: {teacher}: its {SCORES} has no train scores (a run made before runs kept "
             "them); run the teacher again"
         )
+    return aligned_train_scores(teacher, stored, prepared, key=key, who="this run's")
+
+
+def aligned_train_scores(
+    run: str, stored: tuple, prepared: PreparedData, *, key: str, who: str
+) -> np.ndarray:
+    """A run's stored ``(scores, offsets, qids)`` on the train items, checked to be one finite
+    score per item of ``prepared``'s train QGs (a teacher's, or an ensemble member's)."""
     scores, offsets, qids = stored
     train = prepared.train
     if not (np.array_equal(offsets, train.offsets) and np.array_equal(qids, train.qids)):
         raise UserError(
-            f"{key}: {teacher}: its train scores belong to other train QGs than this run's "
-            "data (another data set, split or file)"
+            f"{key}: {run}: its train scores belong to other train QGs than {who} data "
+            "(another data set, split or file)"
         )
     if len(scores) != train.n_items or not np.isfinite(scores).all():
-        raise UserError(f"{key}: {teacher}: its train scores are not one finite score per item")
+        raise UserError(f"{key}: {run}: its train scores are not one finite score per train item")
     return np.asarray(scores, dtype=np.float64)
 
 

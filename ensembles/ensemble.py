@@ -48,7 +48,7 @@ from scarce_ltr.data.evaluation import (
     selection_rule,
 )
 from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
-from scarce_ltr.data.teachers import check_scored_run
+from scarce_ltr.data.teachers import aligned_train_scores, check_scored_run
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
 from scarce_ltr.ensembles.weighting import choose_weights
@@ -193,16 +193,7 @@ def _read_train(run: str, path: Path, prepared: PreparedData) -> np.ndarray | No
     stored = read_train_scores(path)
     if stored is None:
         return None
-    train, offsets, qids = stored
-    mine = prepared.train
-    if not (np.array_equal(offsets, mine.offsets) and np.array_equal(qids, mine.qids)):
-        raise UserError(
-            f"runs: {run}: its train scores belong to other train QGs than this ensemble's data "
-            "(another data set, split or file)"
-        )
-    if len(train) != mine.n_items or not np.isfinite(train).all():
-        raise UserError(f"runs: {run}: its train scores are not one finite score per train item")
-    return train
+    return aligned_train_scores(run, stored, prepared, key="runs", who="this ensemble's")
 
 
 def _name(run: str, path: Path) -> tuple[str, str]:

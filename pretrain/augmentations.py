@@ -101,13 +101,27 @@ def marginal_corruption(
         ``(corrupted, drawn)`` in the shape of ``features``; ``drawn`` (bool) marks entries
         replaced by a marginal draw (the draw may hit the item itself, as in SCARF and VIME).
     """
+    return _replace_entries(
+        features,
+        mask,
+        p=p,
+        generator=generator,
+        donors=lambda items, shape: torch.randint(
+            len(items), shape, generator=generator, device=items.device
+        ),
+    )
+
+
+def _replace_entries(features, mask, *, p: float, generator: torch.Generator, donors):
+    """Replace each real entry with probability ``p`` by the same feature of a donor item;
+    ``donors(items [n, d], (n, d)) -> [n, d]`` row indices, drawn after the replacement mask
+    (the order both callers' random streams rely on). Returns ``(corrupted, drawn)``."""
     items = _items(features, mask)
     n, d = items.shape
     if n == 0:
         return features.clone(), torch.zeros_like(features, dtype=torch.bool)
     drawn = _uniform((n, d), items, generator) < p
-    donors = torch.randint(n, (n, d), generator=generator, device=items.device)
-    replaced = torch.where(drawn, items.gather(0, donors), items)
+    replaced = torch.where(drawn, items.gather(0, donors(items, (n, d))), items)
     return _restore(replaced, mask), _restore(drawn, mask)
 
 
@@ -190,15 +204,15 @@ def qg_corruption(
     Returns:
         ``(corrupted, drawn)`` in the shape of ``features``.
     """
-    items = _items(features, mask)
-    n, d = items.shape
-    if n == 0:
-        return features.clone(), torch.zeros_like(features, dtype=torch.bool)
-    groups = _groups_of(mask, groups, n)
-    drawn = _uniform((n, d), items, generator) < p
-    donors = _qg_donors(groups, (n, d), items, generator)
-    replaced = torch.where(drawn, items.gather(0, donors), items)
-    return _restore(replaced, mask), _restore(drawn, mask)
+    return _replace_entries(
+        features,
+        mask,
+        p=p,
+        generator=generator,
+        donors=lambda items, shape: _qg_donors(
+            _groups_of(mask, groups, len(items)), shape, items, generator
+        ),
+    )
 
 
 def qg_corrupt(
