@@ -27,18 +27,21 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Run
 from scarce_ltr.core.selection import select_best
+from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import LOG_SCALE, SearchConfig
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
     Candidate,
     GridTraining,
-    ReportFn,
     TrainedPoint,
     finish_grid,
     train_point,
@@ -116,8 +119,11 @@ def _clip(config: SearchConfig, key: str, value):
     return int(clipped) if key in INTEGER_KEYS else float(clipped)
 
 
-# (trial number, params) -> how that trial trains and builds its model
-MakeTrial = Callable[[int, dict], tuple[GridTraining, Candidate]]
+# (trial number, the trial's config) -> how the trial trains, and its model as a grid point of
+# that config would build it (the search gives it the trial's folder, keys and name)
+MakeTrial = Callable[[int, Any], tuple[GridTraining, Candidate]]
+# (chosen, results, metrics, cfg=the chosen trial's config) -> (report body, tracker summary)
+TrialReportFn = Callable[..., tuple[dict, dict]]
 
 
 def trial_folder(run_folder, number: int) -> GridPoint:
@@ -126,21 +132,25 @@ def trial_folder(run_folder, number: int) -> GridPoint:
 
 def run_search(
     run: Run,
+    cfg: CommonConfig,
     space: Space,
     *,
-    seed: int,
+    with_params: Callable[[Any, dict], Any],
     make_trial: MakeTrial,
-    report: ReportFn,
+    report: TrialReportFn,
     desc: str,
-    on_trial: Callable[[int, dict], None] | None = None,
+    on_trial: Callable[[int, dict], None],
 ) -> dict:
-    """Run ``space.config.n_trials`` trials (each ``make_trial(number, params)``), keep the
-    vali-best, score it once on vali and test, and finish ``run`` through ``report``.
+    """Run ``space.config.n_trials`` trials of ``cfg`` (each ``with_params(cfg, params)``,
+    trained as ``make_trial`` says), keep the vali-best, score it once on vali and test, and
+    finish ``run`` through ``report`` (given the chosen trial's config) plus ``search``.
 
-    A trial's result holds ``trial``, ``params`` and ``seconds`` beside the grid point's keys.
+    A trial's result holds ``trial``, ``params`` and ``seconds`` beside the grid point's keys;
+    ``on_trial(number, row)`` gets its params and vali score once it is done.
     """
     optuna = _optuna()
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    sampler = optuna.samplers.TPESampler(seed=cfg.seed)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
     n_trials = space.config.n_trials
     for point in space.first[:n_trials]:
         study.enqueue_trial(point)
@@ -150,7 +160,8 @@ def run_search(
     for number in range(n_trials):
         trial = study.ask()
         params = space.suggest(trial)
-        training, candidate = make_trial(number, params)
+        training, candidate = make_trial(number, with_params(cfg, params))
+        candidate = _as_trial(candidate, run.folder, number, params, desc)
         start = time.perf_counter()
         point = train_point(training, candidate, in_grid=True)
         _check_params(candidate, point.result, params)
@@ -165,13 +176,46 @@ def run_search(
         if best == number:
             chosen = point  # the earlier best's model is dropped
         _progress(desc, number, n_trials, point.result, results[best], time.perf_counter() - start)
-        if on_trial is not None:
-            on_trial(number, point.result)
+        row = {"trial": number, **point.result["params"], BEST_VALI: point.result[BEST_VALI]}
+        on_trial(number, row)
     assert chosen is not None, "a search has at least one trial"
-    return finish_grid(run, trainings[chosen.result["trial"]], chosen, results, report=report)
+    search_report = partial(
+        _search_report, cfg=cfg, space=space, with_params=with_params, report=report
+    )
+    training = trainings[chosen.result["trial"]]
+    return finish_grid(run, training, chosen, results, report=search_report)
 
 
-def trial_keys(number: int, params: dict, lr: float) -> dict:
+def _search_report(
+    chosen: TrainedPoint,
+    results: list[dict],
+    metrics: dict,
+    *,
+    cfg: CommonConfig,
+    space: Space,
+    with_params: Callable[[Any, dict], Any],
+    report: TrialReportFn,
+) -> tuple[dict, dict]:
+    """The stage's report of the chosen trial's config, and the search's own key."""
+    trial_cfg = with_params(cfg, chosen.result["params"])
+    body, tracker_summary = report(chosen, results, metrics, cfg=trial_cfg)
+    body["search"] = summary(results, chosen, seed=cfg.seed, space=space)
+    return body, tracker_summary
+
+
+def _as_trial(
+    candidate: Candidate, run_folder: Path, number: int, params: dict, desc: str
+) -> Candidate:
+    """``candidate`` in ``grid/trial=<k>/``, under the trial's keys and name."""
+    return replace(
+        candidate,
+        folder=trial_folder(run_folder, number).folder,
+        keys=_trial_keys(number, params, candidate.lr),
+        desc=f"{desc} trial {number}",
+    )
+
+
+def _trial_keys(number: int, params: dict, lr: float) -> dict:
     """The first keys of a trial's result (`finetune.grid.Candidate.keys`)."""
     return {"trial": number, "params": params, "lr": lr}
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
@@ -84,7 +85,7 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
             return _search(run, cfg, prepared, runtime, tracker, identity)
         training = _training(cfg, prepared, runtime, tracker, identity)
         candidates = [
-            _candidate(cfg, prepared, lr, folder, tracker, index=i)
+            _candidate(cfg, prepared, lr, folder, log=_grid_log(cfg, lr, tracker, index=i))
             for i, (lr, folder) in enumerate(folders.items())
         ]
         report = partial(_report, cfg=cfg, prepared=prepared, runtime=runtime, identity=identity)
@@ -162,49 +163,32 @@ def _search(
     identity: str,
 ) -> dict:
     """``cfg.search.n_trials`` trials of `finetune.search`; the vali-best scores test once."""
-    space = search_space(cfg)
     high = {k: max(getattr(cfg.search, k) or [0]) for k in ("head_epochs", "full_epochs")}
     span = max(cfg.head_epochs, high["head_epochs"]) + max(cfg.full_epochs, high["full_epochs"])
 
-    def make_trial(number: int, params: dict) -> tuple[GridTraining, Candidate]:
-        trial_cfg = with_params(cfg, params)
+    def make_trial(number: int, trial_cfg: FinetuneConfig) -> tuple[GridTraining, Candidate]:
+        def log(row: dict) -> None:  # each trial's epochs after the previous trial's
+            tracker.log(row | {"trial": number}, step=number * (span + 1) + row["epoch"])
+
         lr = trial_cfg.optimizer.lr
-        candidate = Candidate(
-            folder=search.trial_folder(run.folder, number).folder,
-            lr=lr,
-            keys=search.trial_keys(number, params, lr),
-            build=partial(_build, trial_cfg, prepared),
-            desc=f"finetune {cfg.strategy} trial {number}",
-            log=lambda row: tracker.log(
-                row | {"trial": number}, step=number * (span + 1) + row["epoch"]
-            ),
-        )
+        candidate = _candidate(trial_cfg, prepared, lr, run.folder, log=log)
         return _training(trial_cfg, prepared, runtime, tracker, identity), candidate
 
-    def report(chosen: TrainedPoint, results: list[dict], metrics: dict) -> tuple[dict, dict]:
-        trial_cfg = with_params(cfg, chosen.result["params"])
-        body, summary = _report(
-            chosen,
-            [chosen.result],
-            metrics,
-            cfg=trial_cfg,
-            prepared=prepared,
-            runtime=runtime,
-            identity=identity,
-        )
-        body["search"] = search.summary(results, chosen, seed=cfg.seed, space=space)
-        return body, summary
+    def report(chosen: TrainedPoint, results: list[dict], metrics: dict, *, cfg: FinetuneConfig):
+        # the trials are the report's ``search``, not an lr grid
+        args = {"cfg": cfg, "prepared": prepared, "runtime": runtime, "identity": identity}
+        return _report(chosen, [chosen.result], metrics, **args)
 
     return search.run_search(
         run,
-        space,
-        seed=cfg.seed,
+        cfg,
+        search_space(cfg),
+        with_params=with_params,
         make_trial=make_trial,
         report=report,
         desc=f"finetune {cfg.strategy}",
-        on_trial=lambda number, result: tracker.log(  # at the end of the trial's steps
-            {"search": {"trial": number, **result["params"], BEST_VALI: result[BEST_VALI]}},
-            step=number * (span + 1) + span,
+        on_trial=lambda number, row: tracker.log(  # at the end of the trial's steps
+            {"search": row}, step=number * (span + 1) + span
         ),
     )
 
@@ -253,20 +237,31 @@ def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float) -> Path:
 
 
 def _candidate(
-    cfg: FinetuneConfig, prepared: PreparedData, lr: float, folder: Path, tracker, *, index: int
+    cfg: FinetuneConfig,
+    prepared: PreparedData,
+    lr: float,
+    folder: Path,
+    *,
+    log: Callable[[dict], None],
 ) -> Candidate:
     """The rate ``lr`` as a grid point: its model built fresh (pretrained encoder, new head),
-    its epochs logged under the rate, each rate's steps after the previous rate's."""
-    label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
-    epochs = sum(p.epochs for p in cfg.phases()) + 1
+    its epochs given to ``log``."""
+    label = f" lr={lr:g}" if len(cfg.learning_rates()) > 1 else ""
     return Candidate(
         folder=folder,
         lr=lr,
         keys={"lr": lr},
         build=partial(_build, cfg, prepared),
-        desc=f"finetune {cfg.strategy}" + (f" lr={lr:g}" if label else ""),
-        log=lambda row: tracker.log(row | label, step=index * epochs + row["epoch"]),
+        desc=f"finetune {cfg.strategy}{label}",
+        log=log,
     )
+
+
+def _grid_log(cfg: FinetuneConfig, lr: float, tracker, *, index: int) -> Callable[[dict], None]:
+    """A rate's epochs logged under the rate, each rate's steps after the previous rate's."""
+    label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
+    epochs = sum(p.epochs for p in cfg.phases()) + 1
+    return lambda row: tracker.log(row | label, step=index * epochs + row["epoch"])
 
 
 def _build(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[nn.Module, dict, dict]:

@@ -44,7 +44,6 @@ from scarce_ltr.data.pipeline import (
 from scarce_ltr.finetune import search
 from scarce_ltr.finetune.config import Phase
 from scarce_ltr.finetune.grid import (
-    BEST_VALI,
     RESULT_KEYS,
     Candidate,
     GridTraining,
@@ -202,40 +201,24 @@ def _search(
     report,
 ) -> dict:
     """``deep.search.n_trials`` trials of `finetune.search`; the vali-best scores test once."""
-    space = search_space(cfg.method, cfg.deep)
 
-    def make_trial(number: int, params: dict) -> tuple[GridTraining, Candidate]:
-        trial_cfg = with_params(cfg, params)
+    def make_trial(number: int, trial_cfg: BaselineConfig) -> tuple[GridTraining, Candidate]:
         point = {"lr": trial_cfg.deep.lrs[0]}
         if cfg.method == "dcnv2":
             point["cross_layers"] = trial_cfg.deep.cross_layers[0]
         n_features = prepared.n_features
         candidate = _candidate(trial_cfg, point, run.folder, n_features=n_features, layout=layout)
-        candidate = replace(
-            candidate,
-            folder=search.trial_folder(run.folder, number).folder,
-            keys=search.trial_keys(number, params, point["lr"]),
-            desc=f"{cfg.method} trial {number}",
-        )
         return _training(trial_cfg, prepared, runtime), candidate
-
-    def search_report(chosen: TrainedPoint, results: list[dict], metrics: dict):
-        trial_cfg = with_params(cfg, chosen.result["params"])
-        body, summary = report(chosen, results, metrics, cfg=trial_cfg)
-        body["search"] = search.summary(results, chosen, seed=cfg.seed, space=space)
-        return body, summary
 
     return search.run_search(
         run,
-        space,
-        seed=cfg.seed,
+        cfg,
+        search_space(cfg.method, cfg.deep),
+        with_params=with_params,
         make_trial=make_trial,
-        report=search_report,
+        report=report,
         desc=cfg.method,
-        on_trial=lambda number, result: tracker.log(
-            {"grid": {"trial": number, **result["params"], BEST_VALI: result[BEST_VALI]}},
-            step=number,
-        ),
+        on_trial=lambda number, row: tracker.log({"grid": row}, step=number),
     )
 
 
