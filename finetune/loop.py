@@ -1,6 +1,7 @@
 """The supervised training loop of every deep ranker: finetuning, combining, deep baselines.
 
-``fit`` trains a model on the labeled train QGs phase by phase (`finetune.config.Phase`): a
+``fit`` trains a model on the labeled train QGs phase by phase (`finetune.config.Phase`), in
+the epoch loop pretraining shares (`core.training.train_phases`; `_Fit` is what its steps do): a
 new Adam optimizer over the parameters the phase trains, one epoch of shuffled QG batches, then
 NDCG@5 on the labeled vali QGs (`data.evaluation.vali_metrics`). The initial model counts as
 epoch 0. A phase ends after its epochs or after ``patience`` epochs without a better vali NDCG@5;
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -34,6 +35,7 @@ from scarce_ltr.core.optim import make_optimizer, set_learning_rate
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state
 from scarce_ltr.core.selection import nan_low
+from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.evaluation import vali_selection
 from scarce_ltr.data.pipeline import PreparedData
@@ -53,13 +55,10 @@ LossFn = Callable[..., torch.Tensor]
 
 
 @dataclass
-class Progress:
-    """Where training stands; saved in every checkpoint."""
+class Progress(Position):
+    """Where training stands (`core.training.Position`) and what it found; saved in every
+    checkpoint."""
 
-    epoch: int = 0  # epochs trained, over all phases
-    phase: int = 0  # index of the current phase
-    phase_epoch: int = 0  # epochs trained in the current phase
-    since_best: int = 0  # epochs of the current phase without a better vali NDCG@5
     best_epoch: int = 0
     best_score: float = -math.inf
     train_seconds: float = 0.0
@@ -283,16 +282,44 @@ def fit(
     ``meta`` (plain values the caller wants back on resume: the checkpoint's ``"meta"`` entry).
     """
     model.to(runtime.device)
-    progress, best_state, opt_state = Progress(), None, None
+    task = _Fit(
+        model,
+        prepared,
+        phases,
+        loss_fn,
+        options,
+        metrics_cfg,
+        runtime,
+        seed,
+        checkpoint=checkpoint,
+        log=log,
+        meta=meta,
+        teaching=teaching,
+    )
     if checkpoint is not None and checkpoint.is_file():
-        state = load_checkpoint(checkpoint, what="finetuning checkpoint")
-        require_keys(state, _STATE_KEYS, path=checkpoint, what="finetuning checkpoint")
-        model.load_state_dict(state["model"])
-        best_state, opt_state = state["best_model"], state["optimizer"]
-        progress = Progress(**state["progress"])
-        restore_rng_state(state["rng"])
-        print(f"{desc}: resuming from {checkpoint} after epoch {progress.epoch}", file=sys.stderr)
-    batches = QueryGroupBatcher(
+        task.resume(checkpoint, desc)
+    task.batches = _training_batches(prepared, options, seed, teaching)
+    if not task.progress.history:  # the initial model is a candidate too (epoch 0)
+        task.score_initial()
+    total = sum(p.epochs for p in phases)
+    task.bar = progress_bar(total=total, initial=task.progress.epoch, desc=desc, unit="epoch")
+    saving = checkpoint is not None
+    train_phases(
+        task,
+        task.progress,
+        [p.epochs for p in phases],
+        patience=options.patience,
+        cadence=Cadence(CHECKPOINT_SECONDS if saving else None, phase_end=saving),
+    )
+    task.bar.close()
+    return task.result()
+
+
+def _training_batches(
+    prepared: PreparedData, options: TrainOptions, seed: int, teaching: Teaching | None
+) -> QueryGroupBatcher:
+    """The shuffled train QGs: the labeled ones with a relevant item, or the taught ones."""
+    return QueryGroupBatcher(
         prepared.train if teaching is None else teaching.split,
         item_budget=options.item_budget,
         groups=training_groups(prepared) if teaching is None else teaching.groups,
@@ -301,93 +328,135 @@ def fit(
         max_list_len=options.max_list_len,
     )
 
-    frozen = FrozenEncoderCache()
 
-    def evaluate() -> float:
+@dataclass(eq=False)
+class _Fit:
+    """`fit`'s steps of `core.training.train_phases`: a new optimizer per phase over what it
+    trains, an epoch of shuffled QG batches, vali NDCG@5, the vali-best weights kept and
+    restored at each phase's end; the checkpoint holds weights, optimizer, best weights,
+    `Progress` and the random states."""
+
+    model: nn.Module
+    prepared: PreparedData
+    phases: list[Phase]
+    loss_fn: LossFn
+    options: TrainOptions
+    metrics_cfg: Any
+    runtime: Runtime
+    seed: int
+    checkpoint: Path | None
+    log: Callable[[dict], None] | None
+    meta: dict | None
+    teaching: Teaching | None
+    progress: Progress = field(default_factory=Progress)
+    best_state: dict | None = None
+    opt_state: dict | None = None  # a resumed phase's optimizer, loaded when it begins
+    optimizer: torch.optim.Optimizer | None = None
+    frozen: FrozenEncoderCache = field(default_factory=FrozenEncoderCache)
+    batches: QueryGroupBatcher | None = None  # set once resumed (`_training_batches`)
+    bar: Any = None  # the epochs' progress bar, once the initial model is scored
+
+    def resume(self, checkpoint: Path, desc: str) -> None:
+        state = load_checkpoint(checkpoint, what="finetuning checkpoint")
+        require_keys(state, _STATE_KEYS, path=checkpoint, what="finetuning checkpoint")
+        self.model.load_state_dict(state["model"])
+        self.best_state, self.opt_state = state["best_model"], state["optimizer"]
+        self.progress = Progress(**state["progress"])
+        restore_rng_state(state["rng"])
+        epoch = self.progress.epoch
+        print(f"{desc}: resuming from {checkpoint} after epoch {epoch}", file=sys.stderr)
+
+    def evaluate(self) -> float:
         start = time.perf_counter()
         score = selection_score(
-            model,
-            prepared,
-            metrics_cfg,
-            runtime=runtime,
-            item_budget=options.eval_item_budget,
-            frozen=frozen,
+            self.model,
+            self.prepared,
+            self.metrics_cfg,
+            runtime=self.runtime,
+            item_budget=self.options.eval_item_budget,
+            frozen=self.frozen,
         )
-        progress.eval_seconds += time.perf_counter() - start
+        self.progress.eval_seconds += time.perf_counter() - start
         return score
 
-    if not progress.history:  # the initial model is a candidate too (epoch 0)
-        _set_phase(model, phases[0] if phases else Phase("head", 0, False))
-        score = evaluate()
-        progress.best_score, best_state = nan_low(score), _copy_state(model)
-        progress.history.append({"epoch": 0, "phase": "init", "vali_ndcg@5": score})
-    total = sum(p.epochs for p in phases)
-    last_save = time.monotonic()
-    bar = progress_bar(total=total, initial=progress.epoch, desc=desc, unit="epoch")
-    while progress.phase < len(phases):
-        phase = phases[progress.phase]
-        _set_phase(model, phase)
+    def score_initial(self) -> None:
+        _set_phase(self.model, self.phases[0] if self.phases else Phase("head", 0, False))
+        score = self.evaluate()
+        self.progress.best_score, self.best_state = nan_low(score), _copy_state(self.model)
+        self.progress.history.append({"epoch": 0, "phase": "init", "vali_ndcg@5": score})
+
+    def begin_phase(self, position: Position) -> None:
+        phase = self.phases[position.phase]
+        _set_phase(self.model, phase)
         if phase.train_encoder:
-            frozen.clear()  # later frozen phases see the encoder this phase trains
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = make_optimizer(
+            self.frozen.clear()  # later frozen phases see the encoder this phase trains
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        options = self.options
+        self.optimizer = make_optimizer(
             trainable, name=options.optimizer, lr=options.lr, weight_decay=options.weight_decay
         )
-        if opt_state is not None:
-            optimizer.load_state_dict(opt_state)
-            opt_state = None
-        stop = options.patience is not None and progress.since_best >= options.patience
-        while progress.phase_epoch < phase.epochs and not stop:
-            batches.set_epoch(progress.epoch)
-            start = time.perf_counter()
-            loss = train_epoch(
-                model,
-                batches,
-                optimizer,
-                loss_fn,
-                runtime=runtime,
-                noise_std=options.noise_std,
-                generator=_noise_generator(seed, progress.epoch, runtime),
-                schedule=_schedule(optimizer, options, progress.phase_epoch, phase.epochs),
-                teaching=teaching,
-            )
-            progress.train_seconds += time.perf_counter() - start
-            score = evaluate()
-            progress.epoch += 1
-            progress.phase_epoch += 1
-            row = {"epoch": progress.epoch, "phase": phase.name, "train_loss": loss}
-            row["vali_ndcg@5"] = score
-            progress.history.append(row)
-            if nan_low(score) > progress.best_score:
-                progress.best_score, progress.best_epoch = score, progress.epoch
-                progress.since_best, best_state = 0, _copy_state(model)
-            else:
-                progress.since_best += 1
-            stop = options.patience is not None and progress.since_best >= options.patience
-            if log is not None:
-                log({**row, "best_vali_ndcg@5": progress.best_score})
-            bar.set_postfix(loss=f"{loss:.4f}", vali=f"{score:.4f}")  # before: lines show it
-            bar.update(1)
-            if checkpoint is not None and time.monotonic() - last_save >= CHECKPOINT_SECONDS:
-                _save(checkpoint, model, optimizer, best_state, progress, meta)
-                last_save = time.monotonic()
-        bar.update(phase.epochs - progress.phase_epoch)  # epochs skipped by early stopping
-        model.load_state_dict(best_state)
-        progress.phase, progress.phase_epoch, progress.since_best = progress.phase + 1, 0, 0
-        if checkpoint is not None:
-            _save(checkpoint, model, None, best_state, progress, meta)
-    bar.close()
-    model.load_state_dict(best_state)
-    model.eval()
-    trained = max(progress.epoch, 1)
-    return FitResult(
-        best_epoch=progress.best_epoch,
-        best_vali=progress.best_score,
-        epochs=progress.epoch,
-        seconds_per_epoch=(progress.train_seconds + progress.eval_seconds) / trained,
-        train_seconds_per_epoch=progress.train_seconds / trained,
-        history=progress.history,
-    )
+        if self.opt_state is not None:
+            self.optimizer.load_state_dict(self.opt_state)
+            self.opt_state = None
+
+    def run_epoch(self, position: Position) -> tuple[float, float]:
+        """``(mean train loss, vali NDCG@5)`` of the epoch."""
+        self.batches.set_epoch(position.epoch)
+        start = time.perf_counter()
+        phase_epochs = self.phases[position.phase].epochs
+        loss = train_epoch(
+            self.model,
+            self.batches,
+            self.optimizer,
+            self.loss_fn,
+            runtime=self.runtime,
+            noise_std=self.options.noise_std,
+            generator=_noise_generator(self.seed, position.epoch, self.runtime),
+            schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase_epochs),
+            teaching=self.teaching,
+        )
+        self.progress.train_seconds += time.perf_counter() - start
+        return loss, self.evaluate()
+
+    def end_epoch(self, position: Position, trained: tuple[float, float]) -> bool:
+        loss, score = trained
+        progress, phase = self.progress, self.phases[position.phase]
+        row = {"epoch": position.epoch, "phase": phase.name, "train_loss": loss}
+        row["vali_ndcg@5"] = score
+        progress.history.append(row)
+        better = nan_low(score) > progress.best_score
+        if better:
+            progress.best_score, progress.best_epoch = score, position.epoch
+            self.best_state = _copy_state(self.model)
+        if self.log is not None:
+            self.log({**row, "best_vali_ndcg@5": progress.best_score})
+        self.bar.set_postfix(loss=f"{loss:.4f}", vali=f"{score:.4f}")  # before: lines show it
+        self.bar.update(1)
+        return better
+
+    def end_phase(self, position: Position) -> None:
+        # the epochs early stopping skipped
+        self.bar.update(self.phases[position.phase].epochs - position.phase_epoch)
+        self.model.load_state_dict(self.best_state)
+
+    def save(self, position: Position, *, in_phase: bool) -> None:
+        optimizer = self.optimizer if in_phase else None  # a new phase makes a new one
+        _save(self.checkpoint, self.model, optimizer, self.best_state, self.progress, self.meta)
+
+    def result(self) -> FitResult:
+        """The vali-best weights back in the model, eval mode, and what training took."""
+        self.model.load_state_dict(self.best_state)
+        self.model.eval()
+        progress = self.progress
+        trained = max(progress.epoch, 1)
+        return FitResult(
+            best_epoch=progress.best_epoch,
+            best_vali=progress.best_score,
+            epochs=progress.epoch,
+            seconds_per_epoch=(progress.train_seconds + progress.eval_seconds) / trained,
+            train_seconds_per_epoch=progress.train_seconds / trained,
+            history=progress.history,
+        )
 
 
 def _noise_generator(seed: int, epoch: int, runtime: Runtime) -> torch.Generator:

@@ -8,6 +8,8 @@ finetuning loads, pretrain/checkpoint.py),
 after the last finished epoch) and ``DONE``. A finished run is skipped; an unfinished one resumes
 from ``checkpoint.pt`` and ends with the same weights as an uninterrupted run, because every
 random draw depends on ``(seed, epoch, step, rank)`` only. Runs under ``torchrun`` as DDP.
+The epochs run in the loop finetuning shares (`core.training.train_phases`, one phase, saved
+after every epoch); `_Pretraining` is what its steps do.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,6 +39,7 @@ from scarce_ltr.core.progress import duration, eta
 from scarce_ltr.core.runs import Run, is_done, read_report
 from scarce_ltr.core.seeding import capture_rng_state, derive_seed, generator, restore_rng_state
 from scarce_ltr.core.tracking import ProgressBar
+from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.pretrain.checkpoint import save_encoder
@@ -67,10 +71,10 @@ class PretrainResult:
 
 
 @dataclass
-class _Progress:
-    """What the training checkpoint carries besides weights and optimizer state."""
+class _Progress(Position):
+    """What the training checkpoint carries besides weights and optimizer state (its
+    ``epoch``: one phase, so ``phase_epoch`` is the same)."""
 
-    epoch: int = 0
     history: list = field(default_factory=list)
     initial: dict | None = None
     raw_probe: float | None = None
@@ -134,27 +138,21 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
         progress.initial = _measure(monitor, objective, cfg, runtime)
         progress.raw_probe = monitor.raw_probe(cfg.metrics.policy)
         tracker.log({"monitor": progress.initial}, step=0)
-    crash = _CrashAfter()
-    first_epoch, loop_start = progress.epoch, time.perf_counter()  # the ETA: this process's pace
-    for epoch in range(progress.epoch, cfg.n_epochs):
-        batcher = _batcher(split, cfg, runtime, epoch=epoch)
-        stats = _train_epoch(model, optimizer, batcher, cfg, runtime, epoch, crash)
-        if monitor is not None and _monitor_due(cfg, epoch):
-            stats["monitor"] = _measure(monitor, objective, cfg, runtime)
-        if ssl_val is not None:
-            loss = ssl_val.loss(objective, device=runtime.device, autocast=runtime.autocast)
-            stats["ssl_val_loss"] = loss
-            progress.choice.offer(epoch + 1, loss, objective.encoder)
-        progress.epoch, progress.seconds = epoch + 1, progress.seconds + stats["seconds"]
-        progress.history.append(stats)
-        if runtime.is_main:
-            elapsed = time.perf_counter() - loop_start
-            left = eta(elapsed, epoch + 1 - first_epoch, cfg.n_epochs - first_epoch)
-            _log_epoch(cfg, stats, progress, objective.width, left)
-            _save_training_state(out_dir / CHECKPOINT, objective, optimizer, cfg, split, progress)
-            the_run.write_report(_report(cfg, split, objective, runtime, progress, done=False))
-            tracker.log(stats, step=epoch + 1)
-        runtime.barrier()
+    task = _Pretraining(
+        cfg,
+        the_run,
+        runtime,
+        split,
+        objective,
+        model,
+        optimizer,
+        progress,
+        ssl_val,
+        monitor,
+        tracker,
+    )
+    # one phase, no early stopping (the SSL-Val choice keeps its best epoch); saved every epoch
+    train_phases(task, progress, [cfg.n_epochs], patience=None, cadence=Cadence(0, phase_end=False))
     report = _report(cfg, split, objective, runtime, progress, done=True)
     if runtime.is_main:
         report = _finish(the_run, cfg, split, objective, progress, report)
@@ -222,6 +220,73 @@ class _CrashAfter:
             self.left -= 1
             if self.left <= 0:
                 raise SimulatedCrash(f"{CRASH_ENV} reached")
+
+
+@dataclass(eq=False)
+class _Pretraining:
+    """Pretraining's steps of `core.training.train_phases`: one phase of ``cfg.n_epochs``,
+    each epoch trained, monitored and scored on SSL Val, then its line printed and, on the main
+    process, the checkpoint, the report so far and the tracker's row written."""
+
+    cfg: PretrainConfig
+    the_run: Run
+    runtime: Runtime
+    split: RankingSplit
+    objective: Objective
+    model: torch.nn.Module  # the objective, or its DDP wrapper
+    optimizer: torch.optim.Optimizer
+    progress: _Progress
+    ssl_val: SslVal | None
+    monitor: Monitor | None  # the main process's, when cfg.monitor.enabled
+    tracker: Any
+    crash: _CrashAfter = field(default_factory=_CrashAfter)
+    # the ETA: this process's pace since its first epoch
+    first_epoch: int = field(init=False)
+    loop_start: float = field(init=False, default_factory=time.perf_counter)
+
+    def __post_init__(self) -> None:
+        self.first_epoch = self.progress.epoch
+
+    def begin_phase(self, position: Position) -> None:
+        """The one optimizer, built (or resumed) with the objective, trains every epoch."""
+
+    def run_epoch(self, position: Position) -> dict:
+        cfg, runtime, epoch, objective = self.cfg, self.runtime, position.epoch, self.objective
+        batcher = _batcher(self.split, cfg, runtime, epoch=epoch)
+        stats = _train_epoch(self.model, self.optimizer, batcher, cfg, runtime, epoch, self.crash)
+        if self.monitor is not None and _monitor_due(cfg, epoch):
+            stats["monitor"] = _measure(self.monitor, objective, cfg, runtime)
+        if self.ssl_val is not None:
+            loss = self.ssl_val.loss(objective, device=runtime.device, autocast=runtime.autocast)
+            stats["ssl_val_loss"] = loss
+            self.progress.choice.offer(epoch + 1, loss, objective.encoder)
+        return stats
+
+    def end_epoch(self, position: Position, stats: dict) -> bool:
+        progress, cfg = self.progress, self.cfg
+        progress.seconds += stats["seconds"]
+        progress.history.append(stats)
+        if self.runtime.is_main:
+            elapsed = time.perf_counter() - self.loop_start
+            left = eta(elapsed, position.epoch - self.first_epoch, cfg.n_epochs - self.first_epoch)
+            _log_epoch(cfg, stats, progress, self.objective.width, left)
+        return False  # nothing is chosen on vali here: `Choice` keeps the SSL-Val-best encoder
+
+    def end_phase(self, position: Position) -> None:
+        """The last epoch's weights stay; `_finish` loads the SSL-Val-chosen encoder."""
+
+    def save(self, position: Position, *, in_phase: bool) -> None:
+        if self.runtime.is_main:
+            cfg, split, progress, objective = self.cfg, self.split, self.progress, self.objective
+            folder = self.the_run.folder
+            _save_training_state(
+                folder / CHECKPOINT, objective, self.optimizer, cfg, split, progress
+            )
+            self.the_run.write_report(
+                _report(cfg, split, objective, self.runtime, progress, done=False)
+            )
+            self.tracker.log(progress.history[-1], step=position.epoch)
+        self.runtime.barrier()
 
 
 def _train_epoch(model, optimizer, batcher, cfg, runtime: Runtime, epoch: int, crash) -> dict:
@@ -338,6 +403,7 @@ def _resume(path: Path, objective, optimizer, cfg: PretrainConfig, n_features: i
     print(f"pretrain: resuming {path.parent} after epoch {state['epoch']}", file=sys.stderr)
     return _Progress(
         epoch=int(state["epoch"]),
+        phase_epoch=int(state["epoch"]),
         history=list(state.get("history", [])),
         initial=state.get("monitor_initial"),
         raw_probe=state.get("knn_ndcg@5_raw"),
