@@ -1,10 +1,12 @@
 """``./run.sh <stage> [<name>] [key=value ...]``: one entry point per stage.
 
-Every stage is ``main(cfg, out_dir)``. The CLI loads the stage's config (schema, data set file,
-``configs/<folder>/<name>.yaml``, overrides), makes the run directory, saves the resolved config
-there and calls the stage, holding the run folder's lock (`core.locks`). A `UserError`, and an
-`OSError` that no layer below turned into one, end in one line on stderr and exit code 2; a stage
-whose result has an ``exit_code`` (a sweep with failed cells) exits with it.
+The CLI loads the stage's config (schema, data set file, ``configs/<folder>/<name>.yaml``,
+overrides). A stage that trains in a run folder is ``main(cfg, run)``: the CLI builds its
+`core.runs.Run` and lives it out once for every stage (`Run.execute`: the folder's lock, the
+saved config and its check, the skip of a finished run, the tracker closed); the other commands
+are ``main(cfg, out_dir)`` with ``out_dir`` None (they take their own ``out=``). A `UserError`,
+and an `OSError` that no layer below turned into one, end in one line on stderr and exit code 2;
+a stage whose result has an ``exit_code`` (a sweep with failed cells) exits with it.
 """
 
 from __future__ import annotations
@@ -22,17 +24,21 @@ from scarce_ltr.core.config import CONFIG_ROOT, available, load_config, merge_co
 from scarce_ltr.core.config_doc import describe, help_text
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import file_error
-from scarce_ltr.core.locks import FolderLock
 from scarce_ltr.core.runs import Run
 
 
 @dataclass(frozen=True)
 class Stage:
     help: str
-    entry: str  # "module:function", called as function(cfg, out_dir)
+    # "module:function", called as function(cfg, run) (a `Run` when ``runs``) or function(cfg,
+    # None)
+    entry: str
     schema: str  # "module:Class", the config dataclass
     config_folder: str | None = None  # the stage takes a name: configs/<folder>/<name>.yaml
-    runs: bool = False  # the stage trains or scores in a run folder (its config: identity())
+    # The stage trains or scores in a run folder (its config: identity()), which `Run.execute`
+    # locks, starts, skips when finished and closes.
+    runs: bool = False
+    report_when_done: bool = False  # a finished run answers with its report.json (else None)
     name_key: str | None = None  # config key that receives the command-line name
     out_key: str = "run_dir"  # the key that says where the command writes (in file advice)
 
@@ -104,22 +110,24 @@ def run(argv: list[str]) -> object:
         if stage.runs:
             print(f"# run folder: {Run.of(cfg, cfg.identity()).folder}")
         return None
-    out_dir: Path | None = None
     if stage.runs:
-        the_run = Run.of(cfg, cfg.identity())
-        with FolderLock(the_run.folder, what=f"{command} run"):
-            # What the user left unset: a key a run of an older version did not write is no
-            # change when it holds that value.
-            defaults = merge_config(
-                schema,
-                rest,
-                stage_file=stage_file,
-                config_files=options.config_files,
-                defaults_only=True,
-            )
-            the_run.start(resolved, defaults=defaults)
-            return _load(stage.entry)(cfg, the_run.folder)
-    return _load(stage.entry)(cfg, out_dir)
+        # What the user left unset: a key a run of an older version did not write is no change
+        # when it holds that value.
+        defaults = merge_config(
+            schema,
+            rest,
+            stage_file=stage_file,
+            config_files=options.config_files,
+            defaults_only=True,
+        )
+        return Run.of(cfg, cfg.identity()).execute(
+            _load(stage.entry),
+            cfg,
+            resolved,
+            defaults=defaults,
+            report_when_done=stage.report_when_done,
+        )
+    return _load(stage.entry)(cfg, None)
 
 
 @dataclass
@@ -279,6 +287,7 @@ STAGES: dict[str, Stage] = {
         schema="scarce_ltr.pretrain.config:PretrainConfig",
         config_folder="pretrain",
         runs=True,
+        report_when_done=True,
         name_key="method",
     ),
     "baseline": Stage(

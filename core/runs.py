@@ -8,11 +8,14 @@ and the tracker's name, group and tags. `Run` lives it out:
 
 - `Run.of` names the folder, refusing one no file system could hold: a name longer than the file
   system allows, or a folder on a kernel file system (``/proc``, ``/sys``) that holds no files;
+- `Run.execute` is the life the command line gives every stage's run: the folder's lock
+  (`scarce_ltr.core.locks`), `start`, a skip when the run finished before, then the stage's
+  ``main(cfg, run)``, which trains and ends in `finish`;
 - `Run.start` makes the folder, removes temp files that interrupted writes left, and writes
-  ``config.yaml``, refusing a folder that holds a run with other settings (the folder itself may
-  have moved: ``run_dir`` is not a setting; one data folder spelled two ways, relative or
-  absolute, with or without a trailing ``/``, is one ``data.path``); the caller holds the
-  folder's lock (`scarce_ltr.core.locks`);
+  ``config.yaml``, refusing a folder that holds a run with other settings; the `FREE_KEYS`
+  (device, AMP, the scoring batch size, the logger, the folder itself) may change between a run
+  and its resume, and one data folder spelled two ways, relative or absolute, with or without a
+  trailing ``/``, is one ``data.path``;
 - `Run.open_tracker` starts the W&B run (or nothing) under the identity's names;
 - `Run.finish` writes ``report.json`` (the identity keys first, the same in every stage), closes
   the tracker and writes ``DONE`` last, so a finished run is skipped and an unfinished one
@@ -34,6 +37,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,7 +55,7 @@ from scarce_ltr.core.files import (
     remove_stale_temps,
     write_json,
 )
-from scarce_ltr.core.locks import is_rank_zero
+from scarce_ltr.core.locks import FolderLock, is_rank_zero
 from scarce_ltr.core.progress import final_block
 from scarce_ltr.core.tracking import Tracker, start_tracker
 
@@ -62,9 +66,12 @@ POINT_RESULT = "result.json"
 GRID_DIR = "grid"
 RUNS_ENV = "LTR_RUNS_DIR"
 STAGES = ("pretrain", "finetune", "baseline", "ensemble")
-# Keys that may change between the runs of one folder (they change no result); run_dir changes
-# when a run folder is moved or copied.
-FREE_KEYS = ("logger", "run_dir")
+# The settings that may change between a run and its resume, or its skip once finished: where it
+# runs and logs (device, AMP, the tracker), how many items it scores at once (a QG's scores do not
+# depend on the others in its batch), and its folder (moved or copied). A free key is one of
+# these at the top of a stage's config or of a family's section (``deep.device``), never inside a
+# pass-through mapping of a backend's own options (``xgboost.params.device`` is a setting).
+FREE_KEYS = ("logger", "run_dir", "device", "amp", "cpu_amp", "eval_item_budget")
 # Files that are no result of a run: DONE does not list them (a checkpoint may be deleted to
 # save space once the run is finished).
 NOT_RESULTS = (DONE, "log.txt", "checkpoint.pt")
@@ -235,6 +242,31 @@ class Run:
     @property
     def done(self) -> bool:
         return is_done(self.folder)
+
+    def execute(
+        self,
+        main: Callable[[Any, Run], Any],
+        cfg: Any,
+        resolved: DictConfig,
+        *,
+        defaults: DictConfig | None = None,
+        report_when_done: bool = False,
+    ) -> Any:
+        """The one life of every stage's run: hold the folder's lock, `start` (refusing other
+        settings), skip the run when it finished before, else ``main(cfg, self)``, which trains
+        and ends in `finish`; the tracker is closed whatever happens.
+
+        A skipped run answers with its ``report.json`` when ``report_when_done`` (pretraining:
+        its callers read the encoder's report), else None; the result of ``main`` otherwise."""
+        with FolderLock(self.folder, what=f"{self.identity.stage} run"):
+            self.start(resolved, defaults=defaults)
+            if self.done:
+                print(f"{self.folder}: finished before (DONE present); skipped", file=sys.stderr)
+                return (read_report(self.folder) or {}) if report_when_done else None
+            try:
+                return main(cfg, self)
+            finally:
+                self.close()
 
     def start(self, resolved: DictConfig, *, defaults: DictConfig | None = None) -> None:
         """Make the folder, clear stale temp files and write ``config.yaml``; refuse a folder
@@ -682,7 +714,19 @@ def _plain(config: Any) -> dict:
     data = plain.get("data")
     if isinstance(data, dict) and isinstance(data.get("path"), str) and data["path"]:
         data["path"] = os.path.abspath(os.path.expanduser(data["path"]))
-    return {k: v for k, v in plain.items() if k not in FREE_KEYS}
+    return without_free_keys(plain)
+
+
+def without_free_keys(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` (a stage's config as plain values) without its `FREE_KEYS`: those at the top
+    and those of a section one level down."""
+    return {
+        key: {k: v for k, v in value.items() if k not in FREE_KEYS}
+        if isinstance(value, dict)
+        else value
+        for key, value in settings.items()
+        if key not in FREE_KEYS
+    }
 
 
 def _changed_keys(

@@ -35,10 +35,10 @@ from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import (
     Run,
-    is_done,
     model_group,
     read_report,
     run_model,
+    without_free_keys,
 )
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
@@ -67,31 +67,23 @@ class Member:
     train: np.ndarray | None = None  # [n_train_items] scores; None from a run that kept none
 
 
-def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
-    """Mix the members' scores, choose the weights on vali, evaluate on test, write the run."""
-    identity = _identity(cfg)
-    if out_dir is None:
-        out_dir = Run.of(cfg, cfg.identity()).folder
-    if is_done(out_dir):
-        _check_identity(out_dir, identity)
-        print(f"{out_dir}: finished before (DONE present); skipped", file=sys.stderr)
-        return None
+def main(cfg: EnsembleConfig, run: Run) -> dict:
+    """Mix the members' scores, choose the weights on vali, evaluate on test, finish ``run``."""
     _check_distinct(cfg.runs)
-    for run in cfg.runs:  # before loading any data: a mismatch is named at once
-        check_member(run, cfg)
+    for member in cfg.runs:  # before loading any data: a mismatch is named at once
+        check_member(member, cfg)
     prepared = prepare_data(cfg)
     require_labeled_vali(prepared)
-    members = [load_member(run, prepared) for run in cfg.runs]
+    members = [load_member(member, prepared) for member in cfg.runs]
     normalize = NORMALIZERS[cfg.normalize]
     vali = np.stack([normalize(m.vali, prepared.vali.offsets) for m in members])
     test = np.stack([normalize(m.test, prepared.test.offsets) for m in members])
     choice = choose_weights(cfg, prepared, vali)
     weights = choice.weights
-    run = Run.of(cfg, cfg.identity(), out_dir)  # the members are checked: its name is theirs
     run.open_tracker(asdict(cfg))
     vali_scores, test_scores = choice.vali_scores, mix(test, weights)
     train_scores = _train_mix(members, weights, normalize, prepared.train.offsets)
-    save_scores(out_dir, prepared, vali_scores, test_scores, train=train_scores)
+    save_scores(run.folder, prepared, vali_scores, test_scores, train=train_scores)
     metrics = evaluation_report(prepared, vali_scores, test_scores, cfg.metrics)
     metrics["vali"] |= choice.vali_extra
     report = {
@@ -105,7 +97,7 @@ def main(cfg: EnsembleConfig, out_dir: Path | None = None) -> dict | None:
         **choice.report,
         "members": [{"run": m.run, "model": m.model, "group": m.group} for m in members],
         "runs": [str(Path(m.run).resolve()) for m in members],
-        "identity": identity,
+        "identity": _identity(cfg),
     }
     pairs = enumerate(zip(members, weights, strict=True))
     named = {f"{i}:{m.model}": float(w) for i, (m, w) in pairs}  # seed ensembles repeat names
@@ -213,15 +205,8 @@ def _check_distinct(runs: list[str]) -> None:
 
 
 def _identity(cfg: EnsembleConfig) -> str:
-    settings = {k: v for k, v in asdict(cfg).items() if k not in ("logger", "run_dir", "epochs")}
+    """The ensemble's settings as one JSON string, kept in its report (its members resolved)."""
+    settings = without_free_keys(asdict(cfg))
+    settings.pop("epochs")  # an ensemble trains nothing
     settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]
     return json.dumps(settings, sort_keys=True, default=str)
-
-
-def _check_identity(out_dir: Path, identity: str) -> None:
-    found = (read_report(out_dir) or {}).get("identity")
-    if found is not None and found != identity:
-        raise UserError(
-            f"{out_dir} holds an ensemble of other runs or settings; pass run_dir=<new folder>, "
-            "or delete that folder to start over"
-        )

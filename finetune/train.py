@@ -6,9 +6,9 @@ finetuned runs), trains it on the labeled train QGs of the scarcity setting with
 scores vali and test once with the validation-best model through `data.evaluation`, all by
 `finetune.grid.run_grid`, the runner the deep baselines share (this module builds the model and
 writes the report's finetuning keys). The run directory gets ``report.json``, ``scores.npz``,
-``model.pt`` (the whole model, for ``combine``), ``checkpoint.pt`` and ``DONE``. A finished run
-is skipped; a run directory that holds a run of other settings is refused rather than
-overwritten or resumed.
+``model.pt`` (the whole model, for ``combine``), ``checkpoint.pt`` and ``DONE``. The command line
+skips a finished run and refuses a folder that holds a run of other settings
+(`core.runs.Run.execute`); an unfinished one resumes from its checkpoints.
 
 ``lrs=[...]`` trains one model per learning rate, each in ``grid/lr=<rate>/`` with its own
 checkpoint (a finished rate is not redone after an interruption), from the same seed; the rate
@@ -34,7 +34,13 @@ from torch import nn
 from scarce_ltr.core.checkpointing import load_checkpoint
 from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import SOURCE_KEYS, GridPoint, Run, read_report, sources_moved
+from scarce_ltr.core.runs import (
+    SOURCE_KEYS,
+    GridPoint,
+    Run,
+    sources_moved,
+    without_free_keys,
+)
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -51,18 +57,11 @@ from scarce_ltr.finetune.loop import CHECKPOINT
 from scarce_ltr.finetune.model import Ranker, count_parameters, ranker_spec
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
-# Keys that change nothing a run computes: a run may resume or be skipped whatever they say.
-_INERT_KEYS = ("logger", "run_dir", "device", "amp", "eval_item_budget")
 
-
-def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
-    """Finetune as ``cfg`` says in ``out_dir``; the report, or None when it was done before."""
+def main(cfg: FinetuneConfig, run: Run) -> dict:
+    """Finetune as ``cfg`` says in the run the command line started (or resume it); the report."""
+    out_dir = run.folder
     identity = run_identity(cfg)
-    run = Run.of(cfg, cfg.identity(), out_dir)
-    if run.done:
-        _check_identity(out_dir, (read_report(out_dir) or {}).get("identity"), identity)
-        print(f"{out_dir}: finished before (DONE present); skipped", file=sys.stderr)
-        return None
     folders = {lr: _point_folder(cfg, out_dir, lr) for lr in cfg.learning_rates()}
     metas = [_checkpoint_meta(folder / CHECKPOINT) for folder in folders.values()]
     if cfg.search.on:  # the trials' checkpoints, and the results of those finished
@@ -91,7 +90,6 @@ def main(cfg: FinetuneConfig, out_dir: Path) -> dict | None:
         report = partial(_report, cfg=cfg, prepared=prepared, runtime=runtime, identity=identity)
         return run_grid(run, training, candidates, report=report)
     finally:
-        run.close()
         runtime.close()
 
 
@@ -339,10 +337,9 @@ def load_pretrained(cfg: FinetuneConfig, prepared: PreparedData):
 
 
 def run_identity(cfg: FinetuneConfig) -> str:
-    """The settings that make a run what it is, as one JSON string."""
-    settings = asdict(cfg)
-    for key in _INERT_KEYS:
-        settings.pop(key, None)
+    """The settings that make a run what it is, as one JSON string (stored in its checkpoints and
+    report; the keys that may change between a run and its resume left out)."""
+    settings = without_free_keys(asdict(cfg))
     if not cfg.search.on:  # a run without a search is the run it was before the key existed
         settings.pop("search")
     if not cfg.from_scratch:
@@ -353,7 +350,9 @@ def run_identity(cfg: FinetuneConfig) -> str:
 
 def _check_identity(out_dir: Path, found: str | None, expected: str) -> None:
     if found is not None and found != expected:
-        old, new = _data_path_resolved(json.loads(found)), json.loads(expected)
+        # A checkpoint of an earlier version kept keys now free (cpu_amp): no setting.
+        old = without_free_keys(_data_path_resolved(json.loads(found)))
+        new = without_free_keys(json.loads(expected))
         keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         if not keys:  # the data folder spelled otherwise by an earlier version
             return

@@ -1,13 +1,14 @@
 """``./run.sh pretrain <method>``: self-supervised pretraining of an item encoder.
 
-``main(cfg, out_dir)`` trains the objective of ``cfg.method`` on the train QGs (+ vali features
+``main(cfg, run)`` trains the objective of ``cfg.method`` on the train QGs (+ vali features
 with ``include_vali``), measures its loss on the vali QGs (SSL Val, pretrain/ssl_val.py) after
-every epoch and leaves in ``out_dir``: ``encoder.pt`` (the SSL-Val-best epoch's encoder, what
-finetuning loads, pretrain/checkpoint.py),
+every epoch and leaves in the run's folder: ``encoder.pt`` (the SSL-Val-best epoch's encoder,
+what finetuning loads, pretrain/checkpoint.py),
 ``report.json`` (loss curve, timings, monitors per epoch), ``checkpoint.pt`` (the training state
-after the last finished epoch) and ``DONE``. A finished run is skipped; an unfinished one resumes
-from ``checkpoint.pt`` and ends with the same weights as an uninterrupted run, because every
-random draw depends on ``(seed, epoch, step, rank)`` only. Runs under ``torchrun`` as DDP.
+after the last finished epoch) and ``DONE``. The command line skips a finished run
+(`core.runs.Run.execute`); an unfinished one resumes from ``checkpoint.pt`` and ends with the
+same weights as an uninterrupted run, because every random draw depends on
+``(seed, epoch, step, rank)`` only. Runs under ``torchrun`` as DDP.
 The epochs run in the loop finetuning shares (`core.training.train_phases`, one phase, saved
 after every epoch); `_Pretraining` is what its steps do.
 """
@@ -36,7 +37,7 @@ from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.optim import make_optimizer, set_learning_rate
 from scarce_ltr.core.progress import duration, eta
-from scarce_ltr.core.runs import Run, is_done, read_report
+from scarce_ltr.core.runs import Run
 from scarce_ltr.core.seeding import capture_rng_state, derive_seed, generator, restore_rng_state
 from scarce_ltr.core.tracking import ProgressBar
 from scarce_ltr.core.training import Cadence, Position, train_phases
@@ -84,26 +85,19 @@ class _Progress(Position):
     choice: Choice = field(default_factory=Choice)  # the SSL-Val-best epoch and its encoder
 
 
-def main(cfg: PretrainConfig, out_dir: Path | None = None) -> dict:
-    """Pretrain (or resume, or skip when DONE); the run's report."""
-    folder = Run.of(cfg, cfg.identity(), out_dir).folder
-    if is_done(folder):
-        print(f"pretrain: {folder} is finished (DONE); skipping", file=sys.stderr)
-        return read_report(folder) or {}
-    return run(cfg, folder).report
+def main(cfg: PretrainConfig, run: Run) -> dict:
+    """Pretrain (or resume) in the run the command line started; the run's report."""
+    return pretrain(cfg, run).report
 
 
-def run(cfg: PretrainConfig, out_dir: Path) -> PretrainResult:
+def pretrain(cfg: PretrainConfig, run: Run) -> PretrainResult:
     """Train and return the objective too (tests and benchmarks look at its weights)."""
     runtime = setup_runtime(
         amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device, cpu_amp=cfg.cpu_amp
     )
-    the_run = Run.of(cfg, cfg.identity(), Path(out_dir))
-    the_run.folder.mkdir(parents=True, exist_ok=True)
     try:
-        return _fit(cfg, the_run, runtime)
+        return _fit(cfg, run, runtime)
     finally:
-        the_run.close()
         runtime.close()
 
 

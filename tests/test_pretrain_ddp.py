@@ -76,13 +76,16 @@ def _worker(rank: int, port: int, out: str) -> None:
         _check_gather(rank)
         _check_batchnorm(rank)
         from scarce_ltr.core.config import CONFIG_ROOT, load_config
+        from scarce_ltr.core.runs import Run
         from scarce_ltr.pretrain.config import PretrainConfig
-        from scarce_ltr.pretrain.train import run
+        from scarce_ltr.pretrain.train import pretrain
 
         for method in ("simsiam", "simclr"):
             stage_file = CONFIG_ROOT / "pretrain" / f"{method}.yaml"
-            cfg, _ = load_config(PretrainConfig, TINY, stage_file=stage_file)
-            result = run(cfg, os.path.join(out, method))
+            cfg, resolved = load_config(PretrainConfig, TINY, stage_file=stage_file)
+            run = Run.of(cfg, cfg.identity(), os.path.join(out, method))
+            run.start(resolved)  # every rank: rank 0 checks and writes the folder
+            result = pretrain(cfg, run)
             torch.save(result.objective.state_dict(), os.path.join(out, f"{method}-{rank}.pt"))
             if rank == 0:
                 torch.save(result.report["loss_curve"], os.path.join(out, f"{method}-loss.pt"))

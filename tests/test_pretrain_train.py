@@ -48,7 +48,7 @@ def test_every_method_end_to_end(method, tmp_path):
 def test_a_finished_run_is_skipped(tmp_path, capsys):
     first = _pretrain("simsiam", tmp_path, "epochs=1")
     again = _pretrain("simsiam", tmp_path, "epochs=1")
-    assert "skipping" in capsys.readouterr().err
+    assert "skipped" in capsys.readouterr().err
     assert again["seconds"] == first["seconds"]
 
 
