@@ -5,9 +5,10 @@ labels, its search space, one early-stopped fit, its predictions and its model f
 module does the rest the same way for every backend:
 
 - `prepare_tree_data`: the data and the checks every tree run makes;
-- `search`: the two search strategies, ``optuna`` (`baselines.tuning.optuna_search`, every
-  backend) and ``paper-grid`` (`baselines.tuning.grid_search` over a backend's ``grid()``:
-  LightGBM's), each fit scored with the project's NDCG@5 of the labeled vali QGs;
+- `search`: the run's search strategy (`baselines.searches.SEARCHES`: ``optuna`` and every
+  strategy drawing from a backend's space for every backend, ``paper-grid`` for a backend
+  with a ``grid()``: LightGBM's), each fit scored with the project's NDCG@5 of the labeled
+  vali QGs;
 - `tree_report`: the ``report.json`` keys every tree run shares, written here only;
 - `write_tree_run`: the bundle, the model files kept beside ``report.json``, ``report.json``
   and ``DONE`` (`finish_run`).
@@ -27,13 +28,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scarce_ltr.baselines.tuning import (
-    SearchOutcome,
-    TrainTrial,
-    TrialResult,
-    grid_search,
-    optuna_search,
-)
+from scarce_ltr.baselines.searches import SEARCHES
+from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Run
@@ -58,7 +54,8 @@ Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and
 
 class TreeBackend(Protocol):
     """What a tree backend gives the pipeline. ``grid()`` (the fixed points of the
-    ``paper-grid`` strategy) is optional: a backend without one is searched with Optuna."""
+    ``paper-grid`` strategy) is optional: a backend without one is searched by the strategies
+    that draw trials from ``suggest`` (``optuna``, ...)."""
 
     name: str  # as a message names it: "CatBoost YetiRank"
     n_trials: int
@@ -124,21 +121,13 @@ def search(
     train: TrainTrial,
     on_trial: Callable[[TrialResult], None],
 ) -> SearchOutcome:
-    """The vali-best fit of ``strategy`` (``optuna`` or ``paper-grid``) for ``backend``."""
-    if strategy == "optuna":
-        return optuna_search(
-            n_trials=backend.n_trials,
-            seed=seed,
-            suggest=backend.suggest,
-            train=train,
-            first=backend.first(),
-            warmup_steps=backend.early_stopping_rounds,
-            on_trial=on_trial,
-        )
-    grid = getattr(backend, "grid", None)
-    if strategy != "paper-grid" or grid is None:
-        raise UserError(f"{backend.name} has no search '{strategy}'; it offers optuna")
-    return grid_search(grid(), train=train, on_trial=on_trial)
+    """The vali-best fit of ``strategy`` (a name in `SEARCHES`) for ``backend``."""
+    chosen = SEARCHES[strategy]  # the name is checked with the config
+    if chosen.grid and getattr(backend, "grid", None) is None:
+        offered = [name for name, other in SEARCHES.items() if not other.grid]
+        offers = ", ".join(offered)
+        raise UserError(f"{backend.name} has no search '{strategy}'; it offers {offers}")
+    return chosen.search(backend, seed=seed, train=train, on_trial=on_trial)
 
 
 def score_and_save(
@@ -214,9 +203,9 @@ def finish_run(run: Run, report: dict, *, start: float) -> dict:
     return run.finish(report, summary=summary)
 
 
-def run_tree_backend(cfg, run: Run, backend: TreeBackend) -> dict:
-    """Search with Optuna on the labeled train QGs, choose on vali, score vali and test once,
-    write the run (see the module docstring)."""
+def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> dict:
+    """Search with ``strategy`` on the labeled train QGs, choose on vali, score vali and test
+    once, write the run (see the module docstring)."""
     start = time.perf_counter()
     prepared = prepare_tree_data(cfg, backend.check_labels)
     labels = prepared.labels
@@ -228,7 +217,7 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend) -> dict:
 
     outcome = search(
         backend,
-        "optuna",
+        strategy,
         seed=cfg.seed,
         train=trainer(backend, train, labeled_vali, score_vali),
         on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
@@ -246,7 +235,7 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend) -> dict:
         n_features=prepared.n_features,
         n_trees=best.rounds,
         seconds_fitting=sum(r.seconds for r in outcome.results),
-        search="optuna",
+        search=strategy,
         **backend.describe(),
     )
     return write_tree_run(run, prepared, report, backend.bundle(model), start=start)

@@ -1,6 +1,6 @@
-"""What every tree ranker shares: an optional backend, the two search strategies (a seeded
-Optuna search, `optuna_search`; a fixed grid, `grid_search`), choosing the trial on validation
-only (`keep_if_best`), and the label check of a backend's objective.
+"""What every tree ranker shares: the keys of a searched backend's section, an optional
+backend, a search's trials and choosing the trial on validation only (`keep_if_best`), and the
+label check of a backend's objective. The search strategies are `baselines.searches`.
 
 A search trains one model per trial and scores it on the labeled vali QGs with the project's
 NDCG@5; the trial with the highest vali score is chosen (`core.selection.select_best`), and only
@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import math
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -33,13 +32,19 @@ class SearchOptions:
 
     section: ClassVar[str] = "backend"  # the config section, for messages
 
-    n_trials: int = 20  # Optuna trials (seeded TPE); the vali-best is kept
+    # optuna: a seeded TPE search (baselines/searches)
+    search: str = "optuna"
+    n_trials: int = 20  # trials of the search; the vali-best is kept
     max_rounds: int = 500  # trees at most; `epochs` caps it further when set
     early_stopping_rounds: int = 50  # on vali NDCG@5
     num_threads: int = 0  # 0: every core of the machine
     params: dict[str, Any] = field(default_factory=dict)  # any backend parameter, every trial
 
     def __post_init__(self) -> None:
+        # Imported here: the strategies import this module for a search's trials.
+        from scarce_ltr.baselines.searches import check_search
+
+        check_search(f"{self.section}.search", self.search)
         if not 1 <= self.n_trials <= MAX_TRIALS:
             raise ValueError(
                 f"{self.section}.n_trials must be >= 1 and <= {MAX_TRIALS}, got {self.n_trials}"
@@ -124,87 +129,6 @@ def keep_if_best(outcome: SearchOutcome, result: TrialResult, model: Any) -> Non
     outcome.results.append(result)
     if select_best([r.vali_ndcg for r in outcome.results]) == len(outcome.results) - 1:
         outcome.best, outcome.best_model = len(outcome.results) - 1, model
-
-
-def grid_search(
-    points: list[dict],
-    *,
-    train: TrainTrial,
-    on_trial: Callable[[TrialResult], None] = lambda result: None,
-) -> SearchOutcome:
-    """Every point of a fixed grid in order (trial ``i`` is ``points[i]``), none pruned; the
-    vali-best wins, the first of ties (the paper's LightGBM grid)."""
-    outcome = SearchOutcome()
-    for number, choices in enumerate(points):
-        model, rounds, vali, seconds = train(choices, None)
-        result = TrialResult(number, choices, rounds, vali, seconds)
-        keep_if_best(outcome, result, model)
-        on_trial(result)
-    return outcome
-
-
-def optuna_search(
-    *,
-    n_trials: int,
-    seed: int,
-    suggest: Callable[[Any], dict],
-    train: TrainTrial,
-    first: dict | None = None,
-    warmup_steps: int = 0,
-    on_trial: Callable[[TrialResult], None] = lambda result: None,
-) -> SearchOutcome:
-    """``n_trials`` trials of a seeded TPE study, pruned by a median rule on the backend's own
-    per-round vali NDCG@5; the vali-best completed trial wins.
-
-    Args:
-        suggest: the trial's choices (``trial.suggest_*``), a dict of JSON values.
-        train: fits one model for the choices; calls ``report(round, value)`` each round.
-        first: choices of trial 0 (the backend's defaults), so that the search starts from the
-            point a hand-tuned user would try first.
-        warmup_steps: rounds before a trial may be pruned (the early-stopping patience: a
-            slower learning rate is not cut while it catches up).
-    """
-    if n_trials < 1:
-        raise UserError(f"n_trials must be >= 1, got {n_trials}")
-    optuna = require_backend("optuna", "optuna")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=warmup_steps),
-    )
-    if first is not None:
-        study.enqueue_trial(first)
-    outcome = SearchOutcome()
-    for _ in range(n_trials):
-        trial = study.ask()
-        choices = suggest(trial)
-
-        def report(step: int, value: float, trial=trial) -> None:
-            trial.report(value, step)
-            if trial.should_prune():
-                raise Pruned(step + 1)
-
-        start = time.perf_counter()
-        try:
-            model, rounds, vali, seconds = train(choices, report)
-        except Pruned as stop:
-            seconds = time.perf_counter() - start
-            result = TrialResult(trial.number, choices, stop.rounds, math.nan, seconds, pruned=True)
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            keep_if_best(outcome, result, None)
-            on_trial(result)
-            continue
-        result = TrialResult(trial.number, choices, rounds, vali, seconds)
-        if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing from it
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        else:
-            study.tell(trial, vali)
-        keep_if_best(outcome, result, model)
-        on_trial(result)
-    if all(result.pruned for result in outcome.results):
-        raise UserError("every trial of the search was pruned; raise n_trials")
-    return outcome
 
 
 def check_labels(

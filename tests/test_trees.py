@@ -20,7 +20,8 @@ from scarce_ltr.baselines.catboost.train import CatBoostBackend
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import TrainingOptions
 from scarce_ltr.baselines.gbdt.search import lightgbm_choices
-from scarce_ltr.baselines.tuning import Pruned, optuna_search
+from scarce_ltr.baselines.searches.study import optuna_search
+from scarce_ltr.baselines.tuning import Pruned
 from scarce_ltr.baselines.xgboost.config import XGBoostOptions
 from scarce_ltr.baselines.xgboost.train import XGBoostBackend
 from scarce_ltr.cli import run
@@ -63,6 +64,12 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+def tpe(seed: int):
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=seed)
+
+
 def raw_test() -> RankingSplit:
     cfg, _ = load_config(CommonConfig, DATA)
     return load_dataset(cfg.data)["test"]
@@ -86,7 +93,7 @@ def test_the_search_keeps_the_vali_best_trial_even_when_test_prefers_another() -
             raise Pruned(3)
         return {"arm": arm, "test": test[arm]}, 10, vali[arm], 0.0
 
-    outcome = optuna_search(n_trials=4, seed=0, suggest=suggest, train=train)
+    outcome = optuna_search(n_trials=4, sampler=tpe(0), suggest=suggest, train=train)
     assert outcome.best_model == {"arm": 2, "test": 0.45}
     assert outcome.best_result.choices == {"arm": 2}
     assert [r.pruned for r in outcome.results] == [False, True, False, False]
@@ -101,8 +108,8 @@ def test_the_search_is_seeded_and_starts_from_the_defaults() -> None:
         return None, 1, -((choices["x"] - 0.3) ** 2), 0.0
 
     draws = [
-        [r.choices["x"] for r in optuna_search(n_trials=6, seed=s, suggest=suggest, train=train,
-                                                first={"x": 0.5}).results]
+        [r.choices["x"] for r in optuna_search(n_trials=6, sampler=tpe(s), suggest=suggest,
+                                                train=train, first={"x": 0.5}).results]
         for s in (1, 1, 2)
     ]  # fmt: skip
     assert draws[0] == draws[1] != draws[2]
@@ -119,7 +126,8 @@ def test_a_median_rule_prunes_a_trial_that_lags_behind() -> None:
             report(step, float(value))
         return None, len(curve), float(curve[-1]), 0.0
 
-    outcome = optuna_search(n_trials=4, seed=0, suggest=lambda t: {}, train=train, warmup_steps=5)
+    outcome = optuna_search(n_trials=4, sampler=tpe(0), suggest=lambda t: {}, train=train,
+                            warmup_steps=5)  # fmt: skip
     assert [r.pruned for r in outcome.results] == [False, False, False, True]
     assert outcome.results[3].rounds == 6
 
@@ -229,6 +237,8 @@ def test_xgboost_ndcg_equals_the_project_ndcg_under_policy_one() -> None:
         ("gbdt", "gbdt.params.num_leaves=7", "the paper grid varies it"),
         ("gbdt-optuna", "gbdt.n_trials=0", "gbdt.n_trials must be >= 1"),
         ("gbdt", "gbdt.search=random", "gbdt.search must be one of paper-grid, optuna"),
+        ("xgboost", "xgboost.search=paper-grid", "rank:ndcg has no search 'paper-grid'; it offers "
+                                                 "optuna"),
         ("gbdt", "gbdt.objective=rank_ndcg", "'rank_ndcg' is not one of lambdarank"),
         ("catboost", "catboost.params.dept=3", "catboost.params.dept: CatBoost has no"),
         ("catboost", "catboost.loss=LambdaMart", "catboost.loss must be one of YetiRank"),

@@ -153,6 +153,5 @@ def model_bytes(model: Any) -> bytes:
 
 def main(cfg, run: Run) -> dict:
     """Train, select on vali, evaluate once on test, write the run directory."""
-    return run_tree_backend(
-        cfg, run, CatBoostBackend(cfg.catboost, seed=cfg.seed, epochs=cfg.epochs)
-    )
+    backend = CatBoostBackend(cfg.catboost, seed=cfg.seed, epochs=cfg.epochs)
+    return run_tree_backend(cfg, run, backend, cfg.catboost.search)

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scarce_ltr.baselines.searches import SEARCHES, check_search
 from scarce_ltr.core.config import MAX_EPOCHS, MAX_TRIALS, POSITIVE, Allowed, allowed, check_allowed
 
 GRIDS = ("paper", "full")
-# paper-grid: the paper's baseline (``grid``); optuna: a seeded TPE search of `search_space`.
-SEARCHES = ("paper-grid", "optuna")
 OBJECTIVES = ("lambdarank", "rank_xendcg")
 # LightGBM parameters the project sets itself, and the key a user sets them with instead.
 RESERVED_PARAMS = {
@@ -41,10 +40,12 @@ class GBDTOptions:
     combination of the three lists.
     """
 
-    search: str = "paper-grid"  # paper-grid | optuna
+    # paper-grid: the paper's grid | optuna: seeded TPE (baselines/searches)
+    search: str = "paper-grid"
     grid: str = "paper"  # paper | full (search=paper-grid)
     objective: str = "lambdarank"  # search=paper-grid: lambdarank | rank_xendcg
-    objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))  # searched (optuna)
+    # the objectives a search that draws its trials (not paper-grid) chooses among
+    objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))
     n_trials: int = 40  # search=optuna
     # Any LightGBM parameter, the same in every fit (gbdt.params.lambda_l2=1); the search
     # leaves the ones given here out.
@@ -65,10 +66,7 @@ class GBDTOptions:
     teacher: str | None = None
 
     def __post_init__(self) -> None:
-        if self.search not in SEARCHES:
-            raise ValueError(
-                f"gbdt.search must be one of {', '.join(SEARCHES)}, got {self.search!r}"
-            )
+        check_search("gbdt.search", self.search)
         for objective in [self.objective, *self.objectives]:
             if objective not in OBJECTIVES:
                 raise ValueError(
@@ -79,7 +77,7 @@ class GBDTOptions:
         if not 1 <= self.n_trials <= MAX_TRIALS:
             raise ValueError(f"gbdt.n_trials must be >= 1 and <= {MAX_TRIALS}, got {self.n_trials}")
         main_params = lightgbm_param_names(self.params)
-        if self.search == "paper-grid":
+        if SEARCHES[self.search].grid:
             for key in set(main_params.values()) & set(GRID_PARAMS):
                 raise ValueError(
                     f"gbdt.params.{key}: the paper grid varies it; set the list gbdt.{key}"

@@ -4,7 +4,8 @@
 (num_leaves 31, min_data_in_leaf 20, feature_fraction 1.0) and vary one hyperparameter at a
 time over its list. The paper counts 3 x 3 = 9 choices; three of them are the default point
 itself, so 7 distinct points are trained. ``gbdt.grid=full``: every combination (27 with the
-default lists). ``gbdt.search=optuna``: the search space of `baselines.gbdt.search`.
+default lists). A strategy that draws its trials (``gbdt.search=optuna``, ...): the search
+space of `baselines.gbdt.search`.
 
 min_data_in_leaf is capped at `lightgbm_ranker.min_data_cap` (``n_items // 4``) of the
 training set; points that the cap makes equal are trained once. Either search runs through the
@@ -35,6 +36,7 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     fit,
 )
 from scarce_ltr.baselines.gbdt.search import LEAF_KEYS, defaults, lightgbm_choices, suggest
+from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.tree_run import Bundle, Report, search, trainer
 from scarce_ltr.baselines.tuning import TrialResult
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -134,11 +136,11 @@ class LightGBMBackend:
         return {"lightgbm": lgb.__version__, "num_threads": self.options.num_threads}
 
     def row(self, result: TrialResult, strategy: str, *, phase: str, pca: int) -> PointResult:
-        """A trial as a grid row: a grid point with the min_data_in_leaf it asked for, an
-        Optuna trial with its number and other choices."""
+        """A trial as a grid row: a grid point with the min_data_in_leaf it asked for, a
+        drawn trial with its number and other choices."""
         leaves, _ = lightgbm_choices(result.choices)
         asked, choices = leaves.min_data_in_leaf, {}
-        if strategy == "paper-grid":
+        if SEARCHES[strategy].grid:
             asked = self.plan[result.number][1]
         else:
             other = {key: v for key, v in result.choices.items() if key not in LEAF_KEYS}
@@ -245,7 +247,7 @@ def n_fits(options: GBDTOptions, cap: int) -> int:
 
 def search_fits(options: GBDTOptions, cap: int) -> int:
     """How many fits one search makes (a progress bar's total)."""
-    return options.n_trials if options.search == "optuna" else n_fits(options, cap)
+    return n_fits(options, cap) if SEARCHES[options.search].grid else options.n_trials
 
 
 def _with(**change) -> LeafSettings:

@@ -1,8 +1,9 @@
-"""LightGBM's search space for ``gbdt.search=optuna``: what a trial draws, trial 0, and how a
-trial's choices reach LightGBM.
+"""LightGBM's search space for ``gbdt.search=optuna`` and every other strategy that draws its
+trials (`baselines.searches`): what a trial draws, trial 0, and how a trial's choices reach
+LightGBM.
 
-``gbdt.n_trials`` trials of a seeded TPE study (`baselines.tuning.optuna_search`, run by the
-tree pipeline `baselines.tree_run.search` through `grid.LightGBMBackend`) over the objective,
+``gbdt.n_trials`` trials of a seeded study (run by the tree pipeline `baselines.tree_run.search`
+through `grid.LightGBMBackend`) over the objective,
 learning rate, tree size, regularisation, bagging and the LambdaMART knobs lyzhin2023 tunes;
 trials are pruned on LightGBM's per-round vali NDCG@5 and trial 0 is LightGBM's defaults. A
 parameter fixed in ``gbdt.params`` is left out of the search.

@@ -139,4 +139,5 @@ def _reporter(xgb, report: Report):
 
 def main(cfg, run: Run) -> dict:
     """Train, select on vali, evaluate once on test, write the run directory."""
-    return run_tree_backend(cfg, run, XGBoostBackend(cfg.xgboost, seed=cfg.seed, epochs=cfg.epochs))
+    backend = XGBoostBackend(cfg.xgboost, seed=cfg.seed, epochs=cfg.epochs)
+    return run_tree_backend(cfg, run, backend, cfg.xgboost.search)

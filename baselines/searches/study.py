@@ -1,0 +1,111 @@
+"""The Optuna study the sampling strategies share (``optuna``: TPE, ...): trials asked in
+order, trial 0 the backend's defaults, a median rule pruning on the backend's own per-round vali
+NDCG@5, the vali-best completed trial kept. A strategy differs only in its sampler."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from scarce_ltr.baselines.tuning import (
+    Pruned,
+    SearchOutcome,
+    TrainTrial,
+    TrialResult,
+    keep_if_best,
+    require_backend,
+)
+from scarce_ltr.core.errors import UserError
+
+if TYPE_CHECKING:
+    from scarce_ltr.baselines.tree_run import TreeBackend
+
+
+def search_backend(
+    backend: TreeBackend,
+    sampler: Callable[[ModuleType], Any],
+    *,
+    train: TrainTrial,
+    on_trial: Callable[[TrialResult], None],
+) -> SearchOutcome:
+    """`optuna_search` of ``backend``'s space: its ``n_trials``, ``suggest`` and ``first``,
+    no trial pruned before its early-stopping patience; ``sampler(optuna)`` the study's
+    sampler."""
+    optuna = require_backend("optuna", "optuna")
+    return optuna_search(
+        n_trials=backend.n_trials,
+        sampler=sampler(optuna),
+        suggest=backend.suggest,
+        train=train,
+        first=backend.first(),
+        warmup_steps=backend.early_stopping_rounds,
+        on_trial=on_trial,
+    )
+
+
+def optuna_search(
+    *,
+    n_trials: int,
+    sampler: Any,
+    suggest: Callable[[Any], dict],
+    train: TrainTrial,
+    first: dict | None = None,
+    warmup_steps: int = 0,
+    on_trial: Callable[[TrialResult], None] = lambda result: None,
+) -> SearchOutcome:
+    """``n_trials`` trials of a study drawn by ``sampler`` (an Optuna sampler, seeded), pruned
+    by a median rule on the backend's own per-round vali NDCG@5; the vali-best completed trial
+    wins.
+
+    Args:
+        suggest: the trial's choices (``trial.suggest_*``), a dict of JSON values.
+        train: fits one model for the choices; calls ``report(round, value)`` each round.
+        first: choices of trial 0 (the backend's defaults), so that the search starts from the
+            point a hand-tuned user would try first.
+        warmup_steps: rounds before a trial may be pruned (the early-stopping patience: a
+            slower learning rate is not cut while it catches up).
+    """
+    if n_trials < 1:
+        raise UserError(f"n_trials must be >= 1, got {n_trials}")
+    optuna = require_backend("optuna", "optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        direction="maximize",
+        sampler=sampler,
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=warmup_steps),
+    )
+    if first is not None:
+        study.enqueue_trial(first)
+    outcome = SearchOutcome()
+    for _ in range(n_trials):
+        trial = study.ask()
+        choices = suggest(trial)
+
+        def report(step: int, value: float, trial=trial) -> None:
+            trial.report(value, step)
+            if trial.should_prune():
+                raise Pruned(step + 1)
+
+        start = time.perf_counter()
+        try:
+            model, rounds, vali, seconds = train(choices, report)
+        except Pruned as stop:
+            seconds = time.perf_counter() - start
+            result = TrialResult(trial.number, choices, stop.rounds, math.nan, seconds, pruned=True)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            keep_if_best(outcome, result, None)
+            on_trial(result)
+            continue
+        result = TrialResult(trial.number, choices, rounds, vali, seconds)
+        if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing from it
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, vali)
+        keep_if_best(outcome, result, model)
+        on_trial(result)
+    if all(result.pruned for result in outcome.results):
+        raise UserError("every trial of the search was pruned; raise n_trials")
+    return outcome
