@@ -32,7 +32,7 @@ class SearchOptions:
 
     section: ClassVar[str] = "backend"  # the config section, for messages
 
-    # optuna: a seeded TPE search (baselines/searches)
+    # optuna: a seeded TPE search | random: a seeded random search (baselines/searches)
     search: str = "optuna"
     n_trials: int = 20  # trials of the search; the vali-best is kept
     max_rounds: int = 500  # trees at most; `epochs` caps it further when set

@@ -20,6 +20,7 @@ from scarce_ltr.baselines.catboost.train import CatBoostBackend
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import TrainingOptions
 from scarce_ltr.baselines.gbdt.search import lightgbm_choices
+from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.searches.study import optuna_search
 from scarce_ltr.baselines.tuning import Pruned
 from scarce_ltr.baselines.xgboost.config import XGBoostOptions
@@ -132,6 +133,47 @@ def test_a_median_rule_prunes_a_trial_that_lags_behind() -> None:
     assert outcome.results[3].rounds == 6
 
 
+class Parabola:
+    """A backend's search side only: two keys, trial 0 at x = 0.5, vali best at x = 0.3."""
+
+    name = "parabola"
+    n_trials = 14
+    early_stopping_rounds = 0
+
+    def suggest(self, trial) -> dict:
+        x = trial.suggest_float("x", 0.0, 1.0)
+        return {"x": x, "k": trial.suggest_int("k", 1, 64, log=True)}
+
+    def first(self) -> dict:
+        return {"x": 0.5, "k": 8}
+
+
+def draws(strategy: str, seed: int) -> tuple[list[dict], object]:
+    """Every trial's choices, and the kept model, of ``strategy`` on `Parabola`."""
+
+    def train(choices: dict, report) -> tuple:
+        return dict(choices), 1, -((choices["x"] - 0.3) ** 2), 0.0
+
+    seen: list = []
+    outcome = SEARCHES[strategy].search(Parabola(), seed=seed, train=train, on_trial=seen.append)
+    assert seen == outcome.results
+    return [r.choices for r in outcome.results], outcome
+
+
+def test_random_search_is_seeded_keeps_the_vali_best_and_is_not_tpe() -> None:
+    first, outcome = draws("random", 1)
+    again, _ = draws("random", 1)
+    assert first == again != draws("random", 2)[0]
+    assert first[0] == {"x": 0.5, "k": 8} and len(first) == 14
+    best = max(range(14), key=lambda i: -((first[i]["x"] - 0.3) ** 2))
+    assert outcome.best == best and outcome.best_model == first[best]
+    # TPE starts with Optuna's 10 random trials, the same draws for the same seed; from then on
+    # it draws from a model of the trials so far, and random search does not.
+    tpe_draws, _ = draws("optuna", 1)
+    assert tpe_draws[:10] == first[:10]
+    assert all(t != r for t, r in zip(tpe_draws[10:], first[10:], strict=True))
+
+
 # --- LightGBM's search ------------------------------------------------------------------------
 
 
@@ -170,6 +212,16 @@ def test_gbdt_pseudo_takes_the_objective_key(tmp_path: Path) -> None:
                   f"run_dir={tmp_path}"])  # fmt: skip
     assert report["objective"] == "rank_xendcg"
     assert "[objective: rank_xendcg]" in (tmp_path / "bundle" / "model.txt").read_text()
+
+
+@pytest.mark.parametrize(("name", "section"), [("gbdt-optuna", "gbdt"), ("xgboost", "xgboost")])
+def test_every_backend_takes_the_random_search(tmp_path: Path, name, section) -> None:
+    report = run(["baseline", name, *DATA, *FAST[name], f"{section}.n_trials=12",
+                  f"{section}.search=random", f"run_dir={tmp_path}"])  # fmt: skip
+    trials = report.get("trials") or report["grid"]
+    assert report["search"] == "random" and [t["trial"] for t in trials] == list(range(12))
+    scored = [t["vali_ndcg@5"] for t in trials if t["vali_ndcg@5"] is not None]
+    assert report["selected"]["vali_ndcg@5"] == max(scored)
 
 
 # --- every backend end to end -----------------------------------------------------------------
@@ -236,9 +288,10 @@ def test_xgboost_ndcg_equals_the_project_ndcg_under_policy_one() -> None:
         ("gbdt", "gbdt.params.eta=0.1", "set by the project; use gbdt.learning_rate"),
         ("gbdt", "gbdt.params.num_leaves=7", "the paper grid varies it"),
         ("gbdt-optuna", "gbdt.n_trials=0", "gbdt.n_trials must be >= 1"),
-        ("gbdt", "gbdt.search=random", "gbdt.search must be one of paper-grid, optuna"),
+        ("gbdt", "gbdt.search=bayes", "gbdt.search must be one of paper-grid, optuna, random"),
+        ("catboost", "catboost.search=tpe", "catboost.search must be one of paper-grid, optuna"),
         ("xgboost", "xgboost.search=paper-grid", "rank:ndcg has no search 'paper-grid'; it offers "
-                                                 "optuna"),
+                                                 "optuna, random"),
         ("gbdt", "gbdt.objective=rank_ndcg", "'rank_ndcg' is not one of lambdarank"),
         ("catboost", "catboost.params.dept=3", "catboost.params.dept: CatBoost has no"),
         ("catboost", "catboost.loss=LambdaMart", "catboost.loss must be one of YetiRank"),

@@ -40,13 +40,13 @@ class GBDTOptions:
     combination of the three lists.
     """
 
-    # paper-grid: the paper's grid | optuna: seeded TPE (baselines/searches)
+    # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (baselines/searches)
     search: str = "paper-grid"
     grid: str = "paper"  # paper | full (search=paper-grid)
     objective: str = "lambdarank"  # search=paper-grid: lambdarank | rank_xendcg
     # the objectives a search that draws its trials (not paper-grid) chooses among
     objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))
-    n_trials: int = 40  # search=optuna
+    n_trials: int = 40  # search=optuna|random
     # Any LightGBM parameter, the same in every fit (gbdt.params.lambda_l2=1); the search
     # leaves the ones given here out.
     params: dict[str, Any] = field(default_factory=dict)

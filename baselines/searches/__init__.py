@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scarce_ltr.baselines.searches import paper_grid, tpe
+from scarce_ltr.baselines.searches import paper_grid, random_search, tpe
 from scarce_ltr.baselines.tuning import SearchOutcome
 
 
@@ -38,4 +38,5 @@ def check_search(key: str, name: Any) -> None:
 SEARCHES: dict[str, Strategy] = {
     "paper-grid": Strategy(paper_grid.search, grid=True),
     "optuna": Strategy(tpe.search),
+    "random": Strategy(random_search.search),
 }
