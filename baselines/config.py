@@ -15,11 +15,17 @@ from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
 from scarce_ltr.baselines.xgboost.config import XGBoostOptions
-from scarce_ltr.core.runs import NO_PRETRAIN_DL, TAUGHT_TREES, RunIdentity, run_model, taught_model
+from scarce_ltr.core.runs import RunIdentity, run_model
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.data.teachers import TeachingConfig, no_teacher
+from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
+from scarce_ltr.finetune.config import ENCODER_MARK
 
-DEEP_BASELINES = NO_PRETRAIN_DL  # the from-scratch deep rankers: trained by finetune.loop.fit
+# The from-scratch deep rankers (trained by finetune.loop.fit): the report's no-pretrain-dl group.
+DEEP_BASELINES = ("resnet", "deepfm", "dcnv2", "dasalc")
+# Run on a pretraining run: <baseline>+<the encoder run's model>, in the report's hybrid group.
+HYBRID_BASELINES = ("gbdt-ssl",)
+# The tree students: their pseudo-labels come from the teacher instead of their own first GBDT.
+TAUGHT_TREES = ("gbdt-pseudo", "gbdt-pca-pseudo")
 
 
 @dataclass(frozen=True)
@@ -59,17 +65,24 @@ class BaselineConfig(CommonConfig):
     def identity(self) -> RunIdentity:
         """gbdt-ssl is named after its encoder's run (``gbdt-ssl+simclr-rank``), so that two
         encoders never share one folder."""
-        model = self.method
-        if self.method == "gbdt-ssl" and self.pretrained:
+        model, group = self.method, self._group()
+        if self.method in HYBRID_BASELINES and self.pretrained:
             encoder_model = run_model(self.pretrained) or Path(self.pretrained).name
-            model = f"{self.method}+{encoder_model}"
+            model = f"{self.method}{ENCODER_MARK}{encoder_model}"
         teacher = self.teacher if self.method in DEEP_BASELINES else self.gbdt.teacher
         if not no_teacher(teacher):
-            model = taught_model(model, run_model(teacher) or Path(teacher).name)
+            assert teacher is not None
+            model, group = taught_model(model, teacher), TAUGHT_GROUP
         return RunIdentity(
             dataset=self.data.run_name,
             stage="baseline",
             model=model,
             setting=self.scarcity.tag,
             seed=self.seed,
+            group=group,
         )
+
+    def _group(self) -> str:
+        if self.method in DEEP_BASELINES:
+            return "no-pretrain-dl"
+        return "hybrid" if self.method in HYBRID_BASELINES else "gbdt"

@@ -25,8 +25,8 @@ and the tracker's name, group and tags. `Run` lives it out:
 - `GridPoint` is one resumable point of a grid inside a run (``result.json`` + ``DONE``).
 
 `read_config` reads a run's ``config.yaml`` back as a typed object; `run_model` names the model of
-a finished run. The vocabulary of model names (`model_group`, the ensemble prefixes) lives here,
-below every stage that names a model.
+a finished run. The model name is a plain string here: each stage's config builds it with the
+marks its layer owns, and `scarce_ltr.models.names` takes it apart.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from scarce_ltr.core.bundle import BUNDLE_DIR
-from scarce_ltr.core.config import PACKAGE_ROOT, available, to_yaml
+from scarce_ltr.core.config import PACKAGE_ROOT, to_yaml
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import (
     atomic_write_text,
@@ -95,30 +95,8 @@ KERNEL_FILE_SYSTEMS = {
     "mqueue": "the message queues",
 }
 
-# The report groups, and the model names that fall into each.
+# The report groups: each stage config files its model under one (`RunIdentity.group`).
 GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
-NO_PRETRAIN_DL = ("resnet", "deepfm", "dcnv2", "dasalc")
-HYBRID_BASELINES = ("gbdt-ssl",)  # run on a pretraining run: <baseline>+<pretraining method>
-ENSEMBLE_PREFIX = "ensemble:"
-# Stacking: an ensemble of rank-normalised scores whose weights are cross-fitted over the vali
-# QGs (ensembles.crossfit); always in the hybrid group, a learned mix of models, never one of
-# them, even when its members share a group.
-STACK_PREFIX = "stack:"
-MIX_PREFIXES = (ENSEMBLE_PREFIX, STACK_PREFIX)  # models that mix the scores of other models
-# DASALC-ens (Qin et al. 2021): the plain average of runs of one model that differ in their seed.
-SEED_ENSEMBLE_PREFIX = "seed-ensemble:"
-# <pretraining method>@<variant>: the method pretrained with a sweep's named variant of its
-# settings (paper A.2.3 tunes each method's augmentation), as in simclr-rank@zero0.1+full.
-VARIANT_MARK = "@"
-# <method>+<method>[+...]+combine: paper A.3.7's linear layer over the methods' finetuned rankers.
-COMBINE_SUFFIX = "+combine"
-# <student>~<teacher>: the student model also learns from a finished run of the teacher model
-# (same data, labels and seed) on the unlabeled train QGs: simclr-rank+full~gbdt-optuna,
-# gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna. Always in the hybrid group: it mixes two
-# models' knowledge. A teacher is never taught itself.
-TEACHER_MARK = "~"
-# The tree students: their pseudo-labels come from the teacher instead of their own first GBDT.
-TAUGHT_TREES = ("gbdt-pseudo", "gbdt-pca-pseudo")
 
 ConfigT = TypeVar("ConfigT")
 # A key a config does not hold (`_changed_keys`), told apart from one holding None.
@@ -169,15 +147,14 @@ class RunIdentity:
     model: str  # the name sweeps and reports use
     setting: str  # the label setting's tag (frac=0.02, tau=4.5,frac=1, ...)
     seed: int
+    group: str  # the report group the stage files its model under (GROUPS)
     folder_name: str | None = None  # the folder's <name> part when it is not the model's
 
     def __post_init__(self) -> None:
         if self.stage not in STAGES:
             raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
-
-    @property
-    def group(self) -> str:
-        return model_group(self.model, strict=False)
+        if self.group not in GROUPS:
+            raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {self.group!r}")
 
     def default_folder(self) -> Path:
         return run_folder(
@@ -472,161 +449,6 @@ def report_model(report: dict) -> str | None:
             return f"{method or 'combined'}+combine"
         return f"{method}+{strategy}" if report.get("pretrained") else f"scratch+{strategy}"
     return str(report["method"]) if report.get("method") else None
-
-
-def model_group(model: str, *, strict: bool = True) -> str:
-    """The report group of a model name. An unknown name raises `UserError` when ``strict`` (a
-    sweep's models), else falls into the group its name suggests (a run's own model name, such
-    as ``scratch+full`` or ``simclr-rank+simsiam+combine``)."""
-    if model.startswith(SEED_ENSEMBLE_PREFIX):
-        member = model[len(SEED_ENSEMBLE_PREFIX) :]
-        if member.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
-            raise UserError(f"model '{model}': a seed ensemble is seed-ensemble:<one model>")
-        return model_group(member, strict=strict)
-    if model.startswith(MIX_PREFIXES):
-        members, prefix = ensemble_members(model), model.split(":", 1)[0]
-        if len(members) < 2 or "" in members:
-            raise UserError(f"model '{model}': an ensemble is {prefix}:<model>,<model>[,...]")
-        groups = [model_group(m, strict=strict) for m in members]
-        return "hybrid" if model.startswith(STACK_PREFIX) else ensemble_group(groups)
-    if split_teacher(model)[1] is not None:
-        if strict:
-            check_taught(model)
-        return "hybrid"
-    try:
-        return _single_group(model)
-    except UserError:
-        if strict:
-            raise
-    if model.startswith("scratch+"):  # finetuning a fresh encoder
-        return "no-pretrain-dl"
-    if model.endswith("+combine"):  # finetune combine over finetuned runs
-        return "pretrained-dl"
-    return "gbdt" if model.startswith("gbdt") else "no-pretrain-dl"
-
-
-def split_teacher(model: str) -> tuple[str, str | None]:
-    """``("gbdt-pseudo", "simclr-rank+full")`` of ``gbdt-pseudo~simclr-rank+full``;
-    ``(model, None)`` for a model without a teacher."""
-    student, mark, teacher = model.partition(TEACHER_MARK)
-    return student, teacher if mark else None
-
-
-def taught_model(student: str, teacher: str) -> str:
-    """The model name of ``student`` taught by a run of ``teacher``: ``<student>~<teacher>``."""
-    return f"{student}{TEACHER_MARK}{teacher}"
-
-
-def check_taught(model: str) -> None:
-    """`UserError` unless ``model`` is ``<student>~<teacher>`` with a student that learns from a
-    teacher (a finetuned or from-scratch deep ranker, or a pseudo-labeling GBDT) and a teacher
-    that is a model of its own (any, an ensemble too, but not a taught one)."""
-    student, teacher = split_teacher(model)
-    form = (
-        f"a taught model is <student>{TEACHER_MARK}<teacher>, e.g. simclr-rank+full"
-        f"{TEACHER_MARK}gbdt-optuna or gbdt-pseudo{TEACHER_MARK}simclr-rank+full"
-    )
-    if not student or not teacher:
-        raise UserError(f"model '{model}': {form}")
-    if TEACHER_MARK in teacher:
-        raise UserError(f"model '{model}': the teacher '{teacher}' is taught itself; {form}")
-    if student.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
-        raise UserError(
-            f"model '{model}': an ensemble learns nothing from a teacher; ensemble the taught "
-            "models instead"
-        )
-    group = model_group(student)
-    if student in TAUGHT_TREES or (
-        group in ("pretrained-dl", "no-pretrain-dl") and combine_methods(student) is None
-    ):
-        model_group(teacher)  # a known model, or UserError naming it
-        return
-    raise UserError(
-        f"model '{model}': {student} cannot learn from a teacher; a student is a finetuned "
-        f"(<method>+<strategy>) or from-scratch deep ranker ({', '.join(NO_PRETRAIN_DL)}) or "
-        f"{' or '.join(TAUGHT_TREES)}"
-    )
-
-
-def split_variant(method: str) -> tuple[str, str | None]:
-    """``("simclr-rank", "zero0.1")`` of ``simclr-rank@zero0.1``; ``(method, None)`` without."""
-    base, mark, variant = method.partition(VARIANT_MARK)
-    return base, variant if mark else None
-
-
-def combine_methods(model: str) -> list[str] | None:
-    """The pretraining methods of ``<method>+<method>[+...]+combine``; None for another model."""
-    if not model.endswith(COMBINE_SUFFIX) or model.count("+") < 2:
-        return None
-    return model[: -len(COMBINE_SUFFIX)].split("+")
-
-
-def variant_family(model: str) -> str:
-    """The model with every ``@<variant>`` left out: the model its variants are candidates of."""
-    return re.sub(rf"{VARIANT_MARK}[^+,]*", "", model)
-
-
-def _single_group(model: str) -> str:
-    pretraining = available("pretrain")
-    methods = combine_methods(model)
-    if methods is not None:
-        for method in methods:
-            if split_variant(method)[0] not in pretraining:
-                raise UserError(
-                    f"sweep model '{model}': unknown pretraining method '{method}'; a "
-                    f"combination is <method>+<method>[+...]+combine over {', '.join(pretraining)}"
-                )
-        return "pretrained-dl"
-    if "+" in model and model.split("+", 1)[0] in HYBRID_BASELINES:
-        baseline, method = model.split("+", 1)
-        if split_variant(method.split("+", 1)[0])[0] not in pretraining:
-            raise UserError(
-                f"sweep model '{model}': unknown pretraining method '{method}'; valid: "
-                f"{baseline}+<{'|'.join(pretraining)}>"
-            )
-        return "hybrid"
-    if "+" in model:
-        method, strategy = model.split("+", 1)
-        if split_variant(method)[0] not in pretraining:
-            raise UserError(
-                f"sweep model '{model}': unknown pretraining method '{method}'; "
-                f"valid: {', '.join(pretraining)}"
-            )
-        strategies = [s for s in available("finetune") if s != "combine"]
-        if strategy == "combine":
-            raise UserError(
-                f"sweep model '{model}': a combination names two or more pretraining methods, "
-                "such as simclr-rank+simsiam+combine (it combines their +full rankers)"
-            )
-        if strategy not in strategies:
-            raise UserError(
-                f"sweep model '{model}': unknown finetuning strategy '{strategy}'; "
-                f"valid: {', '.join(strategies)}"
-            )
-        return "pretrained-dl"
-    baselines = available("baseline")
-    if model not in baselines:
-        raise UserError(
-            f"unknown sweep model '{model}'; valid: {', '.join(baselines)}, "
-            "<pretraining method>+<finetuning strategy> such as simclr-rank+full, or "
-            f"<{'|'.join(HYBRID_BASELINES)}>+<pretraining method> such as gbdt-ssl+simclr-rank"
-        )
-    if model in HYBRID_BASELINES:
-        return "hybrid"
-    return "no-pretrain-dl" if model in NO_PRETRAIN_DL else "gbdt"
-
-
-def ensemble_group(groups: list[str]) -> str:
-    """An ensemble's group: its members' when they share one (a seed ensemble), else hybrid."""
-    return groups[0] if len(set(groups)) == 1 else "hybrid"
-
-
-def ensemble_members(model: str) -> list[str]:
-    """The member models of ``ensemble:<model>,<model>,...`` (or ``stack:...``)."""
-    prefix = next((p for p in MIX_PREFIXES if model.startswith(p)), None)
-    if prefix is None:
-        raise ValueError(f"{model!r} is not an {' or '.join(MIX_PREFIXES)} model")
-    return model[len(prefix) :].split(",")
 
 
 def sources_moved(old: Any, new: Any) -> bool:

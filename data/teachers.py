@@ -34,7 +34,7 @@ import numpy as np
 
 from scarce_ltr.core.config import POSITIVE
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import is_done, read_config
+from scarce_ltr.core.runs import is_done, read_config, run_model
 from scarce_ltr.data.evaluation import read_train_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -47,6 +47,12 @@ TARGETS = ("soft", "buckets")
 # The feature transform is not among them: a teacher scored raw items through its own fitted
 # transform, so a LightGBM on raw features teaches a standardized ResNet.
 _DATA_KEYS = ("name", "path", "splits", "n_features")
+# <student>~<teacher>: the student model also learns from a finished run of the teacher model
+# (same data, labels and seed) on the unlabeled train QGs: simclr-rank+full~gbdt-optuna,
+# gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna. A teacher is never taught itself.
+TEACHER_MARK = "~"
+# A taught model mixes two models' knowledge: the report files it under hybrid.
+TAUGHT_GROUP = "hybrid"
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,13 @@ class TeachingConfig:
 def no_teacher(teacher: str | None) -> bool:
     """``teacher`` left out (None, ``none``, empty): the run learns from its labels alone."""
     return teacher is None or teacher.strip().lower() in ("", "none", "null")
+
+
+def taught_model(student: str, teacher: str) -> str:
+    """The model name of ``student`` taught by the run ``teacher``: ``<student>~<its model>``
+    (a taught run never shares a folder with the untaught one, nor with one of another
+    teacher); the run's folder name stands in for a run without a report."""
+    return f"{student}{TEACHER_MARK}{run_model(teacher) or Path(teacher).name}"
 
 
 def teacher_train_scores(

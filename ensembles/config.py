@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scarce_ltr.core.runs import ENSEMBLE_PREFIX, STACK_PREFIX, RunIdentity, run_model
+from scarce_ltr.core.runs import RunIdentity, run_model
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, grid_size
+from scarce_ltr.models.names import ENSEMBLE, STACK, ModelName
 
 WEIGHTINGS = ("grid", "uniform", "crossfit")
 # What makes an ensemble the stack ``stack:<model>,...`` (`EnsembleConfig.is_stack`).
@@ -57,13 +58,14 @@ class EnsembleConfig(CommonConfig):
     def identity(self) -> RunIdentity:
         """``ensemble:<member model>,...`` (``stack:...`` for a stack); every ensemble keeps its
         runs in ``ensemble/``."""
-        members = [run_model(run) or Path(run).name for run in self.runs]
-        prefix = STACK_PREFIX if self.is_stack else ENSEMBLE_PREFIX
+        members = [ModelName.parse(run_model(run) or Path(run).name) for run in self.runs]
+        model = ModelName(STACK if self.is_stack else ENSEMBLE, parts=tuple(members))
         return RunIdentity(
             dataset=self.data.run_name,
             stage="ensemble",
-            model=prefix + ",".join(members),
+            model=str(model),
             setting=self.scarcity.tag,
             seed=self.seed,
+            group=model.group(strict=False),
             folder_name="ensemble",
         )

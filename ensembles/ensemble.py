@@ -33,13 +33,7 @@ import numpy as np
 
 from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import (
-    Run,
-    model_group,
-    read_report,
-    run_model,
-    without_free_keys,
-)
+from scarce_ltr.core.runs import Run, read_report, run_model, without_free_keys
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
@@ -52,6 +46,7 @@ from scarce_ltr.data.teachers import aligned_train_scores, check_scored_run
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
 from scarce_ltr.ensembles.weighting import choose_weights
+from scarce_ltr.models.names import model_group
 
 SCORES = "scores.npz"
 _SPLIT_KEYS = ("vali_offsets", "test_offsets", "vali_qids", "test_qids")

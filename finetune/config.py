@@ -23,15 +23,20 @@ from scarce_ltr.core.config import (
     allowed,
 )
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import RunIdentity, read_config, read_report, run_model, taught_model
+from scarce_ltr.core.runs import RunIdentity, read_config, read_report
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.data.teachers import TeachingConfig, no_teacher
+from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.finetune.losses import LOSS_OPTIONS, LOSSES
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
-STRATEGIES = ("lp", "mp", "full", "combine")
+COMBINE = "combine"  # paper A.3.7's linear layer over finetuned rankers: <m>+<m>[+...]+combine
+STRATEGIES = ("lp", "mp", "full", COMBINE)
+# <encoder>+<strategy>: a ranker built on an encoder (simclr-rank+full); a hybrid baseline joins
+# its encoder the same way (gbdt-ssl+simclr-rank), and a combination its methods.
+ENCODER_MARK = "+"
+SCRATCH = "scratch"  # the encoder's name in a fresh encoder's model: scratch+full
 DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 DEVICES = ("auto", "cpu", "cuda")
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
@@ -280,29 +285,35 @@ class FinetuneConfig(CommonConfig):
         """``<pretraining method>+<strategy>`` (``scratch+<strategy>`` for a fresh encoder): two
         encoders finetuned alike never share a folder. ``combine`` keeps its runs in
         ``finetune/combine/`` and is named after its members' encoders."""
+        model, group = f"{self.encoder_name()}{ENCODER_MARK}{self.strategy}", self._group()
+        if not no_teacher(self.teacher):
+            assert self.teacher is not None
+            model, group = taught_model(model, self.teacher), TAUGHT_GROUP
         return RunIdentity(
             dataset=self.data.run_name,
             stage="finetune",
-            model=self._taught(f"{self._encoder_name()}+{self.strategy}"),
+            model=model,
             setting=self.scarcity.tag,
             seed=self.seed,
-            folder_name="combine" if self.strategy == "combine" else None,
+            group=group,
+            folder_name=COMBINE if self.strategy == COMBINE else None,
         )
 
-    def _taught(self, model: str) -> str:
-        """``<model>~<teacher model>`` with a teacher: a taught run never shares a folder with
-        the untaught one, nor with one of another teacher."""
-        if no_teacher(self.teacher):
-            return model
-        assert self.teacher is not None
-        return taught_model(model, run_model(self.teacher) or Path(self.teacher).name)
+    def _group(self) -> str:
+        """A fresh encoder's ranker is a deep model without pretraining; a combination is filed
+        with the pretrained rankers it combines."""
+        fresh = self.from_scratch and self.strategy != COMBINE
+        return "no-pretrain-dl" if fresh else "pretrained-dl"
 
-    def _encoder_name(self) -> str:
-        if self.strategy == "combine":
+    def encoder_name(self) -> str:
+        """The encoder's pretraining as its pretraining run's ``model`` and sweeps name it:
+        ``simclr-rank``, ``simclr-rank@zero0.7`` (a sweep's variant), ``+``-joined over the
+        members of ``combine``; ``scratch`` for a fresh encoder."""
+        if self.strategy == COMBINE:
             methods = [_pretraining_method_of(run) for run in self.runs]
-            return "+".join(m or "none" for m in methods)
+            return ENCODER_MARK.join(m or "none" for m in methods)
         if self.from_scratch:
-            return "scratch"
+            return SCRATCH
         assert self.pretrained is not None
         try:
             return read_config(self.pretrained, PretrainConfig).model_name

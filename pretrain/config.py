@@ -11,11 +11,17 @@ import re
 from dataclasses import dataclass, field
 
 from scarce_ltr.core.config import NON_NEGATIVE, POSITIVE, OptimizerConfig
-from scarce_ltr.core.runs import VARIANT_MARK, RunIdentity
+from scarce_ltr.core.runs import RunIdentity
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.pretrain.objectives import OBJECTIVES  # the one list of methods
+
+# <method>@<variant>: the method pretrained with a sweep's named variant of its settings (paper
+# A.2.3 tunes each method's augmentation), as in simclr-rank@zero0.1+full.
+VARIANT_MARK = "@"
+# A pretraining run ranks nothing; its reports have always been filed under this group.
+PRETRAIN_GROUP = "no-pretrain-dl"
 
 DEVICES = ("auto", "cpu", "cuda")
 SSL_VAL_CRITERIA = ("loss", "none")  # pretrain/ssl_val.py
@@ -179,6 +185,7 @@ class PretrainConfig(CommonConfig):
             model=self.model_name,
             setting=self.scarcity.tag,
             seed=self.seed,
+            group=PRETRAIN_GROUP,
         )
 
     @property

@@ -47,24 +47,23 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from scarce_ltr.baselines.config import HYBRID_BASELINES, TAUGHT_TREES
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import (
-    HYBRID_BASELINES,
-    MIX_PREFIXES,
-    SEED_ENSEMBLE_PREFIX,
-    STACK_PREFIX,
-    TAUGHT_TREES,
-    combine_methods,
-    ensemble_members,
-    model_group,
-    run_folder,
-    split_teacher,
-    split_variant,
-)
+from scarce_ltr.core.runs import run_folder
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.config import STACK_OPTIONS
+from scarce_ltr.finetune.config import ENCODER_MARK
+from scarce_ltr.models.names import (
+    COMBINED,
+    FINETUNED,
+    HYBRID,
+    SEED_ENSEMBLE,
+    STACK,
+    ModelName,
+    split_variant,
+)
 
 SEED_STRIDE = 1000  # member j of the seed ensemble of sweep seed s trains with seed s + 1000 j
 # An ensemble trains nothing: of the sweep's common overrides it takes the keys every stage has
@@ -108,13 +107,14 @@ class SweepCell:
 def check_ensembles(models: list[str]) -> None:
     """Stop unless every sweep ensemble mixes two or more other (non-ensemble) sweep models."""
     for model in models:
-        if not model.startswith(MIX_PREFIXES):
+        name = ModelName.parse(model)
+        if not name.mixes:
             continue
-        members = ensemble_members(model)
+        members = [str(m) for m in name.members]
         if len(set(members)) != len(members):
             raise UserError(f"sweep model '{model}': a member appears twice")
-        for member in members:
-            if member.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)) or member not in models:
+        for member, parsed in zip(members, name.members, strict=True):
+            if parsed.ensembles or member not in models:
                 raise UserError(
                     f"sweep model '{model}': member '{member}' is not a (non-ensemble) model "
                     f"of this sweep; add it to models: {', '.join(models)}"
@@ -142,22 +142,22 @@ def check_teachers(models: list[str]) -> None:
     """Stop unless every taught model's teacher is an untaught model of the sweep (its run is
     the cell of the same data set, fold, label setting and seed)."""
     for model in models:
-        if model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
-            members = [model.removeprefix(SEED_ENSEMBLE_PREFIX)]
-            if model.startswith(SEED_ENSEMBLE_PREFIX) and split_teacher(members[0])[1]:
+        name = ModelName.parse(model)
+        if name.ensembles:
+            if name.kind == SEED_ENSEMBLE and name.members[0].teacher is not None:
                 raise UserError(
                     f"sweep model '{model}': a seed ensemble's members train with other seeds, "
                     "which have no teacher run; ensemble taught models with ensemble:<model>,..."
                 )
             continue
-        teacher = split_teacher(model)[1]
-        if teacher is not None and teacher.startswith(SEED_ENSEMBLE_PREFIX):
+        teacher = name.teacher
+        if teacher is not None and teacher.kind == SEED_ENSEMBLE:
             raise UserError(
                 f"sweep model '{model}': a seed ensemble fixes its labels with scarcity.seed, "
                 "so its runs see other label settings than the student; teach with a model or "
                 "an ensemble:<model>,... of the sweep"
             )
-        if teacher is not None and teacher not in models:
+        if teacher is not None and str(teacher) not in models:
             raise UserError(
                 f"sweep model '{model}': its teacher '{teacher}' is not a model of this sweep; "
                 f"add it to models: {', '.join(models)}"
@@ -189,8 +189,10 @@ VARIANT_FIXED = ("method", "variant")
 
 def combine_members(model: str) -> list[str] | None:
     """The sweep models a combination combines (``<method>+full`` each); None for others."""
-    methods = combine_methods(model)
-    return None if methods is None else [f"{m}+{COMBINE_MEMBER}" for m in methods]
+    name = ModelName.parse(model)
+    if name.kind != COMBINED:
+        return None
+    return [str(ModelName.finetuned(m, COMBINE_MEMBER)) for m in name.methods]
 
 
 def check_combines(models: list[str]) -> None:
@@ -208,11 +210,12 @@ def pretraining_methods(models: list[str]) -> list[str]:
     """Every ``<method>[@<variant>]`` the sweep pretrains, in order of first mention."""
     found: list[str] = []
     for model in models:
-        for member in ensemble_members(model) if model.startswith(MIX_PREFIXES) else [model]:
-            member = member.removeprefix(SEED_ENSEMBLE_PREFIX)
-            methods = combine_methods(member)
-            if methods is None:
-                method, stage, _ = _sweep_job(member)
+        name = ModelName.parse(model)
+        for member in name.members or [name]:
+            if member.kind == COMBINED:
+                methods = list(member.methods)
+            else:
+                method, stage, _ = _sweep_job(str(member))
                 methods = [method] if method is not None and stage != "ensemble" else []
             found += [m for m in methods if m not in found]
     return found
@@ -278,26 +281,24 @@ def _check_pretrain_overrides(method: str, overrides: list[str], where: str) -> 
 def _sweep_job(model: str) -> tuple[str | None, str, str]:
     """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
     model's: its student's)."""
-    if not model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
-        model = split_teacher(model)[0]
-    if model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
+    name = ModelName.parse(model).student
+    if name.ensembles:
         return None, "ensemble", ""
-    if model in HYBRID_BASELINES:
-        raise UserError(
-            f"sweep model '{model}' needs a pretrained encoder: {model}+<pretraining method>, "
-            f"such as {model}+simclr-rank"
-        )
-    if "+" not in model:
-        return None, "baseline", model
-    first, second = model.split("+", 1)
-    if first in HYBRID_BASELINES:
-        if "+" in second:
+    if name.kind == FINETUNED:
+        return name.encoder, "finetune", name.name
+    if name.kind == HYBRID:
+        if ENCODER_MARK in name.encoder:
             raise UserError(
-                f"sweep model '{model}': a sweep runs {first} on pretraining runs only "
-                f"({first}+<pretraining method>)"
+                f"sweep model '{name}': a sweep runs {name.name} on pretraining runs only "
+                f"({name.name}+<pretraining method>)"
             )
-        return second, "baseline", first
-    return first, "finetune", second
+        return name.encoder, "baseline", name.name
+    if str(name) in HYBRID_BASELINES:
+        raise UserError(
+            f"sweep model '{name}' needs a pretrained encoder: {name}+<pretraining method>, "
+            f"such as {name}+simclr-rank"
+        )
+    return None, "baseline", str(name)
 
 
 def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
@@ -369,7 +370,7 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
                                 id=job.key,
                                 dataset=dataset,
                                 model=model,
-                                group=model_group(model),
+                                group=ModelName.parse(model).group(),
                                 stage=job.stage,
                                 setting=scarcity.tag,
                                 fraction=scarcity.fraction,
@@ -445,9 +446,9 @@ class _Planner:
         self, dataset: str, model: str, seed: int, scarcity: ScarcityConfig, setting: list[str]
     ) -> Job:
         """The job whose run is the cell (dataset, model, label setting, seed)."""
-        tag = scarcity.tag
-        if model.startswith(SEED_ENSEMBLE_PREFIX):
-            member = model[len(SEED_ENSEMBLE_PREFIX) :]
+        tag, name = scarcity.tag, ModelName.parse(model)
+        if name.kind == SEED_ENSEMBLE:
+            member = str(name.members[0])
             # The members differ in their seed only: the labeled QGs stay the cell's.
             fixed = [*setting, f"scarcity.seed={seed}"]
             members = [
@@ -464,14 +465,11 @@ class _Planner:
             return self._ensemble_job(
                 dataset, model, seed, tag, fixed, members, ["weights=uniform"]
             )
-        if model.startswith(MIX_PREFIXES):
-            members = [
-                self._model_job(dataset, m, seed, tag, setting) for m in ensemble_members(model)
-            ]
+        if name.mixes:
+            members = [self._model_job(dataset, str(m), seed, tag, setting) for m in name.members]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
-        teacher = split_teacher(model)[1]
-        if teacher is not None:
-            taught_by = self.cell_job(dataset, teacher, seed, scarcity, setting)
+        if name.teacher is not None:
+            taught_by = self.cell_job(dataset, str(name.teacher), seed, scarcity, setting)
             return self._training_job(dataset, model, seed, tag, setting, teacher=taught_by)
         return self._model_job(dataset, model, seed, tag, setting)
 
@@ -530,7 +528,7 @@ class _Planner:
             self.jobs.setdefault(pretrain.key, pretrain)
             depends = [pretrain.key]
             extra = [f"pretrained={pretrain.run_dir}", *extra]
-        student = split_teacher(model)[0]
+        student = str(ModelName.parse(model).student)
         if teacher is not None:  # the student's per_model list, then the taught model's
             key = "gbdt.teacher" if student in TAUGHT_TREES else "teacher"
             extra += [f"{key}={json.dumps(str(teacher.run_dir))}"]
@@ -555,7 +553,7 @@ class _Planner:
         runs = _runs_override(members)
         extra = [runs, *options, *self.cfg.overrides.ensemble]
         extra += self.cfg.overrides.per_model.get(model, [])
-        if model.startswith(STACK_PREFIX):  # last, so that they win: the name says them
+        if ModelName.parse(model).kind == STACK:  # last, so that they win: the name says them
             extra += STACK_OPTIONS
         depends = [m.key for m in members]
         return self._add(dataset, model, "ensemble", "", seed, tag, [*shared, *extra], depends)

@@ -39,29 +39,24 @@ import numpy as np
 
 from scarce_ltr.core.metrics import PRIMARY, SELECTION_K, ndcg_per_group
 from scarce_ltr.core.robust_choice import ALPHA, N_RESAMPLES, keep_simpler
-from scarce_ltr.core.runs import (
-    COMBINE_SUFFIX,
-    MIX_PREFIXES,
-    SEED_ENSEMBLE_PREFIX,
-    model_group,
-)
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.ranking_split import rows_of_groups
+from scarce_ltr.models.names import COMBINED, ModelName
 from scarce_ltr.sweeps import stats
 
 LEVELS = ("single tree", "deep ranker", "built on other models", "mix of models")
 TREE_LEVELS = (0,)
-TEACHER_MARK = "~"  # <model>~<teacher>: a model taught by another's scores
 SCORES = "scores.npz"
 
 
 def simplicity(model: str) -> int:
     """The model's simplicity level (module docstring; lower is simpler)."""
-    if model.startswith((*MIX_PREFIXES, SEED_ENSEMBLE_PREFIX)):
+    name = ModelName.parse(model)
+    if name.ensembles:
         return 3
-    if TEACHER_MARK in model or model.endswith(COMBINE_SUFFIX):
+    if name.teacher is not None or name.kind == COMBINED:
         return 2
-    group = model_group(model, strict=False)
+    group = name.group(strict=False)
     if group == "hybrid":
         return 2
     return 0 if group == "gbdt" else 1

@@ -45,9 +45,9 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from scarce_ltr.core.metrics import PRIMARY, compared_metrics
-from scarce_ltr.core.runs import VARIANT_MARK, variant_family
+from scarce_ltr.core.runs import GROUPS
+from scarce_ltr.models.names import ModelName
 
-GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 REFERENCE_GROUP = "gbdt"
 CHALLENGER_GROUP = "pretrained-dl"
 # The metrics shown beside NDCG (MRR, MAP, ERR@k, P@k) and their outlier versions: mean and std,
@@ -252,10 +252,11 @@ def tuned_table(models: list[dict]) -> list[dict]:
     numbers, ``model`` the family's name and ``member`` the variant (module docstring)."""
     families: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for entry in models:
-        families[(entry["dataset"], entry["setting"], variant_family(entry["model"]))].append(entry)
+        family = str(ModelName.parse(entry["model"]).without_variants())
+        families[(entry["dataset"], entry["setting"], family)].append(entry)
     table = []
     for (_, _, family), entries in sorted(families.items()):
-        if not any(VARIANT_MARK in e["model"] for e in entries):
+        if not any(ModelName.parse(e["model"]).has_variant for e in entries):
             continue
         best = choose_best(entries)
         candidates = sorted(e["model"] for e in entries)

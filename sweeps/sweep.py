@@ -39,7 +39,8 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import TEMP_SUFFIX, file_error, make_folder, write_json
 from scarce_ltr.core.locks import WAIT_ENV, FolderLock
 from scarce_ltr.core.progress import progress_bar
-from scarce_ltr.core.runs import is_done, model_group, runs_root
+from scarce_ltr.core.runs import is_done, runs_root
+from scarce_ltr.models.names import ModelName
 from scarce_ltr.sweeps.cells import (
     STAGE_LISTS,
     Job,
@@ -125,7 +126,7 @@ class SweepConfig:
         if self.logger not in LOGGERS:
             raise ValueError(f"logger must be one of {', '.join(LOGGERS)}")
         for model in [*self.models, *self.overrides.per_model]:
-            model_group(model)  # raises on an unknown model
+            ModelName.parse(model).check()  # names the unknown part of a model
         check_overrides(self.overrides)
         if self.folds:
             check_fold_overrides(self.overrides)

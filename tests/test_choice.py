@@ -18,10 +18,10 @@ from tiny import tiny_data
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.core.robust_choice import keep_simpler
-from scarce_ltr.core.runs import model_group
 from scarce_ltr.data.evaluation import save_scores, vali_metrics
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.models.names import model_group
 from scarce_ltr.sweeps import select, stats
 from scarce_ltr.sweeps.choice import (
     choose_robust,

@@ -143,7 +143,14 @@ def test_help_lists_commands(tmp_path: Path) -> None:
 def test_a_run_folder_keeps_its_settings(tmp_path: Path) -> None:
     from scarce_ltr.core.runs import Run, RunIdentity
 
-    identity = RunIdentity(dataset="synthetic", stage="pretrain", model="m", setting="s", seed=0)
+    identity = RunIdentity(
+        dataset="synthetic",
+        stage="pretrain",
+        model="m",
+        setting="s",
+        seed=0,
+        group="no-pretrain-dl",
+    )
 
     def _save_config(folder: Path, resolved) -> None:
         Run(identity, folder).start(resolved)

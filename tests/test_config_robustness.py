@@ -300,7 +300,12 @@ def test_letor_data_path_that_is_a_file_is_one_line(tmp_path, runs, monkeypatch,
 def _start(folder: Path, overrides: list[str]) -> Run:
     cfg, resolved = load_config(CommonConfig, ["data=letor", *overrides])
     identity = RunIdentity(
-        dataset=cfg.data.run_name, stage="baseline", model="gbdt", setting="frac=1", seed=0
+        dataset=cfg.data.run_name,
+        stage="baseline",
+        model="gbdt",
+        setting="frac=1",
+        seed=0,
+        group="gbdt",
     )
     run = Run(identity, folder)
     run.start(resolved)
@@ -345,7 +350,9 @@ def test_a_folder_where_a_run_file_belongs_and_a_name_too_long_are_named(tmp_pat
     run = tmp_path / "run"
     (run / "config.yaml").mkdir(parents=True)
     _, resolved = load_config(CommonConfig, [])
-    identity = RunIdentity(dataset="synthetic", stage="baseline", model="gbdt", setting="x", seed=0)
+    identity = RunIdentity(
+        dataset="synthetic", stage="baseline", model="gbdt", setting="x", seed=0, group="gbdt"
+    )
     with pytest.raises(UserError, match=r"config\.yaml: .*\(a folder is where a file belongs; "):
         Run(identity, run).start(resolved)
     with pytest.raises(UserError, match=r"\(a name in the path is longer than the file system"):

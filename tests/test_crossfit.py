@@ -18,11 +18,11 @@ from tiny import tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import ensemble_members, model_group
 from scarce_ltr.data.evaluation import save_scores
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.crossfit import assign_folds, crossfit
+from scarce_ltr.models.names import ModelName, model_group
 
 DATA = [*tiny_data(), "data.synthetic.n_vali_groups=30", "logger=none"]
 
@@ -129,7 +129,7 @@ def test_crossfit_config_and_names(tmp_path) -> None:
     assert cfg.is_stack and cfg.identity().model == "stack:a,b"
     assert model_group("stack:gbdt,catboost") == "hybrid"  # a stack is never one family's model
     assert model_group("ensemble:gbdt,catboost") == "gbdt"
-    assert ensemble_members("stack:gbdt,resnet") == ["gbdt", "resnet"]
+    assert [str(m) for m in ModelName.parse("stack:gbdt,resnet").members] == ["gbdt", "resnet"]
     with pytest.raises(UserError, match="stack:<model>,<model>"):
         model_group("stack:gbdt")
     # Too few labeled vali QGs to cross-fit: one message naming the key.

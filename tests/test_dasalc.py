@@ -17,11 +17,11 @@ from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.device import setup_runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import model_group
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.loop import train_epoch
+from scarce_ltr.models.names import model_group
 
 DATA = [*tiny_data(), "logger=none"]
 SMALL = ["deep.hidden=16", "deep.n_heads=2", "deep.attention_layers=1", "deep.n_layers=2"]

@@ -27,7 +27,6 @@ from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import evaluate_ranking
-from scarce_ltr.core.runs import model_group
 from scarce_ltr.data.evaluation import save_scores
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -38,6 +37,7 @@ from scarce_ltr.ensembles.score_fusion import (
     simplex_grid,
     zscore_within_groups,
 )
+from scarce_ltr.models.names import model_group
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 DATA = [*tiny_data(), "logger=none"]

@@ -18,9 +18,9 @@ from tiny import tiny_data, tiny_pretraining
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import model_group, variant_family
 from scarce_ltr.data.outliers import feature_histogram, flagged_by_feature, histogram_bounds
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.models.names import ModelName, model_group
 from scarce_ltr.pretrain import train as pretrain_train
 from scarce_ltr.pretrain.ssl_val import SslVal, ssl_val_split
 from scarce_ltr.sweeps import stats
@@ -73,7 +73,7 @@ def test_variants_pretrain_in_folders_of_their_own(tmp_path: Path, capsys) -> No
     (a,) = [ln for ln in pretrain if "simclr-rank@a/" in ln]
     # the variant's keys come after the stage's and the method's lists, so they win
     assert a.index("item_budget=300") < a.index("augment.zero_p=0.1") < a.index("variant=a")
-    assert variant_family("simclr-rank@a+full") == "simclr-rank+full"
+    assert str(ModelName.parse("simclr-rank@a+full").without_variants()) == "simclr-rank+full"
     assert model_group("simclr-rank@a+full") == "pretrained-dl"
 
 

@@ -111,7 +111,7 @@ def test_a_free_key_inside_a_backends_own_options_is_a_setting(tmp_path) -> None
     """``xgboost.params.device`` passes through to XGBoost, whose trees it may change: only a
     free key at the top of a config or of a family's section is free."""
     identity = RunIdentity(dataset="synthetic", stage="baseline", model="xgboost",
-                           setting="frac=1", seed=0)  # fmt: skip
+                           setting="frac=1", seed=0, group="gbdt")  # fmt: skip
     (tmp_path / "checkpoint.pt").write_bytes(b"")  # a run that got going
     first = {"seed": 0, "logger": "none", "deep": {"device": "auto"}, "xgboost": {}}
     Run(identity, tmp_path).start(OmegaConf.create(first | {"xgboost": {"params": {}}}))

@@ -16,13 +16,13 @@ from scarce_ltr.core.runs import (
     GridPoint,
     Run,
     RunIdentity,
-    model_group,
     read_config,
     run_folder,
     run_model,
 )
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import FinetuneConfig
+from scarce_ltr.models.names import model_group
 from scarce_ltr.pretrain.config import PretrainConfig
 
 FINETUNE_FULL = CONFIG_ROOT / "finetune" / "full.yaml"
@@ -30,7 +30,14 @@ IDENTITY_KEYS = ["stage", "model", "group", "dataset", "label_setting", "seed", 
 
 
 def identity(model: str = "simclr-rank+full", stage: str = "finetune") -> RunIdentity:
-    return RunIdentity(dataset="synthetic", stage=stage, model=model, setting="frac=0.1", seed=2)
+    return RunIdentity(
+        dataset="synthetic",
+        stage=stage,
+        model=model,
+        setting="frac=0.1",
+        seed=2,
+        group=model_group(model, strict=False),
+    )
 
 
 def test_one_folder_layout(tmp_path: Path, monkeypatch) -> None:
@@ -43,6 +50,7 @@ def test_one_folder_layout(tmp_path: Path, monkeypatch) -> None:
         model="simclr-rank+simsiam+combine",
         setting="frac=1",
         seed=0,
+        group="pretrained-dl",
         folder_name="combine",
     )
     assert combine.default_folder().parent.parent.name == "combine"

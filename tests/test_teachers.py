@@ -17,7 +17,6 @@ from tiny import small_encoder, tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import model_group, split_teacher
 from scarce_ltr.data.evaluation import read_train_scores
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.ranking_split import rows_of_groups
@@ -25,6 +24,7 @@ from scarce_ltr.data.teachers import pseudo_labels
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
 from scarce_ltr.finetune.losses.distillation import distillation_loss
+from scarce_ltr.models.names import ModelName, model_group
 
 DATA = [*tiny_data(), "logger=none", "scarcity.fraction=0.5"]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=30", "gbdt.early_stopping_rounds=10"]
@@ -248,8 +248,12 @@ def test_teachers_of_other_data_or_labels_are_refused(runs, tmp_path) -> None:
 
 
 def test_model_names_of_taught_models() -> None:
-    assert split_teacher("gbdt-pseudo~ensemble:a,b") == ("gbdt-pseudo", "ensemble:a,b")
-    assert split_teacher("resnet") == ("resnet", None)
+    taught = ModelName.parse("gbdt-pseudo~ensemble:a,b")
+    assert (str(taught.student), str(taught.teacher)) == ("gbdt-pseudo", "ensemble:a,b")
+    assert (str(ModelName.parse("resnet").student), ModelName.parse("resnet").teacher) == (
+        "resnet",
+        None,
+    )
     assert model_group("simclr-rank+full~gbdt-optuna") == "hybrid"
     assert model_group("resnet~gbdt-optuna") == "hybrid"
     assert model_group("gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna") == "hybrid"

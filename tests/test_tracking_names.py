@@ -61,10 +61,12 @@ def test_tracker_names_are_unique_across_a_sweep(tmp_path: Path) -> None:
 
 
 def test_pretraining_tracker_names_carry_no_label_setting() -> None:
-    identity = RunIdentity("synthetic", "pretrain", "simclr-rank", "frac=0.02", 0)
+    identity = RunIdentity("synthetic", "pretrain", "simclr-rank", "frac=0.02", 0, "no-pretrain-dl")
     assert identity.tracker_name == "synthetic/pretrain/simclr-rank/seed=0"
     assert identity.tags == ["synthetic", "pretrain", "simclr-rank"]
-    finetune = RunIdentity("synthetic", "finetune", "simclr-rank+full", "frac=0.02", 0)
+    finetune = RunIdentity(
+        "synthetic", "finetune", "simclr-rank+full", "frac=0.02", 0, "pretrained-dl"
+    )
     assert finetune.tags == ["synthetic", "finetune", "simclr-rank+full", "frac=0.02"]
 
 

@@ -245,7 +245,7 @@ def test_same_seed_same_scores_and_the_bundle_scores_as_the_run_did(runs, name) 
 
 
 def test_the_tree_rankers_fall_into_the_gbdt_group() -> None:
-    from scarce_ltr.core.runs import model_group
+    from scarce_ltr.models.names import model_group
 
     assert {model_group(m) for m in ("gbdt-optuna", "catboost", "xgboost")} == {"gbdt"}
 
