@@ -84,9 +84,10 @@ def _processes() -> dict[int, tuple[int, int, str]]:
     return found
 
 
-def _node_processes(temp_dir: str) -> set[int]:
-    """A node's processes: those naming its temp folder, their process groups and descendants."""
-    procs = _processes()
+def _node_processes(temp_dir: str, procs: dict | None = None) -> set[int]:
+    """A node's processes: those naming its temp folder, their process groups and descendants
+    (in ``procs``, a snapshot of `_processes`, by default a new one)."""
+    procs = _processes() if procs is None else procs
     pids = {pid for pid, (_, _, cmd) in procs.items() if temp_dir in cmd}
     groups = {procs[pid][1] for pid in pids} - {os.getpgid(0)}  # never this test's own group
     pids |= {pid for pid, (_, pgid, _) in procs.items() if pgid in groups}
@@ -272,8 +273,8 @@ def test_bad_ray_settings_stop_before_any_cell(tmp_path):
 
 def _running_job(temp_dirs: list[str]) -> int | None:
     """The job server of a job running now on one of these nodes, if any."""
-    procs = _processes()
-    for pid in set().union(*(_node_processes(d) for d in temp_dirs)):
+    procs = _processes()  # one snapshot: this is polled while the nodes work, every 50 ms
+    for pid in set().union(*(_node_processes(d, procs) for d in temp_dirs)):
         server = "scarce_ltr.sweeps.jobserver" in procs.get(pid, (0, 0, ""))[2]
         if server and any(ppid == pid for ppid, _, _ in procs.values()):  # a job forked
             return pid
