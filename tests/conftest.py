@@ -14,6 +14,19 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+# Under xdist (--dist loadfile, no reordering: pyproject's addopts) a worker that runs dry takes
+# the next module. The two longest start first, so that the workers end together: the Ray
+# cluster's sweeps (about a quarter of the suite, on one worker) and the local sweep runner's.
+LONGEST_MODULES = ("test_ray_sweep.py", "test_sweep.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def place(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_MODULES.index(name) if name in LONGEST_MODULES else len(LONGEST_MODULES)
+
+    items.sort(key=place)  # stable: the other modules, and each module's tests, keep their order
+
 
 @pytest.fixture(autouse=True)
 def _one_thread():
