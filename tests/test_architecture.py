@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -216,3 +217,11 @@ def test_a_wheel_installs_and_runs_from_a_folder_holding_core_and_data(tmp_path:
     assert len(runs) == 1 and (runs[0].parent / "DONE").is_file()
     report = (runs[0].parent / "report.json").read_text()
     assert '"git": null' in report  # an installed package is not a git checkout
+
+
+def test_every_subpackage_ships_in_the_wheel() -> None:
+    """pyproject.toml lists the packages one by one (the root is the package): a new folder
+    left out of the list would be missing from an installed package."""
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = [name for name, path in package_modules().items() if path.name == "__init__.py"]
+    assert sorted(found) == sorted(listed)
