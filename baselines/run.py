@@ -1,7 +1,8 @@
 """``./run.sh baseline <name> [key=value ...]``: the one entry point of every baseline.
 
 ``BASELINES`` maps the command-line name (and config file name, ``configs/baseline/<name>.yaml``)
-to the function that trains the baseline, ``main(cfg, run) -> report``; `main` hands it the run
+to the function that trains the baseline, ``main(cfg, run) -> report``, both from the entries of
+the baseline families (``<family>/family.py``, `BASELINE_FAMILIES`); `main` hands it the run
 the command line started (`core.runs.Run.execute`: lock, config, the skip of a finished run).
 The command line refuses a ``method=`` override that contradicts the name.
 """
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scarce_ltr.baselines.catboost import train as catboost
+from scarce_ltr.baselines.catboost.family import FAMILY as CATBOOST
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.deep import train as deep
-from scarce_ltr.baselines.gbdt import train as gbdt
-from scarce_ltr.baselines.hybrid import train as gbdt_ssl
-from scarce_ltr.baselines.xgboost import train as xgboost
+from scarce_ltr.baselines.deep.family import FAMILY as DEEP
+from scarce_ltr.baselines.gbdt.family import FAMILY as LIGHTGBM
+from scarce_ltr.baselines.hybrid.family import FAMILY as HYBRID
+from scarce_ltr.baselines.xgboost.family import FAMILY as XGBOOST
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.families import ModelFamily
 from scarce_ltr.core.runs import Run
 
 
@@ -27,18 +29,9 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     return BASELINES[cfg.method](cfg, run)
 
 
+# Every baseline family, in the order messages and --help list their names.
+BASELINE_FAMILIES: tuple[ModelFamily, ...] = (LIGHTGBM, HYBRID, CATBOOST, XGBOOST, DEEP)
 # Command-line name -> entry point. The config section of a family: `BaselineConfig`.
 BASELINES: dict[str, Callable[[BaselineConfig, Run], dict]] = {
-    "gbdt": gbdt.main,
-    "gbdt-optuna": gbdt.main,
-    "gbdt-pseudo": gbdt.main,
-    "gbdt-pca": gbdt.main,
-    "gbdt-pca-pseudo": gbdt.main,
-    "gbdt-ssl": gbdt_ssl.main,
-    "catboost": catboost.main,
-    "xgboost": xgboost.main,
-    "resnet": deep.main,
-    "deepfm": deep.main,
-    "dcnv2": deep.main,
-    "dasalc": deep.main,
+    name: family.train for family in BASELINE_FAMILIES for name in family.names
 }

@@ -49,6 +49,7 @@ from scarce_ltr.ensembles.weighting import choose_weights
 from scarce_ltr.models.names import model_group
 
 SCORES = "scores.npz"
+BUNDLE_KIND = "ensemble"  # member bundles and their weights
 _SPLIT_KEYS = ("vali_offsets", "test_offsets", "vali_qids", "test_qids")
 
 
@@ -123,7 +124,7 @@ def _write_bundle(run: Run, prepared: PreparedData, metrics: dict, cfg, weights)
         files |= bundle_files(folder, f"members/{i}/")
         members.append(f"members/{i}")
     description = {
-        "kind": "ensemble",
+        "kind": BUNDLE_KIND,
         "members": members,
         "weights": [float(w) for w in weights],
         "normalize": cfg.normalize,

@@ -36,6 +36,7 @@ MODEL_FILE = "model.pt"
 ModelKinds = Mapping[str, Callable[[dict], nn.Module]]
 FORMAT = "scarce-ltr/model/1"
 WEIGHTS = "model.safetensors"  # in a bundle
+BUNDLE_KIND = "torch"  # the model kind of a torch ranker's bundle (serving scores it)
 
 
 class Ranker(nn.Module):
@@ -203,5 +204,10 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
 def torch_bundle(model: nn.Module, spec: dict, item_budget: int) -> tuple[dict, dict[str, bytes]]:
     """A torch model's part of a bundle: its spec, weights (safetensors) and scoring batch size
     (the same batches give the same scores, to the last bit, as the run saved)."""
-    description = {"kind": "torch", "spec": spec, "weights": WEIGHTS, "item_budget": item_budget}
+    description = {
+        "kind": BUNDLE_KIND,
+        "spec": spec,
+        "weights": WEIGHTS,
+        "item_budget": item_budget,
+    }
     return description, {WEIGHTS: tensors_bytes(model)}

@@ -40,6 +40,7 @@ import torch
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_path, remove_stale_temps
 from scarce_ltr.data.transforms import FeatureTransform
+from scarce_ltr.families import export_formats
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
 
 FILE_NAMES = {
@@ -47,7 +48,6 @@ FILE_NAMES = {
     "torchscript": "model.torchscript.pt",
     "lightgbm": "model.raw.txt",
 }
-FORMATS_OF_KIND = {"torch": ("onnx", "torchscript"), "lightgbm": ("lightgbm",)}
 CHECK_SIZES = (1, 7, 300)  # items per QG of the self-check
 TOLERANCE = 1e-5  # max |difference| / max(1, max |score|) of the self-check
 
@@ -103,7 +103,7 @@ def check_format(ranker: BundledRanker, fmt: str) -> None:
             f"export format holds it. Export each member bundle ({members}) and mix with the "
             f"weights {ranker.model.weights.tolist()} in bundle.json"
         )
-    allowed = FORMATS_OF_KIND.get(kind, ())
+    allowed = export_formats(kind)
     if fmt not in allowed:
         can = f"use format={' or format='.join(allowed)}" if allowed else "no format holds it"
         raise UserError(f"{ranker.folder}: format={fmt} cannot hold a {kind} model; {can}")

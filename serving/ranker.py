@@ -134,10 +134,11 @@ def run_folder_of(ranker: BundledRanker) -> Path:
 
 class _TorchModel:
     def __init__(self, folder: Path, info: dict) -> None:
-        from scarce_ltr.baselines.deep.models import build_model
+        from scarce_ltr.families import torch_builders
+        from scarce_ltr.finetune.model import build_model
 
         try:
-            self.module = build_model(info["spec"])
+            self.module = build_model(info["spec"], kinds=torch_builders())
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"{folder}: bad model description ({exc})") from None
         state = read_tensors(folder, info["weights"])
@@ -332,18 +333,21 @@ def _model_bytes(path: Path) -> bytes:
         raise UserError(f"{path}: not a readable model file ({exc.strerror})") from None
 
 
+# A bundle's model kind (each family's `ModelFamily.bundle_kind`) -> the scorer that loads it.
+SCORERS = {
+    "torch": _TorchModel,
+    "lightgbm": _LightGBMModel,
+    "catboost": _CatBoostModel,
+    "xgboost": _XGBoostModel,
+    "ensemble": _Ensemble,
+}
+
+
 def _build(folder: Path, info: dict):
-    kinds = {
-        "torch": _TorchModel,
-        "lightgbm": _LightGBMModel,
-        "catboost": _CatBoostModel,
-        "xgboost": _XGBoostModel,
-        "ensemble": _Ensemble,
-    }
     kind = info.get("kind")
-    if kind not in kinds:
-        raise UserError(f"{folder}: model kind {kind!r}; this version scores {', '.join(kinds)}")
-    return kinds[kind](folder, info)
+    if kind not in SCORERS:
+        raise UserError(f"{folder}: model kind {kind!r}; this version scores {', '.join(SCORERS)}")
+    return SCORERS[kind](folder, info)
 
 
 def _offsets_of(qids: np.ndarray | None, n_items: int) -> tuple[np.ndarray, np.ndarray]:

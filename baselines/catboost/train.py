@@ -30,6 +30,7 @@ from scarce_ltr.data.ranking_split import RankingSplit
 
 EVAL_METRIC = f"NDCG:top={SELECTION_K};type=Exp"  # the project's gain 2^y - 1
 MODEL_FILE = "model.cbm"
+BUNDLE_KIND = "catboost"
 
 
 class CatBoostBackend:
@@ -104,7 +105,7 @@ class CatBoostBackend:
         return np.asarray(scores, dtype=np.float64)
 
     def bundle(self, model: Any) -> tuple[dict, dict[str, bytes]]:
-        return {"kind": "catboost", "model": MODEL_FILE, "loss": self.options.loss}, {
+        return {"kind": BUNDLE_KIND, "model": MODEL_FILE, "loss": self.options.loss}, {
             MODEL_FILE: model_bytes(model)
         }
 

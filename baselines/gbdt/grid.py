@@ -41,6 +41,8 @@ from scarce_ltr.baselines.tree_run import Bundle, Report, search, trainer
 from scarce_ltr.baselines.tuning import TrialResult
 from scarce_ltr.data.ranking_split import RankingSplit
 
+BUNDLE_KIND = "lightgbm"  # a booster, with its PCA or encoder columns beside it
+
 
 def grid_points(options: GBDTOptions) -> list[LeafSettings]:
     """The grid as configured, before any cap; the centre first for ``paper``."""
@@ -128,7 +130,7 @@ class LightGBMBackend:
     def bundle(self, model: Fit) -> Bundle:
         """The booster at its chosen rounds (``model.txt``); the PCA variants add theirs."""
         booster = model.booster.model_to_string(num_iteration=model.best_rounds)
-        return {"kind": "lightgbm", "booster": "model.txt", "pca": None}, {
+        return {"kind": BUNDLE_KIND, "booster": "model.txt", "pca": None}, {
             "model.txt": booster.encode()
         }
 

@@ -25,6 +25,7 @@ from scarce_ltr.data.ranking_split import RankingSplit
 
 EVAL_METRIC = f"ndcg@{SELECTION_K}"
 MODEL_FILE = "model.ubj"
+BUNDLE_KIND = "xgboost"
 # XGBoost's aliases of the searched parameters: a user's fixed value takes the key out of the
 # search.
 ALIASES = {"reg_lambda": "lambda", "reg_alpha": "alpha", "min_split_loss": "gamma"}
@@ -107,7 +108,11 @@ class XGBoostBackend:
 
     def bundle(self, model: Any) -> tuple[dict, dict[str, bytes]]:
         raw = bytes(model.save_raw(raw_format="ubj"))
-        description = {"kind": "xgboost", "model": MODEL_FILE, "objective": self.options.objective}
+        description = {
+            "kind": BUNDLE_KIND,
+            "model": MODEL_FILE,
+            "objective": self.options.objective,
+        }
         return description, {MODEL_FILE: raw}
 
     def describe(self) -> dict:

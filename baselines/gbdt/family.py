@@ -1,0 +1,18 @@
+"""LightGBM LambdaMART and its PCA and pseudo-label variants: their family entry."""
+
+from __future__ import annotations
+
+from scarce_ltr.baselines.gbdt import train
+from scarce_ltr.baselines.gbdt.grid import BUNDLE_KIND
+from scarce_ltr.core.families import ModelFamily
+
+FAMILY = ModelFamily(
+    names=("gbdt", "gbdt-optuna", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo"),
+    stage="baseline",
+    train=train.main,
+    group="gbdt",
+    bundle_kind=BUNDLE_KIND,
+    # A booster on the features alone (gbdt, gbdt-optuna, gbdt-pseudo); serving refuses one
+    # that also reads PCA columns, naming why.
+    export_formats=("lightgbm",),
+)

@@ -1,0 +1,42 @@
+"""What a model family tells the layers above it: one `ModelFamily` entry per family.
+
+A family (the finetuned torch rankers, each deep baseline kind, each tree backend, the hybrid,
+ensembles) declares its entry as ``FAMILY`` in its own package (``baselines/xgboost/family.py``),
+next to the code it names; `scarce_ltr.families` collects every entry in one table, from which
+the command line's baseline names, serving's bundle kinds and export formats, and the report
+groups derive. The type lives here, below every family, so that each can declare one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scarce_ltr.core.runs import GROUPS, STAGES
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """One family of models and everything the layers above need to know of it."""
+
+    # Its command-line names: ``./run.sh baseline <name>``, ``./run.sh finetune <strategy>``;
+    # each is also the name of its config file (configs/<stage>/<name>.yaml).
+    names: tuple[str, ...]
+    stage: str  # the ./run.sh stage that trains it (core.runs.STAGES)
+    train: Callable[..., Any]  # the stage's entry point for it, main(cfg, run or folder)
+    # The report group of its models; None where the members decide (an ensemble's).
+    group: str | None
+    bundle_kind: str  # the model kind its runs' bundle manifests name (serving scores it)
+    export_formats: tuple[str, ...] = ()  # ./run.sh export format= that its bundles take
+    # A torch bundle's spec kind -> the builder of its (untrained) module, for the kinds that
+    # are not the finetuned ranker's own (`finetune.model.build_model` builds those).
+    torch_builders: Mapping[str, Callable[[dict], Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.names:
+            raise ValueError("a model family names at least one model")
+        if self.stage not in STAGES:
+            raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
+        if self.group is not None and self.group not in GROUPS:
+            raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {self.group!r}")

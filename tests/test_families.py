@@ -1,0 +1,34 @@
+"""One entry per model family: the tables derived from them hold every family, once."""
+
+from __future__ import annotations
+
+from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.baselines.run import BASELINES
+from scarce_ltr.core.config import available
+from scarce_ltr.families import FAMILIES, bundle_kinds, export_formats, torch_builders
+from scarce_ltr.finetune.config import STRATEGIES
+from scarce_ltr.serving.ranker import SCORERS
+
+
+def test_every_command_line_name_has_one_family() -> None:
+    names = [(family.stage, name) for family in FAMILIES for name in family.names]
+    assert len(names) == len(set(names))
+    baselines = [name for stage, name in names if stage == "baseline"]
+    assert list(BASELINES) == baselines and sorted(baselines) == sorted(available("baseline"))
+    assert [name for stage, name in names if stage == "finetune"] == list(STRATEGIES)
+
+
+def test_a_baseline_run_files_its_model_under_its_familys_group() -> None:
+    for family in FAMILIES:
+        if family.stage != "baseline":
+            continue
+        for name in family.names:
+            assert BaselineConfig(method=name).identity().group == family.group, name
+
+
+def test_serving_scores_and_exports_every_bundle_kind() -> None:
+    assert set(bundle_kinds()) == set(SCORERS)
+    assert export_formats("torch") == ("onnx", "torchscript")
+    assert export_formats("lightgbm") == ("lightgbm",)
+    assert export_formats("catboost") == export_formats("ensemble") == ()
+    assert set(torch_builders()) == {"deepfm", "dcnv2", "dasalc"}
