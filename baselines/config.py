@@ -83,6 +83,11 @@ class BaselineConfig(CommonConfig):
         )
 
     def _group(self) -> str:
-        if self.method in DEEP_BASELINES:
-            return "no-pretrain-dl"
-        return "hybrid" if self.method in HYBRID_BASELINES else "gbdt"
+        return baseline_group(self.method)
+
+
+def baseline_group(method: str) -> str:
+    """The report group of the baseline ``method`` untaught (a taught one is hybrid)."""
+    if method in DEEP_BASELINES:
+        return "no-pretrain-dl"
+    return "hybrid" if method in HYBRID_BASELINES else "gbdt"

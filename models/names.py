@@ -27,7 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scarce_ltr.baselines.config import DEEP_BASELINES, HYBRID_BASELINES, TAUGHT_TREES
+from scarce_ltr.baselines.config import (
+    DEEP_BASELINES,
+    HYBRID_BASELINES,
+    TAUGHT_TREES,
+    baseline_group,
+)
 from scarce_ltr.core.config import available
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.teachers import TEACHER_MARK
@@ -253,9 +258,7 @@ class ModelName:
                 "<pretraining method>+<finetuning strategy> such as simclr-rank+full, or "
                 f"<{'|'.join(HYBRID_BASELINES)}>+<pretraining method> such as gbdt-ssl+simclr-rank"
             )
-        if model in HYBRID_BASELINES:
-            return "hybrid"
-        return "no-pretrain-dl" if model in DEEP_BASELINES else "gbdt"
+        return baseline_group(model)
 
     def _finetuned_group(self, pretraining: list[str]) -> str:
         model, method, strategy = str(self), self.encoder, self.name
