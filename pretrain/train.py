@@ -4,11 +4,11 @@
 with ``include_vali``), measures its loss on the vali QGs (SSL Val, pretrain/ssl_val.py) after
 every epoch and leaves in the run's folder: ``encoder.pt`` (the SSL-Val-best epoch's encoder,
 what finetuning loads, pretrain/checkpoint.py),
-``report.json`` (loss curve, timings, monitors per epoch), ``checkpoint.pt`` (the training state
-after the last finished epoch) and ``DONE``. The command line skips a finished run
-(`core.runs.Run.execute`); an unfinished one resumes from ``checkpoint.pt`` and ends with the
-same weights as an uninterrupted run, because every random draw depends on
-``(seed, epoch, step, rank)`` only. Runs under ``torchrun`` as DDP.
+``report.json`` (loss curve, timings, monitors per epoch, pretrain/report.py), ``checkpoint.pt``
+(the training state after the last finished epoch, pretrain/training_state.py) and ``DONE``.
+The command line skips a finished run (`core.runs.Run.execute`); an unfinished one resumes from
+``checkpoint.pt`` and ends with the same weights as an uninterrupted run, because every random
+draw depends on ``(seed, epoch, step, rank)`` only. Runs under ``torchrun`` as DDP.
 The epochs run in the loop finetuning shares (`core.training.train_phases`, one phase, saved
 after every epoch); `_Pretraining` is what its steps do.
 """
@@ -19,26 +19,19 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from scarce_ltr.core.checkpointing import (
-    load_checkpoint,
-    load_module_state,
-    require_keys,
-    save_checkpoint,
-)
 from scarce_ltr.core.collectives import sync_batchnorm
 from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.optim import make_optimizer, set_learning_rate
-from scarce_ltr.core.progress import duration, eta
+from scarce_ltr.core.progress import eta
 from scarce_ltr.core.runs import Run
-from scarce_ltr.core.seeding import capture_rng_state, derive_seed, generator, restore_rng_state
+from scarce_ltr.core.seeding import derive_seed, generator
 from scarce_ltr.core.tracking import ProgressBar
 from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.pipeline import prepare_data
@@ -54,11 +47,16 @@ from scarce_ltr.pretrain.pretraining_set import (
     make_batcher,
     pretraining_split,
 )
-from scarce_ltr.pretrain.ssl_val import Choice, SslVal, ssl_val_split
+from scarce_ltr.pretrain.report import log_epoch, pretrain_report
+from scarce_ltr.pretrain.ssl_val import SslVal, ssl_val_split
+from scarce_ltr.pretrain.training_state import (
+    Progress,
+    resume_training_state,
+    save_training_state,
+)
 
 CHECKPOINT = "checkpoint.pt"
 CRASH_ENV = "LTR_CRASH_AFTER_STEPS"  # tests: raise SimulatedCrash after this many steps
-_CHECKPOINT_KEYS = ("method", "n_features", "encoder_config", "epoch", "model", "optimizer")
 
 
 class SimulatedCrash(RuntimeError):
@@ -69,20 +67,6 @@ class SimulatedCrash(RuntimeError):
 class PretrainResult:
     objective: Objective
     report: dict
-
-
-@dataclass
-class _Progress(Position):
-    """What the training checkpoint carries besides weights and optimizer state (its
-    ``epoch``: one phase, so ``phase_epoch`` is the same)."""
-
-    history: list = field(default_factory=list)
-    initial: dict | None = None
-    raw_probe: float | None = None
-    wandb_id: str | None = None
-    seconds: float = 0.0
-    warnings: list = field(default_factory=list)
-    choice: Choice = field(default_factory=Choice)  # the SSL-Val-best epoch and its encoder
 
 
 def main(cfg: PretrainConfig, run: Run) -> dict:
@@ -111,7 +95,9 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     if objective.needs_training_items:  # SCARF's marginals: the whole pretraining set
         items = np.ascontiguousarray(split.features, dtype=np.float32)
         objective.set_training_items(torch.from_numpy(items).to(runtime.device))
-    progress = _resume(out_dir / CHECKPOINT, objective, optimizer, cfg, split.n_features)
+    progress = resume_training_state(
+        out_dir / CHECKPOINT, objective, optimizer, cfg, split.n_features
+    )
     check_pretraining_set(
         split,
         _batcher(split, cfg, runtime, epoch=progress.epoch),
@@ -147,7 +133,7 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     )
     # one phase, no early stopping (the SSL-Val choice keeps its best epoch); saved every epoch
     train_phases(task, progress, [cfg.n_epochs], patience=None, cadence=Cadence(0, phase_end=False))
-    report = _report(cfg, split, objective, runtime, progress, done=True)
+    report = pretrain_report(cfg, split, objective, runtime, progress, done=True)
     if runtime.is_main:
         report = _finish(the_run, cfg, split, objective, progress, report)
     runtime.barrier()
@@ -229,7 +215,7 @@ class _Pretraining:
     objective: Objective
     model: torch.nn.Module  # the objective, or its DDP wrapper
     optimizer: torch.optim.Optimizer
-    progress: _Progress
+    progress: Progress
     ssl_val: SslVal | None
     monitor: Monitor | None  # the main process's, when cfg.monitor.enabled
     tracker: Any
@@ -263,7 +249,7 @@ class _Pretraining:
         if self.runtime.is_main:
             elapsed = time.perf_counter() - self.loop_start
             left = eta(elapsed, position.epoch - self.first_epoch, cfg.n_epochs - self.first_epoch)
-            _log_epoch(cfg, stats, progress, self.objective.width, left)
+            log_epoch(cfg, stats, progress, self.objective.width, left)
         return False  # nothing is chosen on vali here: `Choice` keeps the SSL-Val-best encoder
 
     def end_phase(self, position: Position) -> None:
@@ -273,11 +259,11 @@ class _Pretraining:
         if self.runtime.is_main:
             cfg, split, progress, objective = self.cfg, self.split, self.progress, self.objective
             folder = self.the_run.folder
-            _save_training_state(
+            save_training_state(
                 folder / CHECKPOINT, objective, self.optimizer, cfg, split, progress
             )
             self.the_run.write_report(
-                _report(cfg, split, objective, self.runtime, progress, done=False)
+                pretrain_report(cfg, split, objective, self.runtime, progress, done=False)
             )
             self.tracker.log(progress.history[-1], step=position.epoch)
         self.runtime.barrier()
@@ -342,156 +328,6 @@ def _train_epoch(model, optimizer, batcher, cfg, runtime: Runtime, epoch: int, c
 
 def _monitor_due(cfg: PretrainConfig, epoch: int) -> bool:
     return (epoch + 1) % cfg.monitor.every == 0 or epoch + 1 == cfg.n_epochs
-
-
-def _log_epoch(
-    cfg: PretrainConfig, stats: dict, progress: _Progress, width: int, left: float
-) -> None:
-    line = (
-        f"pretrain {cfg.method} epoch {stats['epoch']}/{cfg.n_epochs}: loss {stats['loss']:.4f}, "
-        f"{stats['items_per_s']:,.0f} items/s"
-    )
-    monitor = stats.get("monitor", {})
-    if monitor:
-        line += f", effective rank {monitor['effective_rank']:.1f}/{width}"
-        if "knn_ndcg@5" in monitor:
-            line += f", knn-probe vali NDCG@5 {monitor['knn_ndcg@5']:.4f}"
-    if "ssl_val_loss" in stats:
-        line += f", SSL-Val loss {stats['ssl_val_loss']:.4f}"
-    if stats["epoch"] < cfg.n_epochs:
-        line += f", ETA {duration(left)}"
-    print(line, file=sys.stderr, flush=True)
-    if monitor.get("collapsed"):
-        message = (
-            f"epoch {stats['epoch']}: effective rank {monitor['effective_rank']:.1f} of "
-            f"{width} dimensions; the embeddings may have collapsed (a falling loss does not "
-            "show it); try another augmentation, a lower lr or simclr-rank"
-        )
-        print(f"warning: {message}", file=sys.stderr)
-        progress.warnings.append(message)
-
-
-def _resume(path: Path, objective, optimizer, cfg: PretrainConfig, n_features: int) -> _Progress:
-    if not path.is_file():
-        return _Progress()
-    state = load_checkpoint(path, what="training checkpoint")
-    require_keys(state, _CHECKPOINT_KEYS, path=path, what="pretraining checkpoint")
-    found = {
-        "method": (state["method"], cfg.method),
-        "feature count": (state["n_features"], n_features),
-        "encoder": (state["encoder_config"], cfg.encoder.to_dict()),
-    }
-    for what, (stored, wanted) in found.items():
-        if stored != wanted:
-            raise UserError(
-                f"{path}: the checkpoint's {what} is {stored}, this run's is {wanted}; "
-                "use another run_dir or delete the checkpoint to start over"
-            )
-    load_module_state(objective, state["model"], path=path, what="the checkpoint's model")
-    try:
-        optimizer.load_state_dict(state["optimizer"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: the optimizer state does not fit ({exc})") from None
-    if "rng" in state:
-        restore_rng_state(state["rng"])
-    print(f"pretrain: resuming {path.parent} after epoch {state['epoch']}", file=sys.stderr)
-    return _Progress(
-        epoch=int(state["epoch"]),
-        phase_epoch=int(state["epoch"]),
-        history=list(state.get("history", [])),
-        initial=state.get("monitor_initial"),
-        raw_probe=state.get("knn_ndcg@5_raw"),
-        wandb_id=state.get("wandb_id"),
-        seconds=float(state.get("seconds", 0.0)),
-        warnings=list(state.get("warnings", [])),
-        choice=Choice.from_state(state.get("ssl_val_choice")),
-    )
-
-
-def _save_training_state(path, objective, optimizer, cfg, split, progress: _Progress) -> None:
-    save_checkpoint(
-        path,
-        {
-            "method": cfg.method,
-            "n_features": split.n_features,
-            "encoder_config": cfg.encoder.to_dict(),
-            "epoch": progress.epoch,
-            "model": objective.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": None,
-            "rng": capture_rng_state(),
-            "history": progress.history,
-            "monitor_initial": progress.initial,
-            "knn_ndcg@5_raw": progress.raw_probe,
-            "wandb_id": progress.wandb_id,
-            "seconds": progress.seconds,
-            "warnings": progress.warnings,
-            "ssl_val_choice": progress.choice.to_state(),
-        },
-    )
-
-
-def _report(cfg, split, objective, runtime: Runtime, progress: _Progress, *, done: bool) -> dict:
-    n_encoder = sum(p.numel() for p in objective.encoder.parameters())
-    n_total = sum(p.numel() for p in objective.parameters())
-    items = sum(h["items"] for h in progress.history)
-    return {
-        "method": cfg.method,
-        "finished": done,
-        "data": {
-            "name": cfg.data.name,
-            "transform": cfg.data.transform,
-            "n_features": split.n_features,
-        },
-        "val_labels": cfg.scarcity.val,
-        "pretraining_set": {
-            "groups": split.n_groups,
-            "items": split.n_items,
-            "include_vali": cfg.include_vali,
-        },
-        "epochs": progress.epoch,
-        "loss_curve": [h["loss"] for h in progress.history],
-        "ssl_val": _ssl_val_report(cfg, progress),
-        "seconds": progress.seconds,
-        "items_per_s": items / max(progress.seconds, 1e-9),
-        "parameters": {"encoder": n_encoder, "heads": n_total - n_encoder, "total": n_total},
-        "monitor_initial": progress.initial,
-        "knn_ndcg@5_raw": progress.raw_probe,
-        "diagnosis": _diagnosis(cfg, progress),
-        "history": progress.history,
-        "warnings": progress.warnings,
-        "device": runtime.describe(),
-        "world_size": runtime.world_size,
-        "wandb_id": progress.wandb_id,
-    }
-
-
-_DIAGNOSIS_KEYS = ("knn_ndcg@5", "effective_rank_vali", "effective_rank")
-
-
-def _diagnosis(cfg: PretrainConfig, progress: _Progress) -> dict | None:
-    """What pretraining learned, side by side: the monitors of the randomly initialised encoder
-    (same seed, before the first step) and of the encoder finetuning loads (the SSL-Val-chosen
-    epoch, else the last measured one), and the k-NN probe on the input features."""
-    if progress.initial is None:
-        return None
-    chosen = progress.choice.epoch if cfg.ssl_val != "none" else progress.epoch
-    measured = [h for h in progress.history if "monitor" in h]
-    at = [h for h in measured if h["epoch"] == chosen] or measured[-1:]
-    encoder = at[0]["monitor"] if at else {}
-    return {
-        "random_init": {k: progress.initial[k] for k in _DIAGNOSIS_KEYS if k in progress.initial},
-        "pretrained": {k: encoder[k] for k in _DIAGNOSIS_KEYS if k in encoder},
-        "pretrained_epoch": at[0]["epoch"] if at else None,
-        "knn_ndcg@5_raw": progress.raw_probe,
-    }
-
-
-def _ssl_val_report(cfg: PretrainConfig, progress: _Progress) -> dict:
-    """The criterion, its curve and the epoch ``encoder.pt`` holds."""
-    curve = [h.get("ssl_val_loss") for h in progress.history]
-    chosen = progress.choice.epoch if cfg.ssl_val != "none" else progress.epoch
-    return {"criterion": cfg.ssl_val, "curve": curve, "chosen_epoch": chosen}
 
 
 def _finish(the_run: Run, cfg, split, objective, progress, report) -> dict:

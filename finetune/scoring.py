@@ -1,0 +1,134 @@
+"""Scoring a deep ranker in eval mode: `predict` and the vali NDCG@5 `finetune.loop.fit` chooses
+on (`selection_score`).
+
+Scores come from the model in eval mode, one batch of whole QGs at a time, so a QG's scores never
+depend on which other QGs share its batch. While a ranker's encoder is frozen, its outputs on the
+vali QGs are kept between epochs (`FrozenEncoderCache`) and only the head runs again.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+from scarce_ltr.core.device import Runtime
+from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.evaluation import vali_selection
+from scarce_ltr.data.pipeline import PreparedData
+from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+
+
+class FrozenEncoderCache:
+    """A frozen encoder's outputs for the batches `predict` scores, kept between epochs.
+
+    While a `Ranker`'s encoder is frozen (the head-only epochs of ``full``, all of ``lp``) its
+    outputs on the vali QGs cannot change: `predict` computes them once and then runs the head
+    alone, with the same batches and the same operations, so the scores are bit-identical. The
+    cache holds up to ``max_bytes`` of outputs; beyond that `predict` recomputes them. ``clear``
+    it whenever the encoder may have changed (a phase that trains it).
+    """
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self.batches: list[tuple[np.ndarray, torch.Tensor, torch.Tensor]] | None = None
+        self.too_big = False
+
+    def clear(self) -> None:
+        self.batches = None
+
+    def usable(self, model: nn.Module) -> bool:
+        return getattr(model, "encoder_frozen", False) and not self.too_big
+
+    def fill(self, model: nn.Module, batches: QueryGroupBatcher, *, runtime: Runtime) -> bool:
+        """Encode every batch (eval mode, no grad); False when the outputs would pass the cap."""
+        kept, size = [], 0
+        for batch in batches:
+            b = batch.to(runtime.device)
+            with runtime.autocast():
+                items = model.encode(b.features, b.mask)
+            size += items.element_size() * items.numel()
+            if size > self.max_bytes:
+                self.too_big = True
+                return False
+            kept.append(
+                (rows_of_groups(batches.split.offsets, batch.groups.numpy()), b.mask, items)
+            )
+        self.batches = kept
+        return True
+
+    def outputs(self, model: nn.Module, batches: QueryGroupBatcher, *, runtime: Runtime):
+        """The kept ``(rows, mask, encoder outputs)`` of ``batches``, encoded now if need be;
+        None when `model`'s encoder is not frozen or its outputs pass the cap."""
+        if not self.usable(model):
+            return None
+        if self.batches is None and not self.fill(model, batches, runtime=runtime):
+            return None
+        return self.batches
+
+
+def predict(
+    model: nn.Module,
+    split: RankingSplit,
+    *,
+    runtime: Runtime,
+    item_budget: int,
+    groups: np.ndarray | None = None,
+    frozen: FrozenEncoderCache | None = None,
+) -> np.ndarray:
+    """``[n_items]`` float64 scores of ``split`` (0 for items outside ``groups``), eval mode.
+
+    ``frozen``: reuse a frozen encoder's outputs from an earlier call with the same arguments.
+    """
+    model.eval()
+    scores = np.zeros(split.n_items, dtype=np.float64)
+    batches = QueryGroupBatcher(split, item_budget=item_budget, groups=groups)
+    with torch.no_grad():
+        for rows, mask, out in _scored_batches(model, batches, runtime, frozen):
+            scores[rows] = out.float()[mask].cpu().numpy()
+    return scores
+
+
+def _scored_batches(model, batches: QueryGroupBatcher, runtime: Runtime, frozen):
+    """``(rows, mask, scores [B, L])`` of each batch: the head alone on a frozen encoder's kept
+    outputs where ``frozen`` has them (or takes them now), else the whole model."""
+    kept = frozen.outputs(model, batches, runtime=runtime) if frozen is not None else None
+    if kept is not None:
+        for rows, mask, items in kept:
+            with runtime.autocast():
+                yield rows, mask, model.score_encoded(items, mask)
+        return
+    for batch in batches:
+        b = batch.to(runtime.device)
+        with runtime.autocast():
+            out = model(b.features, b.mask)
+        yield rows_of_groups(batches.split.offsets, batch.groups.numpy()), b.mask, out
+
+
+def selection_score(
+    model: nn.Module,
+    prepared: PreparedData,
+    metrics_cfg,
+    *,
+    runtime: Runtime,
+    item_budget: int,
+    frozen: FrozenEncoderCache | None = None,
+) -> float:
+    """NDCG@5 of the labeled vali QGs (the only vali QGs scored)."""
+    labeled = np.flatnonzero(prepared.labels.vali_labeled)
+    scores = predict(
+        model,
+        prepared.vali,
+        runtime=runtime,
+        item_budget=item_budget,
+        groups=labeled,
+        frozen=frozen,
+    )
+    if np.isnan(scores[rows_of_groups(prepared.vali.offsets, labeled)]).any():
+        # A diverged model (too high a learning rate): NaN ranks below every score
+        # (core.selection.nan_low), so that epoch is never the one kept.
+        print("warning: vali scores are NaN (training diverged; lower the lr)", file=sys.stderr)
+        return float("nan")
+    return vali_selection(prepared, scores, metrics_cfg)
