@@ -19,6 +19,8 @@ import torch.distributed as dist
 
 from scarce_ltr.core.errors import UserError
 
+DEVICES = ("auto", "cpu", "cuda")  # the ``device`` key of every training stage; auto: CUDA if any
+
 
 @dataclass(frozen=True)
 class Runtime:
@@ -103,6 +105,13 @@ def devices_here() -> list[str]:
     if mps is not None and mps.is_available():
         found.append("mps (not used by this tool)")
     return found
+
+
+def check_device_choice(key: str, value: str) -> None:
+    """`ValueError` naming ``key`` unless ``value`` is one of `DEVICES` (a config's own check;
+    `check_device` asks the machine)."""
+    if value not in DEVICES:
+        raise ValueError(f"{key} must be one of {', '.join(DEVICES)}, got {value}")
 
 
 def check_device(key: str, value: str | None) -> None:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from scarce_ltr.core.config import NON_NEGATIVE, POSITIVE, OptimizerConfig
+from scarce_ltr.core.device import check_device_choice
 from scarce_ltr.core.runs import RunIdentity
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
@@ -23,7 +24,6 @@ VARIANT_MARK = "@"
 # A pretraining run ranks nothing; its reports have always been filed under this group.
 PRETRAIN_GROUP = "no-pretrain-dl"
 
-DEVICES = ("auto", "cpu", "cuda")
 SSL_VAL_CRITERIA = ("loss", "none")  # pretrain/ssl_val.py
 DEFAULT_EPOCHS = 40
 
@@ -151,8 +151,7 @@ class PretrainConfig(CommonConfig):
             raise ValueError(f"max_list_len must be >= 1, got {self.max_list_len}")
         POSITIVE.check("temperature", self.temperature)
         NON_NEGATIVE.check("vime_alpha", self.vime_alpha)
-        if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device}")
+        check_device_choice("device", self.device)
         if self.ssl_val not in SSL_VAL_CRITERIA:
             raise ValueError(
                 f"ssl_val must be one of {', '.join(SSL_VAL_CRITERIA)}, got {self.ssl_val}"
