@@ -9,7 +9,7 @@ final embeddings of finetuned ``runs``. ``epochs=N`` caps the total: `Schedule` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from scarce_ltr.core.config import (
     OptimizerConfig,
     allowed,
 )
+from scarce_ltr.core.device import check_device_choice
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import RunIdentity, read_config, read_report
 from scarce_ltr.data.stage_config import CommonConfig
@@ -38,7 +39,6 @@ STRATEGIES = ("lp", "mp", "full", COMBINE)
 ENCODER_MARK = "+"
 SCRATCH = "scratch"  # the encoder's name in a fresh encoder's model: scratch+full
 DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
-DEVICES = ("auto", "cpu", "cuda")
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
 PHASE_EPOCHS = Allowed(0, MAX_EPOCHS)  # head_epochs, full_epochs: 0 leaves a phase out
 
@@ -142,20 +142,53 @@ class SearchConfig:
         return self.n_trials > 0
 
 
+# The training keys finetuning and the deep baselines share: flat keys of `FinetuneConfig` and of
+# the ``deep:`` section, each declared there because its place, default and help line are that
+# config's own (``patience`` is null for finetuning, 30 for the deep baselines); their checks,
+# `check_training_keys`, and what the loop reads of them, `TrainOptions`, are written once here.
+TRAINING_KEYS = ("item_budget", "eval_item_budget", "max_list_len", "patience", "noise_std")
+
+
 @dataclass(frozen=True)
 class TrainOptions:
-    """How `finetune.loop.fit` trains (built from a finetuning or deep-baseline config)."""
+    """How `finetune.loop.fit` trains a deep ranker: the optimizer and the `TRAINING_KEYS` of a
+    finetuning or deep-baseline config. Built by `of`, so every field is set on purpose."""
 
     lr: float
-    weight_decay: float = 0.0
-    item_budget: int = 1000
-    eval_item_budget: int = 20000
-    max_list_len: int | None = None
-    patience: int | None = 30
-    noise_std: float = 0.0  # DASALC's Gaussian input noise in training (0: off)
-    optimizer: str = "adam"  # adam | adamw (core.optim)
-    schedule: str = "constant"  # constant | cosine, over each phase
-    warmup: float = 0.05  # cosine: share of a phase's steps warming up
+    weight_decay: float
+    optimizer: str  # adam | adamw (core.optim)
+    schedule: str  # constant | cosine, over each phase
+    warmup: float  # cosine: share of a phase's steps warming up
+    item_budget: int
+    eval_item_budget: int
+    max_list_len: int | None
+    patience: int | None
+    noise_std: float  # DASALC's Gaussian input noise in training (0: off)
+
+    @classmethod
+    def of(cls, cfg, optimizer: OptimizerConfig) -> TrainOptions:
+        """``cfg``'s training keys with ``optimizer`` (its rate the one to train at)."""
+        return cls(
+            lr=optimizer.lr,
+            weight_decay=optimizer.weight_decay,
+            optimizer=optimizer.name,
+            schedule=optimizer.schedule,
+            warmup=optimizer.warmup,
+            **{key: getattr(cfg, key) for key in TRAINING_KEYS},
+        )
+
+
+def check_training_keys(cfg, *, prefix: str = "") -> None:
+    """Checks of the `TRAINING_KEYS` and the device keys of a finetuning or deep-baseline config
+    (``prefix``: where they sit, ``deep.`` for the baselines)."""
+    if min(cfg.item_budget, cfg.eval_item_budget) < 1:
+        raise ValueError(f"{prefix}item_budget and {prefix}eval_item_budget must be >= 1")
+    if cfg.max_list_len is not None and cfg.max_list_len < 2:
+        raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
+    if cfg.patience is not None and cfg.patience < 1:
+        raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
+    NON_NEGATIVE.check(f"{prefix}noise_std", cfg.noise_std)
+    check_device_choice(f"{prefix}device", cfg.device)
 
 
 @dataclass(frozen=True)
@@ -340,31 +373,10 @@ class FinetuneConfig(CommonConfig):
         return list(self.lrs) or [self.optimizer.lr]
 
     def train_options(self, lr: float | None = None) -> TrainOptions:
-        return TrainOptions(
-            lr=self.optimizer.lr if lr is None else lr,
-            weight_decay=self.optimizer.weight_decay,
-            optimizer=self.optimizer.name,
-            schedule=self.optimizer.schedule,
-            warmup=self.optimizer.warmup,
-            item_budget=self.item_budget,
-            eval_item_budget=self.eval_item_budget,
-            max_list_len=self.max_list_len,
-            patience=self.patience,
-            noise_std=self.noise_std,
-        )
-
-
-def check_training_keys(cfg, *, prefix: str = "") -> None:
-    """Checks of the training keys a finetuning and a deep-baseline config share."""
-    if min(cfg.item_budget, cfg.eval_item_budget) < 1:
-        raise ValueError(f"{prefix}item_budget and {prefix}eval_item_budget must be >= 1")
-    if cfg.max_list_len is not None and cfg.max_list_len < 2:
-        raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
-    if cfg.patience is not None and cfg.patience < 1:
-        raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
-    NON_NEGATIVE.check(f"{prefix}noise_std", cfg.noise_std)
-    if cfg.device not in DEVICES:
-        raise ValueError(f"{prefix}device must be one of {', '.join(DEVICES)}, got {cfg.device}")
+        """The ``optimizer`` section at rate ``lr`` (default ``optimizer.lr``) and the training
+        keys."""
+        optimizer = self.optimizer if lr is None else replace(self.optimizer, lr=lr)
+        return TrainOptions.of(self, optimizer)
 
 
 def _pretraining_method_of(run: str) -> str | None:

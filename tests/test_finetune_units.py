@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -65,7 +67,7 @@ def test_frozen_encoder_stays_bit_identical(setup, monkeypatch) -> None:
         model = ranker(head=head)
         before = {k: v.clone() for k, v in model.encoder.state_dict().items()}
         head_before = {k: v.clone() for k, v in model.head.state_dict().items()}
-        options = cfg.train_options().__class__(lr=1e-2, patience=None)
+        options = replace(cfg.train_options(), lr=1e-2, patience=None)
         run_fit(model, cfg, prepared, runtime, [Phase("head", 3, False)], options=options)
         for key, value in model.encoder.state_dict().items():
             assert torch.equal(value, before[key]), key  # weights and BatchNorm statistics
@@ -83,7 +85,7 @@ def test_selection_restores_the_validation_best_epoch(setup, monkeypatch) -> Non
         states[row["epoch"]] = {k: v.clone() for k, v in model.state_dict().items()}
 
     model = ranker()
-    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    options = replace(cfg.train_options(), lr=1e-2, patience=None)
     phases = [Phase("head", 2, False), Phase("full", 3, True)]
     result = run_fit(model, cfg, prepared, runtime, phases, options=options, log=remember)
     assert result.best_epoch == 2 and result.best_vali == 0.9
@@ -96,7 +98,7 @@ def test_patience_ends_a_phase_and_the_next_starts_from_the_best(setup, monkeypa
     scores = iter([0.1, 0.5, 0.4, 0.3, 0.2, 0.6, 0.7, 0.8])
     monkeypatch.setattr(loop, "selection_score", lambda *a, **k: next(scores))
     model = ranker()
-    options = cfg.train_options().__class__(lr=1e-2, patience=2)
+    options = replace(cfg.train_options(), lr=1e-2, patience=2)
     result = run_fit(
         model,
         cfg,
@@ -114,7 +116,7 @@ def test_patience_ends_a_phase_and_the_next_starts_from_the_best(setup, monkeypa
 def test_resume_replays_an_interrupted_run(setup, tmp_path, monkeypatch, every) -> None:
     monkeypatch.setattr(loop, "CHECKPOINT_SECONDS", every)
     cfg, prepared, runtime = setup
-    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    options = replace(cfg.train_options(), lr=1e-2, patience=None)
     phases = [Phase("head", 2, False), Phase("full", 2, True)]
     straight = ranker()
     run_fit(straight, cfg, prepared, runtime, phases, options=options)
@@ -152,7 +154,7 @@ def test_frozen_encoder_cache_changes_nothing(setup, monkeypatch, kind: str) -> 
     """Vali scoring reuses a frozen encoder's outputs: the run ends bit-identical to one that
     recomputes them every epoch, through a frozen, a training and another frozen phase."""
     cfg, prepared, runtime = setup
-    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    options = replace(cfg.train_options(), lr=1e-2, patience=None)
     phases = [Phase("head", 3, False), Phase("full", 2, True), Phase("head", 2, False)]
     fills = []
     real_fill = loop.FrozenEncoderCache.fill
@@ -190,7 +192,7 @@ def test_combine_trains_only_its_last_layer(setup) -> None:
     model = CombinedRanker(members=members, dropout=0.7)
     assert [n for n, p in model.named_parameters() if p.requires_grad] == ["out.weight", "out.bias"]
     out_before = model.out.weight.clone()
-    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    options = replace(cfg.train_options(), lr=1e-2, patience=None)
     run_fit(model, cfg, prepared, runtime, [Phase("head", 3, False)], options=options)
     for member, state in zip(model.members, member_states, strict=True):
         for key, value in member.state_dict().items():
@@ -202,7 +204,7 @@ def test_combine_trains_only_its_last_layer(setup) -> None:
 def test_eval_scores_do_not_depend_on_batch_composition(setup, kind: str) -> None:
     cfg, prepared, runtime = setup
     model = ranker(kind=kind)
-    options = cfg.train_options().__class__(lr=1e-2, patience=None)
+    options = replace(cfg.train_options(), lr=1e-2, patience=None)
     run_fit(model, cfg, prepared, runtime, [Phase("full", 2, True)], options=options)
     together = predict(model, prepared.test, runtime=runtime, item_budget=100_000)
     alone = predict(model, prepared.test, runtime=runtime, item_budget=1)  # one QG per batch

@@ -11,19 +11,25 @@ early stopping on vali NDCG@5, and the point with the best vali NDCG@5 is kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scarce_ltr.core.config import (
     MAX_EPOCHS,
     NON_NEGATIVE,
     POSITIVE,
     Allowed,
+    OptimizerConfig,
     allowed,
     check_allowed,
 )
 from scarce_ltr.finetune.config import LossConfig, SearchConfig, TrainOptions, check_training_keys
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.pretrain.encoders import EncoderConfig
+
+# The deep baselines train with Adam at a constant rate (paper A.2.3) and choose the rate on vali
+# (``lrs``, or the search): they have no optimizer section, so nothing a user sets is left out.
+# ``deep.weight_decay`` is Adam's L2 penalty.
+DEEP_OPTIMIZER = OptimizerConfig(name="adam", schedule="constant")
 
 
 @dataclass(frozen=True)
@@ -91,12 +97,6 @@ class DeepBaselineOptions:
         return self.max_epochs if cap is None else min(self.max_epochs, cap)
 
     def train_options(self, lr: float) -> TrainOptions:
-        return TrainOptions(
-            lr=lr,
-            weight_decay=self.weight_decay,
-            item_budget=self.item_budget,
-            eval_item_budget=self.eval_item_budget,
-            max_list_len=self.max_list_len,
-            patience=self.patience,
-            noise_std=self.noise_std,
-        )
+        """`DEEP_OPTIMIZER` at rate ``lr`` (a point of the grid or a search trial) and the
+        training keys."""
+        return TrainOptions.of(self, replace(DEEP_OPTIMIZER, lr=lr, weight_decay=self.weight_decay))
