@@ -28,7 +28,7 @@ from scarce_ltr.core.runs import RunIdentity, read_config, read_report
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
 from scarce_ltr.finetune.heads import HEADS
-from scarce_ltr.finetune.losses import LOSS_OPTIONS, LOSSES
+from scarce_ltr.finetune.losses import LOSSES, loss_options
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
@@ -64,11 +64,11 @@ class LossConfig:
         NON_NEGATIVE.check("loss.mu", self.mu)
 
     def build(self):
-        """The loss function with this config's options bound: ``f(scores, labels, *, mask)``.
-
-        An option left at None is not passed, so the loss's own default applies.
+        """The loss function with the options it takes (`finetune.losses.loss_options`) bound:
+        ``f(scores, labels, *, mask)``. An option left at None is not passed, so the loss's own
+        default applies.
         """
-        options = {name: getattr(self, name) for name in LOSS_OPTIONS[self.name]}
+        options = {name: getattr(self, name) for name in loss_options(self.name)}
         options = {name: value for name, value in options.items() if value is not None}
         return partial(LOSSES[self.name], **options)
 

@@ -344,6 +344,18 @@ def test_loss_config_passes_only_set_options() -> None:
         LossConfig(name="lambdaloss", mu=-1.0)
 
 
+def test_every_loss_option_is_a_loss_key() -> None:
+    # a loss declares its options in its signature; each needs its loss.<option> key
+    from dataclasses import fields
+
+    from scarce_ltr.finetune.config import LossConfig
+    from scarce_ltr.finetune.losses import loss_options
+
+    keys = {f.name for f in fields(LossConfig)} - {"name"}
+    assert loss_options("lambdarank") == ("sigma", "k") and loss_options("softmax") == ()
+    assert set().union(*(loss_options(name) for name in LOSSES)) == keys
+
+
 @pytest.mark.parametrize("name", sorted(LOSSES))
 def test_extreme_scores_give_finite_values_and_gradients(name: str) -> None:
     # every real score far below the padding's 0, and far apart from each other

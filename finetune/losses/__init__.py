@@ -1,11 +1,16 @@
 """Ranking losses, one small file each (allRank style): ``f(scores, labels, *, mask, ...)``.
 
 Every loss is vectorized over padded QGs ``[B, L]``, invariant to the padding, and gives no
-gradient from a QG without a relevant item. `LOSS_OPTIONS` names the keyword options of each
-loss that ``finetune.config.LossConfig`` passes on.
+gradient from a QG without a relevant item. A loss declares its own options as the keyword
+parameters after ``mask``, with their defaults; `loss_options` reads them there, and
+``finetune.config.LossConfig`` (the ``loss.*`` keys, each checked as the config loads) passes
+on those the loss takes (allRank's pass-through).
 """
 
 from __future__ import annotations
+
+import inspect
+from functools import cache
 
 from scarce_ltr.finetune.losses.approx_ndcg import approx_ndcg_loss
 from scarce_ltr.finetune.losses.lambdaloss import lambdaloss_loss
@@ -30,14 +35,12 @@ LOSSES = {
     "rmse": rmse_loss,
 }
 
-LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
-    "lambdarank": ("sigma", "k"),
-    "ranknet": ("sigma",),
-    "softmax": (),
-    "approx-ndcg": ("temperature",),
-    "neural-ndcg": ("temperature", "k"),
-    "lambdaloss": ("sigma", "k", "mu"),
-    "listmle": (),
-    "listnet": (),
-    "rmse": (),
-}
+
+@cache
+def loss_options(name: str) -> tuple[str, ...]:
+    """The options loss ``name`` takes: its keyword parameters after ``mask`` (lambdarank:
+    ``("sigma", "k")``; softmax: none)."""
+    parameters = inspect.signature(LOSSES[name]).parameters.values()
+    return tuple(
+        p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "mask"
+    )
