@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from scarce_ltr.baselines.config import BaselineConfig  # noqa: E402
 from scarce_ltr.baselines.gbdt.grid import capped, grid_points  # noqa: E402
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import RankingData, TrainingOptions, fit  # noqa: E402
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import BoosterOptions, RankingData, fit  # noqa: E402
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures  # noqa: E402
 from scarce_ltr.core.config import load_config  # noqa: E402
 from scarce_ltr.data.pipeline import prepare_data  # noqa: E402
@@ -60,7 +60,7 @@ def bench(name: str, *, rounds: int, threads: int) -> list[tuple]:
     pca, t_pca = timed(lambda: PCAFeatures(train.features, max_components=15, seed=0))
     _, t_append = timed(lambda: pca.append(train, 15))
     print(f"  LightGBM binning {t_bin:.2f} s; PCA(15) fit {t_pca:.2f} s, append {t_append:.2f} s")
-    training = TrainingOptions(
+    training = BoosterOptions(
         learning_rate=0.05, rounds=rounds, early_stopping_rounds=rounds, num_threads=threads, seed=0
     )
     rows = []

@@ -14,9 +14,9 @@ from scarce_ltr.baselines.gbdt import grid as gbdt_grid
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.grid import CENTRE, capped, grid_points, run_grid
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+    BoosterOptions,
     LeafSettings,
     RankingData,
-    TrainingOptions,
     check_labels,
     fit,
     lightgbm_params,
@@ -41,7 +41,7 @@ TINY = [
     "gbdt.early_stopping_rounds=10",
     "gbdt.pca_components=[2,3]",
 ]
-TRAINING = TrainingOptions(
+TRAINING = BoosterOptions(
     learning_rate=0.1, rounds=15, early_stopping_rounds=15, num_threads=1, seed=0
 )
 

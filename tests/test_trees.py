@@ -18,7 +18,7 @@ from scarce_ltr.baselines.catboost.config import CatBoostOptions
 from scarce_ltr.baselines.catboost.train import EVAL_METRIC as CATBOOST_NDCG
 from scarce_ltr.baselines.catboost.train import CatBoostBackend
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import TrainingOptions
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import BoosterOptions
 from scarce_ltr.baselines.gbdt.search import lightgbm_choices
 from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.searches.study import optuna_search
@@ -180,7 +180,7 @@ def test_random_search_is_seeded_keeps_the_vali_best_and_is_not_tpe() -> None:
 def test_the_paper_grid_stays_the_default_and_sets_no_new_parameter() -> None:
     options = GBDTOptions()
     assert options.search == "paper-grid" and options.objective == "lambdarank"
-    training = TrainingOptions(learning_rate=0.05, rounds=5, early_stopping_rounds=5,
+    training = BoosterOptions(learning_rate=0.05, rounds=5, early_stopping_rounds=5,
                                num_threads=1, seed=0)  # fmt: skip
     assert training.objective == "lambdarank" and training.params == {}
 

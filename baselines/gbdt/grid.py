@@ -28,10 +28,10 @@ import numpy as np
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     CENTRE,
+    BoosterOptions,
     Fit,
     LeafSettings,
     RankingData,
-    TrainingOptions,
     check_labels,
     fit,
 )
@@ -79,7 +79,7 @@ class LightGBMBackend:
     def __init__(
         self,
         options: GBDTOptions,
-        training: TrainingOptions,
+        training: BoosterOptions,
         data: RankingData | None = None,
         *,
         points: list[LeafSettings] | None = None,
@@ -205,7 +205,7 @@ def run_search(
     options: GBDTOptions,
     *,
     data: RankingData,
-    training: TrainingOptions,
+    training: BoosterOptions,
     score_vali: Callable[[Fit], float],
     phase: str,
     pca_components: int,

@@ -44,8 +44,9 @@ CENTRE = LeafSettings(num_leaves=31, min_data_in_leaf=20, feature_fraction=1.0)
 
 
 @dataclass(frozen=True)
-class TrainingOptions:
-    """What every fit of one run shares."""
+class BoosterOptions:
+    """What every LightGBM fit of one run shares (a deep model's counterpart is
+    `finetune.config.TrainOptions`)."""
 
     learning_rate: float
     rounds: int  # at most
@@ -56,7 +57,7 @@ class TrainingOptions:
     params: dict[str, Any] = field(default_factory=dict)  # gbdt.params: in every fit, last
 
     @classmethod
-    def from_config(cls, cfg) -> TrainingOptions:
+    def from_config(cls, cfg) -> BoosterOptions:
         """From a baseline config: its ``gbdt`` options, ``epochs`` cap and seed."""
         return cls(
             learning_rate=cfg.gbdt.learning_rate,
@@ -166,7 +167,7 @@ class RankingData:
 
 
 def lightgbm_params(
-    leaves: LeafSettings, options: TrainingOptions, data: RankingData, extra: dict | None = None
+    leaves: LeafSettings, options: BoosterOptions, data: RankingData, extra: dict | None = None
 ) -> dict:
     """LightGBM's parameters for one fit; ``extra`` (a search trial's) and then the user's
     ``gbdt.params`` take precedence; every other parameter keeps LightGBM's default."""
@@ -193,7 +194,7 @@ def lightgbm_params(
 
 def fit(
     leaves: LeafSettings,
-    options: TrainingOptions,
+    options: BoosterOptions,
     data: RankingData,
     *,
     history: dict | None = None,

@@ -18,7 +18,7 @@ from scarce_ltr.baselines.gbdt.config import (
     GBDTOptions,
     lightgbm_param_names,
 )
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import CENTRE, LeafSettings, TrainingOptions
+from scarce_ltr.baselines.gbdt.lightgbm_ranker import CENTRE, BoosterOptions, LeafSettings
 
 LEAF_KEYS = ("num_leaves", "min_data_in_leaf", "feature_fraction")
 LEARNING_RATES = (0.01, 0.3)  # the search's range (log scale)
@@ -62,7 +62,7 @@ def suggest(trial, options: GBDTOptions, *, cap: int) -> dict:
     return choices
 
 
-def defaults(options: GBDTOptions, training: TrainingOptions, *, cap: int) -> dict:
+def defaults(options: GBDTOptions, training: BoosterOptions, *, cap: int) -> dict:
     """Trial 0: LightGBM's defaults at the configured learning rate (the paper grid's centre),
     less the keys ``gbdt.params`` fixes."""
     low, high = LEARNING_RATES

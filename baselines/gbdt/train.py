@@ -36,9 +36,9 @@ from scarce_ltr.baselines.gbdt.grid import (
     search_fits,
 )
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+    BoosterOptions,
     Fit,
     RankingData,
-    TrainingOptions,
     check_labels,
     min_data_cap,
 )
@@ -129,7 +129,7 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     teacher = _run_teacher(cfg, prepared)
     ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
-    training = TrainingOptions.from_config(cfg)
+    training = BoosterOptions.from_config(cfg)
     backend = LightGBMBackend(cfg.gbdt, training)
     tracker = run.open_tracker(asdict(cfg))
     fit_args = (training, variant, tracker, teacher)
@@ -170,7 +170,7 @@ def _fit_all(
     prepared: PreparedData,
     features: Features,
     ks: list[int],
-    training: TrainingOptions,
+    training: BoosterOptions,
     variant: Variant,
     tracker: Tracker,
     teacher: RunTeacher | None = None,
@@ -231,7 +231,7 @@ def _fit_features(
     prepared: PreparedData,
     features: Features,
     k: int,
-    training: TrainingOptions,
+    training: BoosterOptions,
     variant: Variant,
     on_point: Callable[[PointResult], None],
     teacher: RunTeacher | None = None,

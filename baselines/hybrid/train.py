@@ -24,9 +24,9 @@ import numpy as np
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.gbdt.grid import GridOutcome, LightGBMBackend, PointResult, run_search
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+    BoosterOptions,
     Fit,
     RankingData,
-    TrainingOptions,
 )
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
 from scarce_ltr.baselines.gbdt.train import KEPT_FILES, prepare_lightgbm_data, save_chosen
@@ -89,7 +89,7 @@ def main(cfg: BaselineConfig, run: Run) -> dict:
     # PCA sizes above the embedding's width (or the train items) are left out.
     options = cfg.embedding.candidates(min(embeddings.dim, prepared.train.n_items))
     features = EmbeddingFeatures(prepared, embeddings, [k for _, k in options if k], seed=cfg.seed)
-    training = TrainingOptions.from_config(cfg)
+    training = BoosterOptions.from_config(cfg)
     backend = LightGBMBackend(cfg.gbdt, training)
     tracker = run.open_tracker(asdict(cfg))
     candidates = [_fit(cfg, prepared, features, n, k, training, tracker) for n, k in options]
@@ -128,7 +128,7 @@ def _fit(
     features: EmbeddingFeatures,
     name: str,
     k: int | None,
-    training: TrainingOptions,
+    training: BoosterOptions,
     tracker: Tracker,
 ) -> Candidate:
     """The GBDT grid on one candidate's features, trained on the labeled train QGs."""
