@@ -9,7 +9,7 @@ final embeddings of finetuned ``runs``. ``epochs=N`` caps the total: `Schedule` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 
@@ -62,6 +62,24 @@ class LossConfig:
         if self.k is not None and self.k < 1:
             raise ValueError("loss.k must be >= 1 (or null for no truncation)")
         NON_NEGATIVE.check("loss.mu", self.mu)
+
+    def check_taken(self, names: list[str], *, prefix: str = "") -> None:
+        """A ``loss.<option>`` set away from its default that none of the losses ``names`` (the
+        config's, and the search's when it searches) takes is an error, not a silent no-op."""
+        taken = {option for name in names for option in loss_options(name)}
+        for f in fields(self):
+            if f.name == "name" or f.name in taken or getattr(self, f.name) == f.default:
+                continue
+            users = [name for name in LOSSES if f.name in loss_options(name)]
+            used = list(dict.fromkeys(names))
+            taking = ", ".join(sorted(taken)) or "none"
+            if len(used) == 1:
+                said = f"{used[0]} takes no {f.name} (its options: {taking}"
+            else:
+                said = f"none of {', '.join(used)} takes {f.name} (their options: {taking}"
+            raise ValueError(
+                f"{prefix}loss.{f.name}: {said}; {f.name} is an option of {', '.join(users)})"
+            )
 
     def build(self):
         """The loss function with the options it takes (`finetune.losses.loss_options`) bound:
@@ -270,6 +288,7 @@ class FinetuneConfig(CommonConfig):
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
         check_training_keys(self)
         self.search.check("search.")
+        self.loss.check_taken([self.loss.name, *(self.search.loss if self.search.on else [])])
         for lr in self.lrs:
             POSITIVE.check("lrs", lr)
         if len(set(self.lrs)) != len(self.lrs):

@@ -344,6 +344,18 @@ def test_loss_config_passes_only_set_options() -> None:
         LossConfig(name="lambdaloss", mu=-1.0)
 
 
+def test_an_option_no_loss_in_use_takes_is_refused() -> None:
+    from scarce_ltr.finetune.config import LossConfig
+
+    said = r"loss\.k: softmax takes no k \(its options: none; k is an option of lambdarank, "
+    with pytest.raises(ValueError, match=said):
+        LossConfig(name="softmax", k=5).check_taken(["softmax"])
+    LossConfig(name="softmax", k=5).check_taken(["softmax", "lambdarank"])  # a searched loss's
+    LossConfig(name="listnet", sigma=1.0).check_taken(["listnet"])  # the default: nothing set
+    with pytest.raises(ValueError, match=r"deep\.loss\.mu: none of lambdarank, softmax takes mu"):
+        LossConfig(mu=3.0).check_taken(["lambdarank", "softmax"], prefix="deep.")
+
+
 def test_every_loss_option_is_a_loss_key() -> None:
     # a loss declares its options in its signature; each needs its loss.<option> key
     from dataclasses import fields

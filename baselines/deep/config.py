@@ -90,6 +90,9 @@ class DeepBaselineOptions:
             raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
         check_training_keys(self, prefix="deep.")
         self.search.check("deep.search.")
+        self.loss.check_taken(
+            [self.loss.name, *(self.search.loss if self.search.on else [])], prefix="deep."
+        )
         if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
             raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
 
