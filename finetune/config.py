@@ -278,6 +278,11 @@ class FinetuneConfig(CommonConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_keys()
+        # Last, so that a config with another error too is refused for that one, as before.
+        self.loss.check_taken([self.loss.name, *(self.search.loss if self.search.on else [])])
+
+    def _check_keys(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}")
         if self.head not in HEADS:
@@ -288,7 +293,6 @@ class FinetuneConfig(CommonConfig):
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
         check_training_keys(self)
         self.search.check("search.")
-        self.loss.check_taken([self.loss.name, *(self.search.loss if self.search.on else [])])
         for lr in self.lrs:
             POSITIVE.check("lrs", lr)
         if len(set(self.lrs)) != len(self.lrs):

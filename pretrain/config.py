@@ -160,22 +160,31 @@ class PretrainConfig(CommonConfig):
             raise ValueError(
                 f"variant may hold letters, digits, '.', '_' and '-' only, got {self.variant!r}"
             )
+        self._check_method_options()
 
     def _check_replace_keys(self) -> None:
         """A replace_* setting the method would ignore is an error, not a silent no-op."""
-        reads = OBJECTIVES[self.method].replace_keys
-        readers = [m for m, o in OBJECTIVES.items() if "replace_p" in o.replace_keys]
-        if self.augment.replace_p > 0 and "replace_p" not in reads:
+        reads = OBJECTIVES[self.method].config_keys
+        if self.augment.replace_p > 0 and "augment.replace_p" not in reads:
             raise ValueError(
                 f"augment.replace_p: {self.method} does not replace entries of its views "
-                f"(methods that do: {', '.join(readers)})"
+                f"(methods that do: {_readers('augment.replace_p')})"
             )
-        if self.augment.replace_source != "global" and "replace_source" not in reads:
-            users = [m for m, o in OBJECTIVES.items() if "replace_source" in o.replace_keys]
+        if self.augment.replace_source != "global" and "augment.replace_source" not in reads:
             raise ValueError(
                 f"augment.replace_source: {self.method} draws no donor values "
-                f"(methods that do: {', '.join(users)})"
+                f"(methods that do: {_readers('augment.replace_source')})"
             )
+
+    def _check_method_options(self) -> None:
+        """``temperature`` or ``vime_alpha`` set away from its default for a method that does not
+        read it is an error, not a silent no-op."""
+        for key in ("temperature", "vime_alpha"):
+            default = type(self).__dataclass_fields__[key].default
+            if getattr(self, key) != default and key not in OBJECTIVES[self.method].config_keys:
+                raise ValueError(
+                    f"{key}: {self.method} takes no {key} (methods that do: {_readers(key)})"
+                )
 
     def identity(self) -> RunIdentity:
         return RunIdentity(
@@ -195,3 +204,8 @@ class PretrainConfig(CommonConfig):
     @property
     def n_epochs(self) -> int:
         return DEFAULT_EPOCHS if self.epochs is None else self.epochs
+
+
+def _readers(key: str) -> str:
+    """The methods that read ``key`` (`Objective.config_keys`), for messages."""
+    return ", ".join(m for m, o in OBJECTIVES.items() if key in o.config_keys)

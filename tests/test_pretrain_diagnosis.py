@@ -130,6 +130,17 @@ def test_objectives_pass_the_qgs_to_their_views():
     assert _from_own_qg(corrupted, mask)
 
 
+def test_method_options_are_checked_against_the_method():
+    said = r"temperature: simsiam takes no temperature \(methods that do: simclr-rank, "
+    with pytest.raises(ValueError, match=said):
+        PretrainConfig(method="simsiam", temperature=0.5)
+    with pytest.raises(ValueError, match=r"vime_alpha: scarf takes no vime_alpha \(.*: vime\)"):
+        PretrainConfig(method="scarf", vime_alpha=1.0)
+    PretrainConfig(method="simsiam", temperature=0.1)  # the default: nothing set
+    PretrainConfig(method="vime", vime_alpha=1.0)
+    PretrainConfig(method="dacl", temperature=0.5)
+
+
 def test_replace_keys_are_checked_against_the_method():
     assert AugmentConfig().replace_source == "global" and AugmentConfig().replace_p == 0.0
     with pytest.raises(ValueError, match="augment.replace_source"):

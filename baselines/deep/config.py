@@ -90,11 +90,11 @@ class DeepBaselineOptions:
             raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
         check_training_keys(self, prefix="deep.")
         self.search.check("deep.search.")
+        if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
+            raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
         self.loss.check_taken(
             [self.loss.name, *(self.search.loss if self.search.on else [])], prefix="deep."
         )
-        if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
-            raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
 
     def epochs(self, cap: int | None) -> int:
         return self.max_epochs if cap is None else min(self.max_epochs, cap)

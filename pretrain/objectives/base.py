@@ -28,9 +28,11 @@ class Objective(nn.Module):
     fake_groups: ClassVar[bool] = False  # batches of random items grouped into fake QGs
     sync_batchnorm: ClassVar[bool] = False  # BatchNorm statistics over all DDP ranks
     needs_training_items: ClassVar[bool] = False  # gets `set_training_items` before training
-    # The augment.replace_* keys the method reads (config.py rejects a setting it would ignore):
-    # replace_p (views with donor replacement), replace_source (where donors come from).
-    replace_keys: ClassVar[tuple[str, ...]] = ()
+    # The keys of PretrainConfig that only some methods read, and which of them this one reads
+    # (config.py rejects a setting it would ignore): augment.replace_p (views with donor
+    # replacement), augment.replace_source (where donors come from), temperature (contrastive
+    # methods), vime_alpha. Its other options it reads in `from_config`.
+    config_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, encoder: nn.Module) -> None:
         super().__init__()

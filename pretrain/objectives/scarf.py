@@ -46,7 +46,7 @@ def scarf_loss(
 
 class SCARF(Objective):
     needs_training_items = True
-    replace_keys = ("replace_source",)
+    config_keys = ("augment.replace_source", "temperature")
 
     def __init__(
         self,

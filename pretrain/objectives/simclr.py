@@ -61,7 +61,7 @@ def simclr_loss(
 class SimCLR(Objective):
     """Encoder and projector; views by donor replacement, zeroing and/or Gaussian noise; eq. 2."""
 
-    replace_keys = ("replace_p", "replace_source")
+    config_keys = ("augment.replace_p", "augment.replace_source", "temperature")
 
     def __init__(
         self,
@@ -112,7 +112,7 @@ class SimCLR(Objective):
 class DACL(SimCLR):
     """DACL+: eq. 2 on Mixup-noise views (then Gaussian noise when ``noise_scale`` > 0)."""
 
-    replace_keys = ()
+    config_keys = ("temperature",)
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ def simsiam_loss(
 
 class SimSiam(Objective):
     sync_batchnorm = True
-    replace_keys = ("replace_p", "replace_source")
+    config_keys = ("augment.replace_p", "augment.replace_source")
 
     def __init__(
         self,

@@ -38,7 +38,7 @@ def vime_loss(
 
 
 class VIME(Objective):
-    replace_keys = ("replace_source",)
+    config_keys = ("augment.replace_source", "vime_alpha")
 
     def __init__(
         self,
