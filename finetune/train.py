@@ -276,10 +276,11 @@ def _build(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[nn.Module, dict
 def pretraining_name(cfg: FinetuneConfig, source: dict) -> str | None:
     """The encoder's pretraining as its pretraining run's ``model`` and sweeps name it:
     ``simclr-rank``, ``simclr-rank@zero0.7`` (a sweep's variant), ``+``-joined over the members
-    of ``combine``; None for a fresh encoder. The run's ``model`` is this ``+<strategy>``."""
+    of ``combine``; None for a fresh encoder. A taught run's ``model`` adds ``~<teacher>``
+    after the strategy, so the name comes from the encoder, not from the model."""
     if source["method"] is None:
         return None
-    return cfg.identity().model.removesuffix(f"+{cfg.strategy}")
+    return cfg.encoder_name()
 
 
 def _grid_row(result: dict) -> dict:

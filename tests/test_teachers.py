@@ -188,6 +188,7 @@ def test_a_finetuned_ranker_taught_by_a_tree(runs, tmp_path, targets) -> None:
     run([*args, f"run_dir={tmp_path / 'b'}"])
     assert _same_scores(tmp_path / "a", tmp_path / "b")  # deterministic
     assert first["model"] == "simclr-rank+full~gbdt" and first["group"] == "hybrid"
+    assert first["pretraining_method"] == "simclr-rank"  # the encoder's, not the model's prefix
     assert first["teacher"]["model"] == "gbdt" and first["teacher"]["targets"] == targets
     assert first["teacher"]["n_groups"] == 15  # the unlabeled half of 30 train QGs
     # The teacher changed training: the scores differ from the untaught run's.
