@@ -2,7 +2,10 @@
 
 A strategy proposes the fits of one search for any tree backend
 (`baselines.tree_run.TreeBackend`) and keeps the vali-best
-(`baselines.tuning.keep_if_best`): ``search(backend, *, seed, train, on_trial) -> SearchOutcome``.
+(`baselines.tuning.keep_if_best`): `Strategy.search(backend, *, seed, train, on_trial)`. Most are
+an Optuna sampler over the backend's space, ``sampler(optuna, seed)``, run by the study they all
+share (`study.search_backend`); a walk of the backend's fixed grid is ``walk(backend, *, train,
+on_trial)``.
 ``train(choices, report)`` fits and scores one trial (`baselines.tree_run.trainer`);
 ``on_trial`` sees every trial's result as it ends. The run's config names the strategy
 (``gbdt.search``, ``catboost.search``, ``xgboost.search``).
@@ -16,16 +19,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from scarce_ltr.baselines.searches import paper_grid, random_search, tpe
-from scarce_ltr.baselines.tuning import SearchOutcome
+from scarce_ltr.baselines.searches.study import search_backend
+from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
+
+if TYPE_CHECKING:
+    from scarce_ltr.baselines.tree_run import TreeBackend
 
 
 @dataclass(frozen=True)
 class Strategy:
-    search: Callable[..., SearchOutcome]  # (backend, *, seed, train, on_trial) -> SearchOutcome
-    grid: bool = False  # walks the backend's grid(): trial i is point i; else n_trials trials
+    sampler: Callable[[ModuleType, int], Any] | None = None  # (optuna, seed) -> its sampler
+    walk: Callable[..., SearchOutcome] | None = None  # or (backend, *, train, on_trial): the grid
+
+    @property
+    def grid(self) -> bool:
+        """Walks the backend's grid(): trial i is point i; else ``n_trials`` sampled trials."""
+        return self.walk is not None
+
+    def search(
+        self,
+        backend: TreeBackend,
+        *,
+        seed: int,
+        train: TrainTrial,
+        on_trial: Callable[[TrialResult], None],
+    ) -> SearchOutcome:
+        """The vali-best fit of this strategy's trials for ``backend``."""
+        if self.walk is not None:
+            return self.walk(backend, train=train, on_trial=on_trial)
+        assert self.sampler is not None
+        sampler = self.sampler
+        return search_backend(
+            backend, lambda optuna: sampler(optuna, seed), train=train, on_trial=on_trial
+        )
 
 
 def check_search(key: str, name: Any) -> None:
@@ -36,7 +66,7 @@ def check_search(key: str, name: Any) -> None:
 
 # Command-line name (``<section>.search=<name>``) -> strategy.
 SEARCHES: dict[str, Strategy] = {
-    "paper-grid": Strategy(paper_grid.search, grid=True),
-    "optuna": Strategy(tpe.search),
-    "random": Strategy(random_search.search),
+    "paper-grid": Strategy(walk=paper_grid.search),
+    "optuna": Strategy(sampler=tpe.sampler),
+    "random": Strategy(sampler=random_search.sampler),
 }

@@ -14,12 +14,10 @@ if TYPE_CHECKING:
 def search(
     backend: TreeBackend,
     *,
-    seed: int,
     train: TrainTrial,
     on_trial: Callable[[TrialResult], None],
 ) -> SearchOutcome:
-    """The backend's ``grid()`` (``seed`` unused: the grid is fixed; each fit is seeded by the
-    backend)."""
+    """The backend's ``grid()`` (each fit is seeded by the backend)."""
     return grid_search(backend.grid(), train=train, on_trial=on_trial)
 
 

@@ -12,26 +12,9 @@ both on the same backend and seed to see whether the sampler matters at a label 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-from scarce_ltr.baselines.searches.study import search_backend
-from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
-
-if TYPE_CHECKING:
-    from scarce_ltr.baselines.tree_run import TreeBackend
+from types import ModuleType
+from typing import Any
 
 
-def search(
-    backend: TreeBackend,
-    *,
-    seed: int,
-    train: TrainTrial,
-    on_trial: Callable[[TrialResult], None],
-) -> SearchOutcome:
-    return search_backend(
-        backend,
-        lambda optuna: optuna.samplers.RandomSampler(seed=seed),
-        train=train,
-        on_trial=on_trial,
-    )
+def sampler(optuna: ModuleType, seed: int) -> Any:
+    return optuna.samplers.RandomSampler(seed=seed)
