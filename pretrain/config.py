@@ -24,6 +24,15 @@ VARIANT_MARK = "@"
 # A pretraining run ranks nothing; its reports have always been filed under this group.
 PRETRAIN_GROUP = "no-pretrain-dl"
 
+# The keys only some methods read, and what a method that does not would do with one (messages).
+_UNREAD = {
+    "augment.replace_p": "does not replace entries of its views",
+    "augment.replace_source": "draws no donor values",
+    "temperature": "takes no temperature",
+    "vime_alpha": "takes no vime_alpha",
+}
+REPLACE_KEYS = ("augment.replace_p", "augment.replace_source")
+METHOD_KEYS = ("temperature", "vime_alpha")
 SSL_VAL_CRITERIA = ("loss", "none")  # pretrain/ssl_val.py
 DEFAULT_EPOCHS = 40
 
@@ -144,7 +153,7 @@ class PretrainConfig(CommonConfig):
         super().__post_init__()
         if self.method not in OBJECTIVES:
             raise ValueError(f"method must be one of {', '.join(OBJECTIVES)}, got {self.method}")
-        self._check_replace_keys()
+        self._refuse_unread(REPLACE_KEYS)
         if self.item_budget < 2:
             raise ValueError(f"item_budget must be >= 2, got {self.item_budget}")
         if self.max_list_len is not None and self.max_list_len < 1:
@@ -160,30 +169,20 @@ class PretrainConfig(CommonConfig):
             raise ValueError(
                 f"variant may hold letters, digits, '.', '_' and '-' only, got {self.variant!r}"
             )
-        self._check_method_options()
+        # Last, so that a config with another error too is refused for that one, as before.
+        self._refuse_unread(METHOD_KEYS)
 
-    def _check_replace_keys(self) -> None:
-        """A replace_* setting the method would ignore is an error, not a silent no-op."""
+    def _refuse_unread(self, keys: tuple[str, ...]) -> None:
+        """A key of `_UNREAD` set away from its default for a method that does not read it
+        (`Objective.config_keys`) is an error, not a silent no-op."""
         reads = OBJECTIVES[self.method].config_keys
-        if self.augment.replace_p > 0 and "augment.replace_p" not in reads:
-            raise ValueError(
-                f"augment.replace_p: {self.method} does not replace entries of its views "
-                f"(methods that do: {_readers('augment.replace_p')})"
-            )
-        if self.augment.replace_source != "global" and "augment.replace_source" not in reads:
-            raise ValueError(
-                f"augment.replace_source: {self.method} draws no donor values "
-                f"(methods that do: {_readers('augment.replace_source')})"
-            )
-
-    def _check_method_options(self) -> None:
-        """``temperature`` or ``vime_alpha`` set away from its default for a method that does not
-        read it is an error, not a silent no-op."""
-        for key in ("temperature", "vime_alpha"):
-            default = type(self).__dataclass_fields__[key].default
-            if getattr(self, key) != default and key not in OBJECTIVES[self.method].config_keys:
+        for key in keys:
+            section, _, name = key.rpartition(".")
+            owner = getattr(self, section) if section else self
+            default = type(owner).__dataclass_fields__[name].default
+            if getattr(owner, name) != default and key not in reads:
                 raise ValueError(
-                    f"{key}: {self.method} takes no {key} (methods that do: {_readers(key)})"
+                    f"{key}: {self.method} {_UNREAD[key]} (methods that do: {_readers(key)})"
                 )
 
     def identity(self) -> RunIdentity:
