@@ -35,7 +35,7 @@ from scarce_ltr.baselines.config import (
 )
 from scarce_ltr.core.config import available
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.teachers import TEACHER_MARK
+from scarce_ltr.data.teachers import TAUGHT_GROUP, TEACHER_MARK
 from scarce_ltr.finetune.config import COMBINE, ENCODER_MARK, SCRATCH
 from scarce_ltr.pretrain.config import VARIANT_MARK
 
@@ -190,7 +190,7 @@ class ModelName:
         if self.kind == TAUGHT:
             if strict:
                 self._check_taught()
-            return "hybrid"
+            return TAUGHT_GROUP
         try:
             return self._checked_group()
         except UserError:
