@@ -10,7 +10,8 @@ item at all) has no defined NDCG; the empty-QG policy says what it counts as:
 - ``zero``: 0.0, sklearn's and TF-Ranking's convention.
 
 Items of one QG are contiguous rows: QG ``g`` owns rows ``offsets[g]:offsets[g + 1]``.
-The torch version used in training (``core.metrics_torch``) is tested against this one.
+The torch version used in training (``core.metrics_torch``) is tested against this one; both
+check their inputs (policy, k, QG selection, arrays) through ``core.metric_inputs``.
 
 Beside NDCG, the metrics users compare with, in the same model order (ties by input order):
 
@@ -38,20 +39,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def check_policy(policy: str) -> float:
-    """The NDCG an undefined QG gets under ``policy`` (NaN for ``skip``); ValueError if unknown."""
-    if policy not in EMPTY_QG_POLICIES:
-        allowed = ", ".join(repr(name) for name in EMPTY_QG_POLICIES)
-        raise ValueError(f"unknown empty-QG policy {policy!r}; allowed: {allowed}")
-    return EMPTY_QG_POLICIES[policy]
-
-
-def check_k(k: int) -> int:
-    """``k`` as a Python int; ValueError unless it is an integer >= 1."""
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise ValueError(f"NDCG cutoff k must be an integer >= 1, got {k!r}")
-    return int(k)
+from scarce_ltr.core.metric_inputs import (
+    check_inputs,
+    check_k,
+    check_policy,
+    group_mask,
+    stop_scale,
+)
 
 
 def gains(labels: np.ndarray) -> np.ndarray:
@@ -156,7 +150,7 @@ def err_per_group(
     """
     fill = check_policy(policy)
     ranked = _RankedGains.build(scores, labels, offsets)
-    return ranked.err_at(check_k(k), _stop_scale(labels, max_grade), fill)
+    return ranked.err_at(check_k(k), stop_scale(labels, max_grade), fill)
 
 
 def precision_per_group(
@@ -201,7 +195,7 @@ def evaluate_ranking(
     if not cutoffs:
         raise ValueError("ks must hold at least one cutoff")
     ranked = _RankedGains.build(scores, labels, offsets)
-    scale = _stop_scale(labels, max_grade)
+    scale = stop_scale(labels, max_grade)
     outlier = None
     if outlier_groups is not None:
         outlier = group_mask(outlier_groups, n_groups=ranked.n_groups)
@@ -218,20 +212,6 @@ def evaluate_ranking(
     if outlier is not None:
         report["n_outlier_groups"] = int((evaluated & outlier).sum())
     return report
-
-
-def group_mask(groups: np.ndarray | Sequence[int], *, n_groups: int) -> np.ndarray:
-    """``[n_groups]`` bool mask from a bool mask or an index array of QGs."""
-    selected = np.asarray(groups)
-    if selected.dtype == bool:
-        if selected.shape != (n_groups,):
-            raise ValueError(f"a bool QG mask must have shape ({n_groups},), got {selected.shape}")
-        return selected
-    if selected.size and not np.issubdtype(selected.dtype, np.integer):
-        raise ValueError(f"select QGs by a bool mask or integer indices, not {selected.dtype}")
-    mask = np.zeros(n_groups, dtype=bool)
-    mask[selected.astype(np.int64).ravel()] = True
-    return mask
 
 
 class _RankedGains:
@@ -255,7 +235,7 @@ class _RankedGains:
 
     @classmethod
     def build(cls, scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray) -> _RankedGains:
-        scores, labels, offsets = _check_inputs(scores, labels, offsets)
+        scores, labels, offsets = check_inputs(scores, labels, offsets)
         n_groups = len(offsets) - 1
         group = np.repeat(np.arange(n_groups, dtype=np.int64), np.diff(offsets))
         rank = np.arange(len(scores), dtype=np.int64) - offsets[group] + 1
@@ -335,47 +315,9 @@ def _within_group_cumsum(values: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return total - np.concatenate([[0.0], total])[start]
 
 
-def _check_inputs(
-    scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    scores = np.asarray(scores, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.float64)
-    offsets = np.asarray(offsets)
-    if scores.ndim != 1 or labels.shape != scores.shape:
-        shapes = f"{scores.shape} and {labels.shape}"
-        raise ValueError(f"scores and labels must both be [n_items], got {shapes}")
-    if offsets.ndim != 1 or len(offsets) < 1 or not np.issubdtype(offsets.dtype, np.integer):
-        raise ValueError("offsets must be a 1-D integer array [n_groups + 1]")
-    offsets = offsets.astype(np.int64)
-    if offsets[0] != 0 or offsets[-1] != len(scores) or np.any(np.diff(offsets) < 0):
-        raise ValueError(f"offsets must rise from 0 to n_items={len(scores)} without decreasing")
-    # NaN has no place in an order; a diverged model should fail loudly, not score as last.
-    if np.isnan(scores).any():
-        raise ValueError("scores contain NaN")
-    # Negative labels would give negative gains and an ideal DCG that is not an upper bound.
-    if labels.size and not labels.min() >= 0:
-        raise ValueError("labels must be >= 0 (and not NaN)")
-    return scores, labels, offsets
-
-
-def _stop_scale(labels: np.ndarray, max_grade: float | None) -> float:
-    """``2**max_grade``, ERR's normaliser; ValueError when a label lies above ``max_grade``."""
-    labels = np.asarray(labels, dtype=np.float64)
-    top = float(labels.max()) if labels.size else 0.0
-    if max_grade is None:
-        max_grade = top
-    if not max_grade >= top:
-        raise ValueError(f"ERR: a label of {top:g} lies above max_grade={max_grade:g}")
-    return float(np.exp2(max_grade))
-
-
 def _nanmean(values: np.ndarray) -> float:
     kept = values[~np.isnan(values)]
     return float(kept.mean()) if kept.size else float("nan")
-
-
-# Empty-QG policy name -> the NDCG a QG without any relevant item counts as.
-EMPTY_QG_POLICIES: dict[str, float] = {"skip": float("nan"), "one": 1.0, "zero": 0.0}
 
 
 @dataclass(frozen=True)

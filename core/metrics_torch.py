@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from scarce_ltr.core.metrics import check_k, check_policy
+from scarce_ltr.core.metric_inputs import check_k, check_policy
 
 
 def gains_torch(labels: torch.Tensor) -> torch.Tensor:
