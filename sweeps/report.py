@@ -8,6 +8,10 @@ and ``dashboard.html`` into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` wi
 or ``out=<folder>``), prints the group tables and ends with the dashboard's path. t-SNE plots
 are opt-in and slow: ``tsne=[<run dir or cell id>,...]`` (pretraining runs show their encoder,
 finetuning runs their scoring head's input).
+
+This module gathers the rows, builds the report and writes its files; the printed tables are
+`sweeps.report_text`, the figures that read run folders and data (Figure 5, t-SNE)
+`sweeps.report_figures`.
 """
 
 from __future__ import annotations
@@ -20,14 +24,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
-from scarce_ltr.core.runs import read_config, read_report
 from scarce_ltr.core.runs import runs_root as default_runs_root
 from scarce_ltr.data.info import NO_OUTLIERS_HINT
-from scarce_ltr.sweeps import choice, dashboard, interactive, plots, results, stats
+from scarce_ltr.sweeps import (
+    choice,
+    dashboard,
+    interactive,
+    plots,
+    report_figures,
+    report_text,
+    results,
+    stats,
+)
 
 SUMMARY_FIELDS = [
     "kind", "dataset", "series", "setting", "x", "name", "group", "member", "n_seeds",
@@ -98,7 +108,7 @@ def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
     write(report, rows, folder, cfg)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    print(text_tables(report) or "no finished cell to tabulate")
+    print(report_text.text_tables(report) or "no finished cell to tabulate")
     if report["problems"]:
         print(f"{len(report['problems'])} cell(s) failed or did not finish; see the dashboard")
     print(f"dashboard: {folder / 'dashboard.html'}")
@@ -146,8 +156,10 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
     units = choice.unit_study(done)
     report["choice"] = {"units": units, "settings": choice.setting_summary(units)}
     if tsne_dirs:
-        report["tsne_png"], report["tsne_errors"] = _tsne(tsne_dirs, cfg)
-    report["outlier_figures"] = _outlier_figures(done, cfg) if cfg.outlier_figure else []
+        report["tsne_png"], report["tsne_errors"] = report_figures.tsne_figure(tsne_dirs, cfg)
+    report["outlier_figures"] = (
+        report_figures.outlier_figures(done, cfg) if cfg.outlier_figure else []
+    )
     return report
 
 
@@ -182,50 +194,6 @@ def summary_rows(summary: dict) -> list[dict]:
             }
             out.append(row)
     return out
-
-
-def text_tables(report: dict) -> str:
-    """The group tables as plain text: per data set and curve, rows = groups, columns = settings."""
-    k, lines = report["k"], []
-    for section in report["sections"]:
-        settings = section["settings"]
-        for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
-            if metric == "outlier" and section.get("outlier_note"):
-                note = section["outlier_note"]
-                lines.append(f"\n{section['dataset']} · Outlier-NDCG@{k}: {note}")
-                continue
-            lines.append(
-                f"\n{section['dataset']} · {section['series']} · test {label} (mean ± std over "
-                f"{report.get('units', 'seeds')}; p: one-sided Welch vs validation-best GBDT; "
-                "Δ: paired margin against it, mean ± std of the per-unit differences, with its "
-                "one-sided paired p and n pairs)"
-            )
-            header = [""] + settings
-            table = [header]
-            for group in dict.fromkeys(g["group"] for g in section["groups"]):
-                cells = {g["setting"]: g for g in section["groups"] if g["group"] == group}
-                table.append([group] + [_text_cell(cells.get(s), metric) for s in settings])
-            widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-            for row in table:
-                lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-        lines.append(section["crossover_text"])
-    lines += _tuned_lines(report["summary"].get("tuned", []), k)
-    lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
-    return "\n".join(lines).lstrip("\n")
-
-
-def _tuned_lines(tuned: list[dict], k: int) -> list[str]:
-    """Each tuned model's validation-best variant per setting (paper A.2.3)."""
-    if not tuned:
-        return []
-    lines = [f"\ntuned variants (chosen on vali NDCG; test NDCG@{k} of the chosen one)"]
-    for entry in tuned:
-        lines.append(
-            f"  {entry['dataset']} {entry['setting']} {entry['model']}: {entry['member']} of "
-            f"{entry['n_candidates']} (vali {entry['vali_mean']:.4f}, "
-            f"test {_text_cell(entry, 'test')})"
-        )
-    return lines
 
 
 def resolve_tsne(entries: list[str], rows: list[dict], bases: list[Path]) -> list[Path]:
@@ -267,65 +235,13 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
         "models": models,
         "groups": groups,
         "crossovers": crossovers,
-        "crossover_text": _crossover_text(crossovers, cfg.k),
+        "crossover_text": report_text.crossover_text(crossovers, cfg.k),
         "outlier_note": None if has_outliers else NO_OUTLIERS_HINT,
         "group_png": plots.group_curves(groups, crossovers, title=title, k=cfg.k, metrics=shown),
         "model_png": plots.model_curves(
             models, title=f"{title} · every model", k=cfg.k, metrics=shown
         ),
     }
-
-
-def _outlier_figures(done: list[dict], cfg: ReportConfig) -> list[dict]:
-    """Figure 5 per data set: the histogram rule's cut on one feature, from the first finished
-    run of the data set that used the rule (its data settings and its gap G)."""
-    figures = []
-    for dataset in sorted({r["dataset"] for r in done}):
-        for row in (r for r in done if r["dataset"] == dataset):
-            outliers = ((read_report(row["run_dir"]) or {}).get("metrics") or {}).get("outliers")
-            if outliers and outliers.get("method") == "histogram" and outliers.get("gap"):
-                figures.append(_outlier_figure(dataset, Path(row["run_dir"]), outliers, cfg))
-                break
-    return figures
-
-
-def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConfig) -> dict:
-    from scarce_ltr.data.datasets import load_dataset
-    from scarce_ltr.data.outliers import feature_histogram, flagged_by_feature
-    from scarce_ltr.data.stage_config import CommonConfig
-
-    gap = int(outliers["gap"])
-    entry = {"dataset": dataset, "gap": gap, "feature": None, "png": None, "note": None}
-    try:
-        data = read_config(run_dir, CommonConfig).data
-        raw = load_dataset(data)
-    except UserError as exc:  # the data is not on this machine: the page says so
-        return entry | {"note": f"Figure 5 of {dataset} not drawn: {exc}"}
-    vali, test = raw["vali"], raw["test"]
-    spec = data.outliers
-    options = dict(gap=gap, n_bins=spec.n_bins, max_tail_share=spec.max_tail_share)
-    flagged = flagged_by_feature(vali.features, test, **options)
-    if cfg.outlier_feature is None:
-        column = int(flagged.argmax())
-    elif cfg.outlier_feature <= vali.n_features:
-        column = cfg.outlier_feature - 1
-    else:
-        raise UserError(
-            f"outlier_feature={cfg.outlier_feature}: data set {dataset} has "
-            f"{vali.n_features} features (numbered 1..{vali.n_features})"
-        )
-    hist = feature_histogram(vali.features, feature=column, **options)
-    values = np.asarray(test.features[:, column], dtype=np.float64)
-    title = (
-        f"{dataset} · feature {column + 1}: vali histogram and the cut of G = {gap}\n"
-        f"{int(flagged[column])} test QGs flagged by this feature"
-    )
-    png = plots.outlier_histogram(hist, values, title=title)
-    return entry | {"feature": column + 1, "png": png, "flagged": int(flagged[column])}
-
-
-def _percents(xs: list[float]) -> str:
-    return ", ".join(f"{x:g}%" for x in xs)
 
 
 def _only(rows: list[dict], key: str, *, default: str) -> str:
@@ -337,88 +253,6 @@ def _unit_text(unit) -> str:
     """``3:1`` (fold 3, seed 1); the seed alone without folds."""
     fold, seed = unit
     return str(seed) if fold is None else f"{fold}:{seed}"
-
-
-def _paired_steps(info: dict) -> str:
-    """Per fraction: the pretrained DL's paired margin against the best other group."""
-    steps = []
-    for step in info.get("paired", []):
-        if step["n"] == 0:
-            steps.append(f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']} (means)")
-            continue
-        p = step["p"]
-        tail = f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else ""
-        steps.append(
-            f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']}{tail}, n={step['n']}"
-        )
-    return f" [{'; '.join(steps)}]" if steps else ""
-
-
-def _crossover_text(crossovers: dict, k: int) -> str:
-    names = {"test": f"NDCG@{k}", "outlier": f"Outlier-NDCG@{k}"}
-    texts = []
-    for metric, info in crossovers.items():
-        status = info["status"]
-        if status == "crossover":
-            what = (
-                f"pretrained DL beats every other group up to {info['last_win']:g}% labeled "
-                f"QGs and stops at {info['first_loss']:g}%"
-            )
-        elif status == "always":
-            what = "pretrained DL beats every other group at every label fraction"
-        elif status == "never":
-            what = (
-                f"pretrained DL does not beat the best other group even at {info['first_loss']:g}%"
-            )
-        else:
-            what = "no crossover (pretrained DL or the other groups are missing)"
-        # A curve may cross back: name every fraction on each side, not the first switch alone.
-        won = [x for x, w in info.get("wins", []) if w]
-        lost = [x for x, w in info.get("wins", []) if not w]
-        if status in ("crossover", "never") and won and max(won) > min(lost):
-            what = (
-                f"pretrained DL leads the best other group at {_percents(won)} labeled QGs and "
-                f"trails it at {_percents(lost)}"
-            )
-        texts.append(f"{names[metric]}: {what}{_paired_steps(info)}.")
-    head = (
-        "Crossover (paired margin of pretrained DL against the best other group of each "
-        "fraction, over the (fold, seed) units both have; p: one-sided paired t-test in the "
-        "margin's direction). "
-    )
-    return head + " ".join(texts) if texts else ""
-
-
-def _tsne(folders: list[Path], cfg: ReportConfig) -> tuple[bytes | None, list[str]]:
-    from scarce_ltr.sweeps.embeddings import tsne_of_run
-
-    panels, errors = [], []
-    for folder in folders:
-        print(f"t-SNE of {folder} ...", file=sys.stderr)
-        try:
-            panels.append(
-                tsne_of_run(
-                    folder, max_items=cfg.tsne_items, perplexity=cfg.tsne_perplexity, seed=cfg.seed
-                )
-            )
-        except UserError as exc:
-            errors.append(f"t-SNE skipped: {exc}")
-            print(f"warning: t-SNE skipped: {exc}", file=sys.stderr)
-    if not panels:
-        return None, errors
-    title = "t-SNE of test-item embeddings, colour and size = relevance label"
-    return plots.tsne_panels(panels, title=title), errors
-
-
-def _text_cell(entry: dict | None, metric: str) -> str:
-    if entry is None:
-        return "-"
-    text = dashboard.mean_pm_std(entry, metric)
-    p = entry.get(f"p_{metric}", math.nan)
-    notes = [f"p={dashboard.fmt_p(p)}"] if math.isfinite(p) else []
-    paired = dashboard.paired_text(entry, metric)
-    notes += [paired] if paired else []
-    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _distinct(rows: list[dict], key: str) -> str:

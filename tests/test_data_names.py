@@ -15,7 +15,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.datasets import DataConfig, check_files
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.pretrain.config import PretrainConfig
-from scarce_ltr.sweeps.report import _crossover_text
+from scarce_ltr.sweeps.report_text import crossover_text
 
 ROOT = Path(__file__).resolve().parents[1]
 OHSUMED = ROOT.parent / "shared" / "data" / "ohsumed-letor3"
@@ -107,9 +107,9 @@ def test_crossover_sentence_names_both_sides_when_the_curve_crosses_back() -> No
         "first_loss": 2.0,
         "last_win": None,
     }
-    text = _crossover_text({"outlier": info}, 5)
+    text = crossover_text({"outlier": info}, 5)
     assert "does not beat" not in text
     assert "leads the best other group at 10%, 50% labeled QGs and trails it at 2%" in text
     plain = {"status": "crossover", "wins": [(2.0, True), (50.0, False)]}
-    text = _crossover_text({"test": plain | {"last_win": 2.0, "first_loss": 50.0}}, 5)
+    text = crossover_text({"test": plain | {"last_win": 2.0, "first_loss": 50.0}}, 5)
     assert "beats every other group up to 2% labeled QGs and stops at 50%" in text

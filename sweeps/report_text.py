@@ -1,0 +1,122 @@
+"""The report's plain-text tables: what ``./run.sh report`` prints, per data set and curve.
+
+Rows are model groups, columns label settings; each cell is the mean ± std of test NDCG@k (or
+Outlier-NDCG@k) with its Welch p and the paired margin against the validation-best GBDT
+(`sweeps.stats`), then the crossover sentence of each curve, the tuned models' chosen variants
+and the choice study (`sweeps.choice`). The dashboard shows the same numbers as HTML.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scarce_ltr.sweeps import choice, dashboard
+
+
+def text_tables(report: dict) -> str:
+    """The group tables as plain text: per data set and curve, rows = groups, columns = settings."""
+    k, lines = report["k"], []
+    for section in report["sections"]:
+        settings = section["settings"]
+        for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
+            if metric == "outlier" and section.get("outlier_note"):
+                note = section["outlier_note"]
+                lines.append(f"\n{section['dataset']} · Outlier-NDCG@{k}: {note}")
+                continue
+            lines.append(
+                f"\n{section['dataset']} · {section['series']} · test {label} (mean ± std over "
+                f"{report.get('units', 'seeds')}; p: one-sided Welch vs validation-best GBDT; "
+                "Δ: paired margin against it, mean ± std of the per-unit differences, with its "
+                "one-sided paired p and n pairs)"
+            )
+            header = [""] + settings
+            table = [header]
+            for group in dict.fromkeys(g["group"] for g in section["groups"]):
+                cells = {g["setting"]: g for g in section["groups"] if g["group"] == group}
+                table.append([group] + [_text_cell(cells.get(s), metric) for s in settings])
+            widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+            for row in table:
+                lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        lines.append(section["crossover_text"])
+    lines += _tuned_lines(report["summary"].get("tuned", []), k)
+    lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
+    return "\n".join(lines).lstrip("\n")
+
+
+def _tuned_lines(tuned: list[dict], k: int) -> list[str]:
+    """Each tuned model's validation-best variant per setting (paper A.2.3)."""
+    if not tuned:
+        return []
+    lines = [f"\ntuned variants (chosen on vali NDCG; test NDCG@{k} of the chosen one)"]
+    for entry in tuned:
+        lines.append(
+            f"  {entry['dataset']} {entry['setting']} {entry['model']}: {entry['member']} of "
+            f"{entry['n_candidates']} (vali {entry['vali_mean']:.4f}, "
+            f"test {_text_cell(entry, 'test')})"
+        )
+    return lines
+
+
+def _text_cell(entry: dict | None, metric: str) -> str:
+    if entry is None:
+        return "-"
+    text = dashboard.mean_pm_std(entry, metric)
+    p = entry.get(f"p_{metric}", math.nan)
+    notes = [f"p={dashboard.fmt_p(p)}"] if math.isfinite(p) else []
+    paired = dashboard.paired_text(entry, metric)
+    notes += [paired] if paired else []
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def crossover_text(crossovers: dict, k: int) -> str:
+    names = {"test": f"NDCG@{k}", "outlier": f"Outlier-NDCG@{k}"}
+    texts = []
+    for metric, info in crossovers.items():
+        status = info["status"]
+        if status == "crossover":
+            what = (
+                f"pretrained DL beats every other group up to {info['last_win']:g}% labeled "
+                f"QGs and stops at {info['first_loss']:g}%"
+            )
+        elif status == "always":
+            what = "pretrained DL beats every other group at every label fraction"
+        elif status == "never":
+            what = (
+                f"pretrained DL does not beat the best other group even at {info['first_loss']:g}%"
+            )
+        else:
+            what = "no crossover (pretrained DL or the other groups are missing)"
+        # A curve may cross back: name every fraction on each side, not the first switch alone.
+        won = [x for x, w in info.get("wins", []) if w]
+        lost = [x for x, w in info.get("wins", []) if not w]
+        if status in ("crossover", "never") and won and max(won) > min(lost):
+            what = (
+                f"pretrained DL leads the best other group at {_percents(won)} labeled QGs and "
+                f"trails it at {_percents(lost)}"
+            )
+        texts.append(f"{names[metric]}: {what}{_paired_steps(info)}.")
+    head = (
+        "Crossover (paired margin of pretrained DL against the best other group of each "
+        "fraction, over the (fold, seed) units both have; p: one-sided paired t-test in the "
+        "margin's direction). "
+    )
+    return head + " ".join(texts) if texts else ""
+
+
+def _paired_steps(info: dict) -> str:
+    """Per fraction: the pretrained DL's paired margin against the best other group."""
+    steps = []
+    for step in info.get("paired", []):
+        if step["n"] == 0:
+            steps.append(f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']} (means)")
+            continue
+        p = step["p"]
+        tail = f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else ""
+        steps.append(
+            f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']}{tail}, n={step['n']}"
+        )
+    return f" [{'; '.join(steps)}]" if steps else ""
+
+
+def _percents(xs: list[float]) -> str:
+    return ", ".join(f"{x:g}%" for x in xs)
