@@ -12,7 +12,8 @@ import numpy as np
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.datasets import load_dataset, split_file
-from scarce_ltr.data.outliers import detect_outlier_groups, histogram_bounds
+from scarce_ltr.data.outliers import detect_outlier_groups
+from scarce_ltr.data.outliers.histogram import histogram_bounds
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.scarcity import LabelSetting, apply_scarcity
 from scarce_ltr.data.transforms import FeatureTransform, fit_transform

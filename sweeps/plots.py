@@ -104,9 +104,9 @@ def tsne_panels(panels: list, *, title: str) -> bytes:
 
 
 def outlier_histogram(hist: dict, test_values: np.ndarray, *, title: str) -> bytes:
-    """``hist``: `data.outliers.feature_histogram`; ``test_values``: the feature's test values.
-    Bars: vali counts per bin (log scale); dashed lines: the cut; red ticks: test values beyond
-    it, the values that make their QGs outliers."""
+    """``hist``: `data.outliers.histogram.feature_histogram`; ``test_values``: the feature's
+    test values. Bars: vali counts per bin (log scale); dashed lines: the cut; red ticks: test
+    values beyond it, the values that make their QGs outliers."""
     fig, (ax,) = _figure(1)
     edges, counts = hist["edges"], hist["counts"]
     ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue", alpha=0.7,

@@ -34,7 +34,7 @@ def outlier_figures(done: list[dict], cfg: ReportConfig) -> list[dict]:
 
 def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConfig) -> dict:
     from scarce_ltr.data.datasets import load_dataset
-    from scarce_ltr.data.outliers import feature_histogram, flagged_by_feature
+    from scarce_ltr.data.outliers.histogram import feature_histogram, flagged_by_feature
     from scarce_ltr.data.stage_config import CommonConfig
 
     gap = int(outliers["gap"])

@@ -8,16 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scarce_ltr.data.outliers import (
-    METHODS,
+from scarce_ltr.data.outliers import METHODS, detect_outlier_groups, outlier_groups_from_qids
+from scarce_ltr.data.outliers.histogram import (
     _histogram,
     choose_gap,
-    detect_outlier_groups,
     histogram_bounds,
-    knn_outlier_groups,
     outlier_groups_from_bounds,
-    outlier_groups_from_qids,
 )
+from scarce_ltr.data.outliers.knn import knn_outlier_groups
 from scarce_ltr.data.ranking_split import RankingSplit
 
 OHSUMED = Path(__file__).parents[1].parent / "shared/data/ohsumed-letor3/Fold1"

@@ -18,7 +18,11 @@ from tiny import tiny_data, tiny_pretraining
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.outliers import feature_histogram, flagged_by_feature, histogram_bounds
+from scarce_ltr.data.outliers.histogram import (
+    feature_histogram,
+    flagged_by_feature,
+    histogram_bounds,
+)
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.models.names import ModelName, model_group
 from scarce_ltr.pretrain import train as pretrain_train

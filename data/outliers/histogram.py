@@ -1,18 +1,10 @@
-"""Outlier query groups (QGs) for the Outlier-NDCG metric (paper sections 2.1 and A.2.2).
+"""The paper's outlier rule (sections 2.1 and A.2.2): per-feature histograms of a reference split
+and the gap rule that cuts off their tails.
 
-Four ways to name the outlier QGs of a (test) split:
-
-* ``histogram``: the paper's rule. Per feature, a 100-bin histogram over a reference split (the
-  validation set); a run of at least ``G`` empty bins with under 1% of the reference beyond it
-  cuts off a tail, and a test QG holding any value in a cut-off tail is an outlier. ``G`` is
-  tuned per data set so that the outlier share of the test QGs is closest to a target (1%).
-* ``knn``: a second detector. An item's score is its mean L2 distance to its ``k`` nearest
-  reference items (faiss); a QG's score is its worst item's; the top ``target_share`` QGs are
-  outliers. Pass features in the transformed space the models see, since raw LTR features
-  differ in scale by orders of magnitude and would let a few features dominate the distance.
-* ``qids``: a user's list of outlier query ids (e.g. known-bad data, as the paper's
-  proprietary set).
-* ``none``: no outliers.
+Per feature, a 100-bin histogram over a reference split (the validation set); a run of at least
+``G`` empty bins with under 1% of the reference beyond it cuts off a tail, and a test QG holding
+any value in a cut-off tail is an outlier. ``G`` is tuned per data set so that the outlier share
+of the test QGs is closest to a target (1%) (`choose_gap`).
 
 Histograms use ``n_bins`` equal-width bins spanning ``[min, max]`` of each reference feature;
 bin ``j`` holds ``edges[j] <= x < edges[j + 1]`` (the last bin is closed), exactly as
@@ -21,19 +13,18 @@ bin ``j`` holds ``edges[j] <= x < edges[j + 1]`` (the last bin is closed), exact
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
-import faiss
 import numpy as np
 
 from scarce_ltr.data.ranking_split import RankingSplit
 
-METHODS = ("histogram", "knn", "qids", "none")
 _CHUNK_ELEMENTS = 1 << 22  # features binned or searched per step: bounds memory to ~100 MB
 
 
-def _row_chunks(n_rows: int, n_cols: int) -> Iterable[tuple[int, int]]:
+def row_chunks(n_rows: int, n_cols: int) -> Iterable[tuple[int, int]]:
+    """``(start, stop)`` row ranges of about `_CHUNK_ELEMENTS` values each: the histograms here
+    and the k-NN search (`data.outliers.knn`) work one range at a time."""
     step = max(1, _CHUNK_ELEMENTS // max(n_cols, 1))
     for start in range(0, n_rows, step):
         yield start, min(start + step, n_rows)
@@ -51,7 +42,7 @@ def _histogram(reference: np.ndarray, *, n_bins: int) -> tuple[np.ndarray, np.nd
         raise ValueError(f"n_bins must be at least 2, got {n_bins}")
     n, d = reference.shape
     lo, hi = np.full(d, np.inf), np.full(d, -np.inf)
-    for start, stop in _row_chunks(n, d):
+    for start, stop in row_chunks(n, d):
         block = np.asarray(reference[start:stop], dtype=np.float64)
         if not np.isfinite(block).all():
             raise ValueError(f"reference rows {start}..{stop - 1} hold NaN or infinite values")
@@ -62,7 +53,7 @@ def _histogram(reference: np.ndarray, *, n_bins: int) -> tuple[np.ndarray, np.nd
     flat_edges = edges.ravel()
     count_base = np.arange(d) * n_bins
     counts = np.zeros(d * n_bins, dtype=np.int64)
-    for start, stop in _row_chunks(n, d):
+    for start, stop in row_chunks(n, d):
         x = np.asarray(reference[start:stop], dtype=np.float64)
         position = x - lo  # >= 0, exactly, as x >= lo
         position *= n_bins / span
@@ -272,145 +263,3 @@ def feature_histogram(
         "lower": float(lower[0]),
         "upper": float(upper[0]),
     }
-
-
-def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` view the same memory with the same layout (not just equal)."""
-    if a is b:
-        return True
-    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
-        return False
-    return (
-        a.shape == b.shape
-        and a.strides == b.strides
-        and a.dtype == b.dtype
-        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-    )
-
-
-def knn_outlier_groups(
-    reference: np.ndarray,
-    split: RankingSplit,
-    *,
-    target_share: float = 0.01,
-    k: int = 10,
-    max_reference: int = 200_000,
-    seed: int = 0,
-) -> np.ndarray:
-    """``[n_groups]`` bool: the QGs of ``split`` farthest from ``reference`` ``[n, d]``.
-
-    An item's score is its mean L2 distance to its ``k`` nearest reference items (exact search,
-    faiss ``IndexFlatL2``); a QG's score is its highest item score. The ``ceil(target_share *
-    n_groups)`` (at least 1) highest-scoring non-empty QGs are outliers; ties go to the earlier
-    QG. A reference of more than ``max_reference`` rows is subsampled without replacement.
-
-    If ``split.features`` is the very array ``reference`` (same memory, not merely equal), each
-    item's own row is removed from its neighbours: ``k + 1`` are searched and the one with the
-    item's row index is dropped (or the farthest, when the item's row is not in the subsample).
-    Matching by row index, not by zero distance, keeps exact duplicates as real neighbours.
-    """
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
-    if reference.ndim != 2 or reference.shape[1] != split.n_features:
-        raise ValueError(
-            f"reference has shape {reference.shape}, but {split.name} has "
-            f"{split.n_features} features"
-        )
-    self_search = _same_array(reference, split.features)
-    rows = np.arange(reference.shape[0])
-    if reference.shape[0] > max_reference:
-        rows = np.sort(np.random.default_rng(seed).choice(rows, size=max_reference, replace=False))
-        base = np.ascontiguousarray(np.asarray(reference)[rows], dtype=np.float32)
-    else:
-        base = np.ascontiguousarray(reference, dtype=np.float32)
-    k_used = min(k, base.shape[0] - int(self_search))
-    if k_used < 1:
-        raise ValueError(f"reference has {base.shape[0]} rows: too few for a neighbour search")
-    index = faiss.IndexFlatL2(base.shape[1])
-    index.add(base)
-    scores = np.empty(split.n_items, dtype=np.float64)
-    for start, stop in _row_chunks(split.n_items, max(split.n_features, 64)):
-        queries = np.ascontiguousarray(split.features[start:stop], dtype=np.float32)
-        squared, neighbours = index.search(queries, k_used + int(self_search))
-        distances = np.sqrt(np.maximum(squared, 0.0))
-        if self_search:
-            own = rows[neighbours] == np.arange(start, stop)[:, None]
-            own[~own.any(axis=1), -1] = True
-            distances = distances[~own].reshape(stop - start, k_used)
-        scores[start:stop] = distances.mean(axis=1)
-    return _top_groups(split, scores, target_share=target_share)
-
-
-def _top_groups(split: RankingSplit, item_scores: np.ndarray, *, target_share: float) -> np.ndarray:
-    """``[n_groups]`` bool: the top ``target_share`` non-empty QGs by their highest item score."""
-    nonempty = split.group_sizes > 0
-    group_scores = np.full(split.n_groups, -np.inf)
-    if nonempty.any():
-        group_scores[nonempty] = np.maximum.reduceat(item_scores, split.offsets[:-1][nonempty])
-    # The small slack keeps e.g. 0.07 * 100 = 7.000000000000001 from rounding up to 8.
-    n_out = min(max(1, math.ceil(target_share * split.n_groups - 1e-9)), int(nonempty.sum()))
-    mask = np.zeros(split.n_groups, dtype=bool)
-    mask[np.argsort(-group_scores, kind="stable")[:n_out]] = True
-    return mask
-
-
-def outlier_groups_from_qids(split: RankingSplit, qids: Iterable[int]) -> np.ndarray:
-    """``[n_groups]`` bool: the QGs whose query id is in ``qids``; each must be in ``split``."""
-    wanted = np.unique(np.asarray(list(qids), dtype=np.int64))
-    missing = np.setdiff1d(wanted, split.qids)
-    if missing.size:
-        shown = ", ".join(str(q) for q in missing[:10]) + (" ..." if missing.size > 10 else "")
-        raise ValueError(f"{missing.size} outlier qid(s) not in split {split.name!r}: {shown}")
-    return np.isin(split.qids, wanted)
-
-
-def detect_outlier_groups(
-    *,
-    method: str,
-    reference: np.ndarray | None,
-    split: RankingSplit,
-    target_share: float = 0.01,
-    gap: int | None = None,
-    qids: Iterable[int] | None = None,
-    n_bins: int = 100,
-    max_tail_share: float = 0.01,
-    k: int = 10,
-    seed: int = 0,
-) -> tuple[np.ndarray, dict]:
-    """The outlier QGs of ``split`` by ``method`` (one of ``METHODS``), and a summary for reports.
-
-    ``reference`` (``[n, d]``, the validation features) is needed by "histogram" and "knn";
-    ``gap=None`` tunes the histogram gap with ``choose_gap``; ``qids`` is needed by "qids".
-
-    Returns:
-        ``[n_groups]`` bool mask and ``{"method", "gap", "count", "share"}`` (``gap`` is None
-        except for "histogram").
-    """
-    if method not in METHODS:
-        raise ValueError(f"unknown outlier method {method!r}; valid: {', '.join(METHODS)}")
-    if not 0.0 <= target_share <= 1.0:
-        raise ValueError(f"target_share must be in [0, 1], got {target_share}")
-    if method in ("histogram", "knn") and reference is None:
-        raise ValueError(f"outlier method {method!r} needs reference features")
-    if method == "histogram" and gap is None:
-        options = dict(target_share=target_share, n_bins=n_bins, max_tail_share=max_tail_share)
-        gap, mask = choose_gap(reference, split, **options)
-    elif method == "histogram":
-        options = dict(gap=gap, n_bins=n_bins, max_tail_share=max_tail_share)
-        mask = outlier_groups_from_bounds(split, *histogram_bounds(reference, **options))
-    elif method == "knn":
-        mask = knn_outlier_groups(reference, split, target_share=target_share, k=k, seed=seed)
-    elif method == "qids":
-        if qids is None:
-            raise ValueError("outlier method 'qids' needs a list of outlier qids")
-        mask = outlier_groups_from_qids(split, qids)
-    else:
-        mask = np.zeros(split.n_groups, dtype=bool)
-    count = int(mask.sum())
-    info = {
-        "method": method,
-        "gap": int(gap) if method == "histogram" else None,
-        "count": count,
-        "share": count / max(split.n_groups, 1),
-    }
-    return mask, info
