@@ -12,9 +12,9 @@ owned by the layer that defines its concept; this module reads them all:
   (``gbdt-ssl+simclr-rank``; ``baselines.config.HYBRID_BASELINES``);
 - ``<student>~<teacher>``: a model that also learns from a finished run of another
   (``data.teachers.TEACHER_MARK``);
-- ``ensemble:<model>,<model>,...``, ``stack:...`` and ``seed-ensemble:<model>``: mixes of the
-  scores of other models (this module: the ``ensembles`` package above it builds its names
-  with `ModelName`).
+- ``ensemble:<model>,<model>,...``, ``stack:...``, ``topk:...`` and ``seed-ensemble:<model>``:
+  mixes of the scores of other models (this module: the ``ensembles`` package above it builds
+  its names with `ModelName`).
 
 Parsing is by form alone, so that any run's model parses (``scratch+full``, a combination of
 folder names); `ModelName.check` and ``group(strict=True)`` hold a sweep's models to the
@@ -46,7 +46,10 @@ ENSEMBLE_PREFIX = "ensemble:"
 # QGs (ensembles.crossfit); always in the hybrid group, a learned mix of models, never one of
 # them, even when its members share a group.
 STACK_PREFIX = "stack:"
-MIX_PREFIXES = (ENSEMBLE_PREFIX, STACK_PREFIX)
+# The plain average of the vali-best k of the models' rank-normalised scores, k cross-fitted
+# over the vali QGs (ensembles.topk); in the hybrid group like a stack.
+TOPK_PREFIX = "topk:"
+MIX_PREFIXES = (ENSEMBLE_PREFIX, STACK_PREFIX, TOPK_PREFIX)
 # DASALC-ens (Qin et al. 2021): the plain average of runs of one model that differ in their seed.
 SEED_ENSEMBLE_PREFIX = "seed-ensemble:"
 MEMBER_MARK = ","
@@ -59,9 +62,12 @@ HYBRID = "hybrid"  # <hybrid baseline>+<encoder run's model>
 TAUGHT = "taught"  # <student>~<teacher>
 ENSEMBLE = "ensemble"  # ensemble:<model>,<model>[,...]
 STACK = "stack"  # stack:<model>,<model>[,...]
+TOPK = "topk"  # topk:<model>,<model>[,...]
 SEED_ENSEMBLE = "seed-ensemble"  # seed-ensemble:<model>
-MIXES = {ENSEMBLE_PREFIX: ENSEMBLE, STACK_PREFIX: STACK}
-PREFIX_OF = {ENSEMBLE: ENSEMBLE_PREFIX, STACK: STACK_PREFIX, SEED_ENSEMBLE: SEED_ENSEMBLE_PREFIX}
+MIXES = {ENSEMBLE_PREFIX: ENSEMBLE, STACK_PREFIX: STACK, TOPK_PREFIX: TOPK}
+PREFIX_OF = {prefix_kind: prefix for prefix, prefix_kind in MIXES.items()}
+PREFIX_OF[SEED_ENSEMBLE] = SEED_ENSEMBLE_PREFIX
+LEARNED_MIXES = (STACK, TOPK)  # mixes whose choice is cross-fitted: always the hybrid group
 
 
 @dataclass(frozen=True)
@@ -136,8 +142,8 @@ class ModelName:
 
     @property
     def mixes(self) -> bool:
-        """``ensemble:`` or ``stack:``: a weighted mix of the scores of other models."""
-        return self.kind in (ENSEMBLE, STACK)
+        """``ensemble:``, ``stack:`` or ``topk:``: a weighted mix of the scores of other models."""
+        return self.kind in MIXES.values()
 
     @property
     def ensembles(self) -> bool:
@@ -186,7 +192,7 @@ class ModelName:
             return self.parts[0].group(strict=strict)
         if self.mixes:
             groups = [m.group(strict=strict) for m in self.parts]
-            return "hybrid" if self.kind == STACK else ensemble_group(groups)
+            return "hybrid" if self.kind in LEARNED_MIXES else ensemble_group(groups)
         if self.kind == TAUGHT:
             if strict:
                 self._check_taught()

@@ -12,7 +12,9 @@ the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of
 seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
 uses the encoder of seed s), averaged with uniform weights. ``stack:<model>,<model>,...`` is
 planned as ``ensemble:`` is, its job with ``normalize=rank weights=crossfit`` (after the sweep's
-ensemble overrides, so that they hold): rank-normalised scores with cross-fitted weights.
+ensemble overrides, so that they hold): rank-normalised scores with cross-fitted weights;
+``topk:<model>,...`` likewise with ``normalize=rank weights=topk``: the plain average of the
+vali-best k of its models, k cross-fitted over the vali QGs (`ensembles.topk`).
 
 A taught model ``<student>~<teacher>`` (``simclr-rank+full~gbdt-optuna``,
 ``gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna``) is the student's job with
@@ -53,14 +55,13 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import run_folder
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.ensembles.config import STACK_OPTIONS
+from scarce_ltr.ensembles.config import MIX_OPTIONS
 from scarce_ltr.finetune.config import ENCODER_MARK
 from scarce_ltr.models.names import (
     COMBINED,
     FINETUNED,
     HYBRID,
     SEED_ENSEMBLE,
-    STACK,
     ModelName,
     split_variant,
 )
@@ -553,8 +554,8 @@ class _Planner:
         runs = _runs_override(members)
         extra = [runs, *options, *self.cfg.overrides.ensemble]
         extra += self.cfg.overrides.per_model.get(model, [])
-        if ModelName.parse(model).kind == STACK:  # last, so that they win: the name says them
-            extra += STACK_OPTIONS
+        # last, so that they win: the name says them
+        extra += MIX_OPTIONS.get(ModelName.parse(model).kind, ())
         depends = [m.key for m in members]
         return self._add(dataset, model, "ensemble", "", seed, tag, [*shared, *extra], depends)
 

@@ -122,11 +122,11 @@ def test_crossfit_config_and_names(tmp_path) -> None:
     with pytest.raises(UserError, match="crossfit_folds must be 2 or more"):
         load_config(EnsembleConfig, [*DATA, "runs=[a,b]", "weights=crossfit", "crossfit_folds=1"])
     cfg, _ = load_config(EnsembleConfig, [*DATA, "runs=[a,b]", "weights=crossfit"])
-    assert not cfg.is_stack and cfg.identity().model.startswith("ensemble:")
+    assert cfg.mix_kind == "ensemble" and cfg.identity().model.startswith("ensemble:")
     cfg, _ = load_config(
         EnsembleConfig, [*DATA, "runs=[a,b]", "weights=crossfit", "normalize=rank"]
     )
-    assert cfg.is_stack and cfg.identity().model == "stack:a,b"
+    assert cfg.mix_kind == "stack" and cfg.identity().model == "stack:a,b"
     assert model_group("stack:gbdt,catboost") == "hybrid"  # a stack is never one family's model
     assert model_group("ensemble:gbdt,catboost") == "gbdt"
     assert [str(m) for m in ModelName.parse("stack:gbdt,resnet").members] == ["gbdt", "resnet"]

@@ -1,6 +1,6 @@
-"""The sweep model ``stack:<model>,...``: planned like an ensemble, run with rank-normalised
-scores and cross-fitted weights, the same numbers on a second run, and the report's section on
-choosing among the sweep's models."""
+"""The sweep models ``stack:<model>,...`` and ``topk:<model>,...``: planned like an ensemble,
+run with rank-normalised scores and cross-fitted weights (or a cross-fitted k), the same numbers
+on a second run, and the report's section on choosing among the sweep's models."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from scarce_ltr.cli import run
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=15", "gbdt.early_stopping_rounds=5"]
 TINY = "[" + ",".join([*tiny_data(n_features=16), "data.synthetic.n_vali_groups=15", *GBDT]) + "]"
 STACK = "stack:gbdt,gbdt-pca"
+TOPK = "topk:gbdt,gbdt-pca"
 
 
 def _sweep(folder: Path, *extra: str) -> list[dict]:
     return run(
-        ["sweep", "quick", f'models=[gbdt,gbdt-pca,"{STACK}"]', "fractions=[1.0]", "seeds=[0]",
+        ["sweep", "quick", f'models=[gbdt,gbdt-pca,"{STACK}","{TOPK}"]', "fractions=[1.0]", "seeds=[0]",
          "workers=1", "logger=none", "report=false", f"overrides.common={TINY}",
          "overrides.pretrain=[]", "overrides.finetune=[]", f"run_dir={folder}", *extra]
     )  # fmt: skip
@@ -28,14 +29,19 @@ def _sweep(folder: Path, *extra: str) -> list[dict]:
 def test_a_sweep_plans_and_runs_a_stack_deterministically(tmp_path, capsys) -> None:
     # A sweep-wide ensemble override cannot turn the stack into another mix: its options win.
     cells = _sweep(tmp_path / "a", "overrides.ensemble=[normalize=zscore]")
-    assert [c["status"] for c in cells] == ["done"] * 3
+    assert [c["status"] for c in cells] == ["done"] * 4
     stack = next(c for c in cells if c["model"] == STACK)
     assert stack["group"] == "hybrid" and stack["stage"] == "ensemble"
     report = json.loads((Path(stack["run_dir"]) / "report.json").read_text())
     assert report["method"] == STACK and report["normalize"] == "rank"
     assert report["weighting"] == "crossfit" and report["crossfit"]["folds"] == 5
-    members = [c["run_dir"] for c in cells if c["model"] != STACK]
+    members = [c["run_dir"] for c in cells if c["model"] not in (STACK, TOPK)]
     assert report["runs"] == members  # the same cell's member runs
+    topk = next(c for c in cells if c["model"] == TOPK)
+    topk_report = json.loads((Path(topk["run_dir"]) / "report.json").read_text())
+    assert topk["group"] == "hybrid" and topk_report["runs"] == members
+    assert topk_report["normalize"] == "rank" and topk_report["weighting"] == "topk"
+    assert topk_report["topk"]["folds"] == 5 and topk_report["topk"]["k"] in (1, 2)
     # Run again (the members are kept, the stack's folder removed): the same numbers.
     shutil.rmtree(stack["run_dir"])
     _sweep(tmp_path / "a", "overrides.ensemble=[normalize=zscore]")
