@@ -30,9 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.data import letor  # noqa: E402
 from scarce_ltr.data.cache import load_split  # noqa: E402
-from scarce_ltr.data.letor import read_letor, write_letor  # noqa: E402
+from scarce_ltr.data.letor import blocks, read_letor, write_letor  # noqa: E402
 from scarce_ltr.data.ranking_split import RankingSplit  # noqa: E402
 
 
@@ -115,13 +114,13 @@ def main() -> None:
 
         def ours(count: int | None) -> float:
             """Seconds of read_letor on ``count`` parse processes (None: as it decides)."""
-            saved = letor._worker_count
+            saved = blocks._worker_count
             if count is not None:
-                letor._worker_count = lambda _path: count
+                blocks._worker_count = lambda _path: count
             try:
                 return timed(lambda: read_letor(path))[0]
             finally:
-                letor._worker_count = saved
+                blocks._worker_count = saved
 
         shipped = "read_letor (parse only; workers if cores are idle)"
         readers = {

@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.core.files import file_error, temp_folder_beside
-from scarce_ltr.data.letor import query_file_for, read_letor
+from scarce_ltr.data.letor import read_letor
+from scarce_ltr.data.letor.groups import query_file_for
 from scarce_ltr.data.ranking_split import RankingSplit
 
 # Bump when the parser's output changes so old caches are rebuilt.

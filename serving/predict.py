@@ -8,7 +8,7 @@ QG; ties keep file order, as the project's NDCG does). When the file has labels 
 ERR@k, MRR and MAP with the project's conventions (`core.metrics`, as training reports them;
 ERR's highest grade is ``max_grade``, by default the file's highest label), and their outlier
 versions over the QGs that the run's histogram detector (its fitted raw bounds, in the bundle)
-names outliers. Files stream through in pieces of whole QGs (`scarce_ltr.data.letor_stream`)
+names outliers. Files stream through in pieces of whole QGs (`scarce_ltr.data.letor.stream`)
 with a progress bar, so memory does not grow with the file's features. The CSV is written
 atomically: an error leaves no half file.
 
@@ -35,7 +35,7 @@ from scarce_ltr.core.files import atomic_text_writer
 from scarce_ltr.core.metrics import METRICS, evaluate_ranking
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.data.datasets import check_label_range
-from scarce_ltr.data.letor_stream import StreamStats, stream_letor, total_bytes
+from scarce_ltr.data.letor.stream import StreamStats, stream_letor, total_bytes
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.serving.predict_table import is_table, predict_table, table_suffix
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of

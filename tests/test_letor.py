@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from scarce_ltr.core.errors import DataFormatError
-from scarce_ltr.data import letor
 from scarce_ltr.data.cache import cache_dir_for, load_split
-from scarce_ltr.data.letor import read_letor, write_letor
+from scarce_ltr.data.letor import blocks, read_letor, write_letor
+from scarce_ltr.data.letor.lines import parse_slow
+from scarce_ltr.data.letor.tokens import parse_fast
 from scarce_ltr.data.ranking_split import RankingSplit
 
 OHSUMED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ohsumed-letor3" / "Fold1"
@@ -60,8 +61,8 @@ def test_fast_path_equals_line_by_line_reference(tmp_path: Path) -> None:
             pairs = " ".join(f"{i}:{rng.normal() * 10:.5g}" for i in idx)
             lines.append(f"{rng.integers(0, 5)} qid:{q * 3} {pairs} # c{q}".rstrip())
     block = ("\n".join(lines) + "\n").encode()
-    fast = letor._parse_fast(block, 1, True)
-    slow = letor._parse_slow(block, 1, True, Path("x"))
+    fast = parse_fast(block, 1, True)
+    slow = parse_slow(block, 1, True, Path("x"))
     assert fast is not None
     for key in ("labels", "qids", "rows", "cols", "values", "line_numbers"):
         np.testing.assert_array_equal(getattr(fast, key), getattr(slow, key))
@@ -125,7 +126,7 @@ def test_missing_empty_and_unreadable_files(tmp_path: Path) -> None:
 
 
 def test_error_in_a_later_chunk_names_the_right_line(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(letor, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(blocks, "CHUNK_BYTES", 64)
     lines = [f"1 qid:{i // 3} 1:{i}" for i in range(50)]
     lines[37] = "1 qid:12 1:oops"
     with pytest.raises(DataFormatError, match="oops") as info:
@@ -136,7 +137,7 @@ def test_error_in_a_later_chunk_names_the_right_line(tmp_path: Path, monkeypatch
 def test_small_chunks_give_the_same_split(tmp_path: Path, monkeypatch) -> None:
     text = "".join(f"{i % 3} qid:{i // 4} 1:{i} 3:{i * 0.5}\n" for i in range(100))
     whole = read_letor(write(tmp_path, text))
-    monkeypatch.setattr(letor, "CHUNK_BYTES", 50)
+    monkeypatch.setattr(blocks, "CHUNK_BYTES", 50)
     pieces = read_letor(write(tmp_path, text, "g.txt"))
     np.testing.assert_array_equal(whole.features, pieces.features)
     np.testing.assert_array_equal(whole.offsets, pieces.offsets)

@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 
 from scarce_ltr.core.errors import DataFormatError
-from scarce_ltr.data import letor
-from scarce_ltr.data.letor import read_letor
+from scarce_ltr.data.letor import blocks, read_letor
+from scarce_ltr.data.letor.dense import parse_dense
+from scarce_ltr.data.letor.lines import parse_slow
+from scarce_ltr.data.letor.parsed import Parsed
+from scarce_ltr.data.letor.tokens import parse_fast
 
 KEYS = ("labels", "qids", "rows", "cols", "values", "line_numbers")
 
 
-def assert_same(a: letor._Parsed, b: letor._Parsed) -> None:
+def assert_same(a: Parsed, b: Parsed) -> None:
     """Equal dtypes, shapes and bits (so -0.0 and the last ulp count)."""
     for key in KEYS:
         x, y = getattr(a, key), getattr(b, key)
@@ -64,18 +67,18 @@ def test_dense_path_equals_reference_bit_for_bit(qid: bool) -> None:
     rng = np.random.default_rng(1)
     for first_line in (1, 1000):
         block = dense_block(rng, qid=qid)
-        dense = letor._parse_dense(block, first_line, qid)
+        dense = parse_dense(block, first_line, qid)
         assert dense is not None and dense.width == 7
-        slow = letor._parse_slow(block, first_line, qid, Path("x"))
+        slow = parse_slow(block, first_line, qid, Path("x"))
         assert_same(dense.filled(), slow)
-        assert_same(letor._parse_fast(block, first_line, qid), slow)
+        assert_same(parse_fast(block, first_line, qid), slow)
 
 
 def test_dense_lines_out_of_order_take_the_general_branch() -> None:
     block = b"1 qid:1 3:1.5 1:2 2:-0\n0 qid:1 2:7 3:1e-300 1:5\n"
-    dense = letor._parse_dense(block, 4, True)
+    dense = parse_dense(block, 4, True)
     assert dense is not None and dense.width is None
-    assert_same(dense, letor._parse_slow(block, 4, True, Path("x")))
+    assert_same(dense, parse_slow(block, 4, True, Path("x")))
 
 
 @pytest.mark.parametrize(
@@ -102,21 +105,21 @@ def test_dense_lines_out_of_order_take_the_general_branch() -> None:
 )
 def test_dense_path_refuses_what_it_cannot_vouch_for(text: str) -> None:
     block = text.encode("latin-1")
-    assert letor._parse_dense(block, 1, True) is None
+    assert parse_dense(block, 1, True) is None
 
 
 def test_dense_path_refuses_colons_in_the_label_without_qid() -> None:
-    assert letor._parse_dense(b"1:1 2:3\n", 1, False) is None
-    assert letor._parse_dense(b"1:1 2:3 4\n", 1, False) is None  # field count as if valid
-    assert letor._parse_dense(b"1 qid:2 1:3\n", 1, False) is None
-    assert letor._parse_dense(b"1 1:3\n", 1, False) is not None
+    assert parse_dense(b"1:1 2:3\n", 1, False) is None
+    assert parse_dense(b"1:1 2:3 4\n", 1, False) is None  # field count as if valid
+    assert parse_dense(b"1 qid:2 1:3\n", 1, False) is None
+    assert parse_dense(b"1 1:3\n", 1, False) is not None
 
 
 def many_blocks(tmp_path: Path, monkeypatch, lines: list[str]) -> Path:
     """A file cut into blocks of a few lines each, read by two forked workers."""
-    monkeypatch.setattr(letor, "CHUNK_BYTES", 600)
-    monkeypatch.setattr(letor, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(letor, "_worker_count", lambda path: 2)
+    monkeypatch.setattr(blocks, "CHUNK_BYTES", 600)
+    monkeypatch.setattr(blocks, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(blocks, "_worker_count", lambda path: 2)
     path = tmp_path / "f.txt"
     path.write_text("".join(lines))
     return path
@@ -129,13 +132,13 @@ def test_workers_give_the_same_split_and_chunks(tmp_path: Path, monkeypatch) -> 
     path = many_blocks(tmp_path, monkeypatch, lines)
     parallel = read_letor(path)
     seen: list[int] = []
-    chunks = list(letor.parse_chunks(path, seen.append))
-    monkeypatch.setattr(letor, "_worker_count", lambda path: 1)
+    chunks = list(blocks.parse_chunks(path, seen.append))
+    monkeypatch.setattr(blocks, "_worker_count", lambda path: 1)
     serial = read_letor(path)
     for key in ("features", "labels", "offsets", "qids"):
         np.testing.assert_array_equal(getattr(parallel, key), getattr(serial, key))
     assert sum(seen) == path.stat().st_size and len(chunks) > 10
-    for chunk, again in zip(chunks, letor.parse_chunks(path), strict=True):
+    for chunk, again in zip(chunks, blocks.parse_chunks(path), strict=True):
         assert_same(chunk, again)
 
 
@@ -153,7 +156,7 @@ def test_worker_errors_name_the_file_and_line(tmp_path: Path, monkeypatch, bad: 
 def test_a_caller_that_stops_early_leaves_no_worker_behind(tmp_path: Path, monkeypatch) -> None:
     lines = [f"{i % 3} qid:{i // 5} 1:{i} 2:{i * 0.25}\n" for i in range(400)]
     path = many_blocks(tmp_path, monkeypatch, lines)
-    chunks = letor.parse_chunks(path)
+    chunks = blocks.parse_chunks(path)
     assert len(next(chunks).labels) > 0
     chunks.close()  # shuts the pool down
     assert not multiprocessing.active_children()
@@ -162,31 +165,31 @@ def test_a_caller_that_stops_early_leaves_no_worker_behind(tmp_path: Path, monke
 def test_small_files_and_busy_machines_parse_in_this_process(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "f.txt"
     path.write_text("1 qid:1 1:1\n")
-    assert letor._worker_count(path) == 1  # below PARALLEL_MIN_BYTES
-    monkeypatch.setattr(letor, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(letor, "_busy_cores", lambda: 99.0)
-    assert letor._worker_count(path) == 1
-    monkeypatch.setattr(letor, "_busy_cores", lambda: 0.0)
-    cores = min(len(os.sched_getaffinity(0)), letor.MAX_WORKERS)
-    assert letor._worker_count(path) == (cores if cores >= 2 else 1)
+    assert blocks._worker_count(path) == 1  # below PARALLEL_MIN_BYTES
+    monkeypatch.setattr(blocks, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(blocks, "_busy_cores", lambda: 99.0)
+    assert blocks._worker_count(path) == 1
+    monkeypatch.setattr(blocks, "_busy_cores", lambda: 0.0)
+    cores = min(len(os.sched_getaffinity(0)), blocks.MAX_WORKERS)
+    assert blocks._worker_count(path) == (cores if cores >= 2 else 1)
 
 
 def test_busy_cores_are_the_runnable_tasks_less_this_one(monkeypatch) -> None:
     """/proc/loadavg's 4th field counts runnable tasks with this one; without the file, the
     1-minute load average stands in."""
-    real = letor.Path.read_text
+    real = blocks.Path.read_text
 
     def loadavg(path, *args, **kwargs):
         if str(path) == "/proc/loadavg":
             return "0.52 0.40 0.33 3/215 12345\n"
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(letor.Path, "read_text", loadavg)
-    assert letor._busy_cores() == 2.0
+    monkeypatch.setattr(blocks.Path, "read_text", loadavg)
+    assert blocks._busy_cores() == 2.0
 
     def unreadable(path, *args, **kwargs):
         raise OSError("no /proc here")
 
-    monkeypatch.setattr(letor.Path, "read_text", unreadable)
-    monkeypatch.setattr(letor.os, "getloadavg", lambda: (1.25, 1.0, 0.5))
-    assert letor._busy_cores() == 1.25
+    monkeypatch.setattr(blocks.Path, "read_text", unreadable)
+    monkeypatch.setattr(blocks.os, "getloadavg", lambda: (1.25, 1.0, 0.5))
+    assert blocks._busy_cores() == 1.25

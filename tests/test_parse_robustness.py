@@ -15,9 +15,12 @@ import pytest
 from tiny import start_together
 
 from scarce_ltr.core.errors import DataFormatError
-from scarce_ltr.data import cache, letor
+from scarce_ltr.data import cache
 from scarce_ltr.data.cache import load_split
-from scarce_ltr.data.letor import read_letor
+from scarce_ltr.data.letor import blocks, memory, read_letor
+from scarce_ltr.data.letor.dense import parse_dense
+from scarce_ltr.data.letor.lines import parse_slow
+from scarce_ltr.data.letor.tokens import parse_fast
 
 PATHS = ("dense", "fast", "slow")
 
@@ -33,9 +36,9 @@ def write(tmp_path: Path, data: str | bytes, name: str = "f.txt") -> Path:
 def force(monkeypatch, path: str) -> None:
     """Parse every block by one path only: the quicker ones refuse everything."""
     if path in ("fast", "slow"):
-        monkeypatch.setattr(letor, "_parse_dense", lambda *args: None)
+        monkeypatch.setattr(blocks, "parse_dense", lambda *args: None)
     if path == "slow":
-        monkeypatch.setattr(letor, "_parse_fast", lambda *args: None)
+        monkeypatch.setattr(blocks, "parse_fast", lambda *args: None)
 
 
 def dense_lines(n: int, width: int = 3) -> list[str]:
@@ -54,7 +57,7 @@ def test_a_feature_index_beyond_memory_is_refused_before_allocating(
     tmp_path: Path, monkeypatch
 ) -> None:
     path = write(tmp_path, "1 qid:1 1:1 2:2\n0 qid:1 3:1 999999:0.5\n2 qid:2 1:3\n")
-    monkeypatch.setattr(letor, "available_memory", lambda: 1 << 20)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 20)
     with pytest.raises(DataFormatError) as info:
         read_letor(path)
     message = str(info.value)
@@ -66,7 +69,7 @@ def test_a_feature_index_beyond_memory_is_refused_before_allocating(
 
 def test_a_file_larger_than_memory_says_so(tmp_path: Path, monkeypatch) -> None:
     path = write(tmp_path, "".join(dense_lines(40)))
-    monkeypatch.setattr(letor, "available_memory", lambda: 100)
+    monkeypatch.setattr(memory, "available_memory", lambda: 100)
     with pytest.raises(DataFormatError, match=r"f.txt:1: .*480 B.*more memory"):
         read_letor(path)
 
@@ -79,7 +82,7 @@ def test_three_lines_with_index_999999_still_load(tmp_path: Path) -> None:
 
 def test_index_999999_on_more_lines_than_memory_holds_is_refused(tmp_path: Path) -> None:
     """The real figure, no monkeypatch: twice the lines the machine's memory holds."""
-    available = letor.available_memory()
+    available = memory.available_memory()
     if available is None:
         pytest.skip("no figure for available memory on this system")
     n_lines = max(5000, 2 * available // (999_999 * 4))
@@ -89,7 +92,7 @@ def test_index_999999_on_more_lines_than_memory_holds_is_refused(tmp_path: Path)
 
 
 def test_available_memory_is_a_positive_figure() -> None:
-    available = letor.available_memory()
+    available = memory.available_memory()
     assert available is None or available > 0
 
 
@@ -267,10 +270,10 @@ def test_a_query_file_with_a_bom_or_in_utf16(tmp_path: Path, data: bytes) -> Non
 )
 def test_integer_tokens_are_judged_alike_by_every_path(line: str, accepted: bool) -> None:
     block = f"0 qid:1 1:1 2:2\n{line}\n".encode()
-    dense = letor._parse_dense(block, 1, True)
-    fast = letor._parse_fast(block, 1, True)
+    dense = parse_dense(block, 1, True)
+    fast = parse_fast(block, 1, True)
     if accepted:
-        slow = letor._parse_slow(block, 1, True, Path("x"))
+        slow = parse_slow(block, 1, True, Path("x"))
         for quick in (dense, fast):
             assert quick is not None
             np.testing.assert_array_equal(quick.filled().qids, slow.qids)
@@ -278,7 +281,7 @@ def test_integer_tokens_are_judged_alike_by_every_path(line: str, accepted: bool
     else:
         assert dense is None and fast is None
         with pytest.raises(DataFormatError, match=r"x:2: .*(not an integer|bad feature)"):
-            letor._parse_slow(block, 1, True, Path("x"))
+            parse_slow(block, 1, True, Path("x"))
 
 
 # (7) An error far into the file names its own line, in every path and chunking.
@@ -305,8 +308,8 @@ def test_errors_name_their_line_across_chunk_boundaries(
     lines[20:20] = ["# a comment\n", "\n"]  # blank and comment lines count as lines
     assert sum(len(line) for line in lines[:130]) > 2 * 600  # several chunks before
     for workers, chunk in ((1, 97), (1, 4096), (2, 600)):
-        monkeypatch.setattr(letor, "_worker_count", lambda path, n=workers: n)
-        monkeypatch.setattr(letor, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(blocks, "_worker_count", lambda path, n=workers: n)
+        monkeypatch.setattr(blocks, "CHUNK_BYTES", chunk)
         for where in (130, 150, 151, len(lines) - 1):
             bad_lines = [*lines]
             bad_lines[where] = bad + "\n"

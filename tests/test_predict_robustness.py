@@ -66,9 +66,9 @@ def test_a_label_outside_the_grades_stops_predict_before_any_csv(gbdt, tmp_path,
 
 
 def test_a_bad_label_in_a_later_piece_names_its_line(gbdt, tmp_path, monkeypatch) -> None:
-    from scarce_ltr.data import letor
+    from scarce_ltr.data.letor import blocks
 
-    monkeypatch.setattr(letor, "CHUNK_BYTES", 64)  # a piece per block of a line or two
+    monkeypatch.setattr(blocks, "CHUNK_BYTES", 64)  # a piece per block of a line or two
     source = tmp_path / "long.txt"
     body = [f"{i % 3} qid:{i // 4} 1:{i}.5 2:0.25" for i in range(40)]
     body[33] = "-1 qid:8 1:3.5"
@@ -290,7 +290,7 @@ def test_the_csv_of_a_padded_file_scores_as_the_wide_one(gbdt, tmp_path) -> None
 def test_a_damaged_bundle_or_an_unreadable_file_is_one_message(gbdt, tmp_path, monkeypatch):
     import shutil
 
-    from scarce_ltr.data import letor_stream
+    from scarce_ltr.data.letor import stream
 
     copy = tmp_path / "copy"
     shutil.copytree(gbdt / "bundle", copy)
@@ -303,7 +303,7 @@ def test_a_damaged_bundle_or_an_unreadable_file_is_one_message(gbdt, tmp_path, m
     with pytest.raises(UserError, match="model.txt: not a readable model file"):
         run(args)
     shutil.copy(gbdt / "bundle" / "model.txt", copy / "model.txt")
-    monkeypatch.setattr(letor_stream, "open", _fail(errno.EACCES, str(source)), raising=False)
+    monkeypatch.setattr(stream, "open", _fail(errno.EACCES, str(source)), raising=False)
     with pytest.raises(UserError, match=f"^{re.escape(str(source))}: cannot be read"):
         run(args)
     assert not (tmp_path / "p.csv").exists()

@@ -282,7 +282,7 @@ def test_predict_streams_in_pieces_of_whole_groups(runs, tmp_path, monkeypatch, 
     with a .query file scores as the run did, with the run's NDCG and Outlier-NDCG."""
     import gzip
 
-    from scarce_ltr.data import letor
+    from scarce_ltr.data.letor import blocks
 
     test = raw_test()
     plain = tmp_path / "test.txt"
@@ -292,7 +292,7 @@ def test_predict_streams_in_pieces_of_whole_groups(runs, tmp_path, monkeypatch, 
     bare.write_text("".join(line.split(" ", 2)[0] + " " + line.split(" ", 2)[2] + "\n"
                             for line in plain.read_text().splitlines()))  # fmt: skip
     (tmp_path / "bare.txt.query").write_text("".join(f"{n}\n" for n in test.group_sizes))
-    monkeypatch.setattr(letor, "CHUNK_BYTES", 700)  # a few items per block
+    monkeypatch.setattr(blocks, "CHUNK_BYTES", 700)  # a few items per block
     report = json.loads((runs["ssl"] / "report.json").read_text())["metrics"]["test"]
     with np.load(runs["ssl"] / "scores.npz") as saved:
         expected = saved["test"]

@@ -18,14 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.core.errors import DataFormatError
-from scarce_ltr.data.letor import (
-    _EXPECTED,
-    _groups_from_qids,
-    _split_name,
-    check_query_total,
-    parse_chunks,
-    query_sizes,
-)
+from scarce_ltr.data.letor import split_name
+from scarce_ltr.data.letor.blocks import parse_chunks
+from scarce_ltr.data.letor.groups import check_query_total, groups_from_qids, query_sizes
+from scarce_ltr.data.letor.parsed import EXPECTED
 from scarce_ltr.data.ranking_split import RankingSplit
 
 
@@ -88,7 +84,7 @@ def stream_letor(
         stats: optional; updated as blocks are parsed (the file's width when the stream ends).
     """
     path = Path(path)
-    name = _split_name(path)
+    name = split_name(path)
     pending = _Items.empty(n_features)
     seen_qids: set[int] = set()
     groups: _SizedGroups | None = None  # lines without qid: sizes from the .query file
@@ -110,7 +106,7 @@ def stream_letor(
         if piece is not None:
             yield piece
     if n_items == 0:
-        raise DataFormatError(path, None, f"no data lines found ({_EXPECTED})")
+        raise DataFormatError(path, None, f"no data lines found ({EXPECTED})")
     if groups is not None:
         groups.finish(n_items)
     elif len(pending):
@@ -124,7 +120,7 @@ def total_bytes(path: str | Path) -> int | None:
         with open(path, "rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
         return None if gzipped else path.stat().st_size
-    except OSError as exc:  # as the parser says it (`_read_blocks`)
+    except OSError as exc:  # as the parser says it (`blocks._read_blocks`)
         raise DataFormatError(path, None, f"cannot be read ({exc})") from None
 
 
@@ -149,9 +145,9 @@ def _before_last_group(items: _Items) -> tuple[_Items, _Items]:
 
 
 def _qid_piece(items: _Items, path: Path, name: str, seen: set[int]) -> RankingSplit:
-    offsets, qids = _groups_from_qids(items.qids, items.lines, path)
+    offsets, qids = groups_from_qids(items.qids, items.lines, path)
     for group, qid in enumerate(qids.tolist()):
-        if qid in seen:  # within the piece, _groups_from_qids checked already
+        if qid in seen:  # within the piece, groups_from_qids checked already
             raise DataFormatError(
                 path,
                 int(items.lines[offsets[group]]),
