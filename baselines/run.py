@@ -19,10 +19,10 @@ from scarce_ltr.baselines.hybrid.family import FAMILY as HYBRID
 from scarce_ltr.baselines.xgboost.family import FAMILY as XGBOOST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ModelFamily
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Outcome, Run
 
 
-def main(cfg: BaselineConfig, run: Run) -> dict:
+def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Train ``cfg.method`` in ``run``; its report."""
     if cfg.method not in BASELINES:
         raise UserError(f"unknown baseline method '{cfg.method}'; known: {', '.join(BASELINES)}")

@@ -10,8 +10,9 @@ module does the rest the same way for every backend:
   with a ``grid()``: LightGBM's), each fit scored with the project's NDCG@5 of the labeled
   vali QGs;
 - `tree_report`: the ``report.json`` keys every tree run shares, written here only;
-- `write_tree_run`: the bundle, the model files kept beside ``report.json``, ``report.json``
-  and ``DONE`` (`finish_run`).
+- `write_tree_run`: the bundle and the model files kept beside ``report.json``; it hands back
+  the run's `Outcome` (`tree_outcome`), with which the command line writes ``report.json`` and
+  ``DONE``.
 
 `run_tree_backend` chains them for a backend searched on one feature set (CatBoost, XGBoost).
 LightGBM's own extras, more feature sets (PCA) and a second search on pseudo-labels
@@ -32,7 +33,7 @@ from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
@@ -186,24 +187,24 @@ def tree_report(
 
 def write_tree_run(
     run: Run, prepared: PreparedData, report: dict, bundle: Bundle, *, keep: tuple = (), start
-) -> dict:
+) -> Outcome:
     """The bundle, the files of it named in ``keep`` also beside ``report.json`` (LightGBM's
-    ``model.txt``: tools read it there), then ``report.json`` and ``DONE``."""
+    ``model.txt``: tools read it there); the run's outcome."""
     description, files = bundle
     for name in keep:
         atomic_write_bytes(run.folder / name, files[name])
     write_run_bundle(run, prepared, report["metrics"], description, files)
-    return finish_run(run, report, start=start)
+    return tree_outcome(report, start=start)
 
 
-def finish_run(run: Run, report: dict, *, start: float) -> dict:
-    """Write a tree run's ``report.json`` (with its seconds) and the done-marker."""
+def tree_outcome(report: dict, *, start: float) -> Outcome:
+    """A tree run's report (with its seconds) and its summary, which the run finishes with."""
     report["seconds"] = round(time.perf_counter() - start, 3)
     summary = {k: report[k] for k in ("metrics", "selected", "seconds", "n_trees")}
-    return run.finish(report, summary=summary)
+    return Outcome(report, summary)
 
 
-def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> dict:
+def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
     """Search with ``strategy`` on the labeled train QGs, choose on vali, score vali and test
     once, write the run (see the module docstring)."""
     start = time.perf_counter()

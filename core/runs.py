@@ -10,7 +10,7 @@ and the tracker's name, group and tags. `Run` lives it out:
   system allows, or a folder on a kernel file system (``/proc``, ``/sys``) that holds no files;
 - `Run.execute` is the life the command line gives every stage's run: the folder's lock
   (`scarce_ltr.core.locks`), `start`, a skip when the run finished before, then the stage's
-  ``main(cfg, run)``, which trains and ends in `finish`;
+  ``main(cfg, run)``, which trains and hands back its `Outcome`, and `finish` with it;
 - `Run.start` makes the folder, removes temp files that interrupted writes left, and writes
   ``config.yaml``, refusing a folder that holds a run with other settings; the `FREE_KEYS`
   (device, AMP, the scoring batch size, the logger, the folder itself) may change between a run
@@ -101,6 +101,16 @@ GROUPS = ("gbdt", "no-pretrain-dl", "pretrained-dl", "hybrid")
 ConfigT = TypeVar("ConfigT")
 # A key a config does not hold (`_changed_keys`), told apart from one holding None.
 _ABSENT: Any = object()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a stage's ``main(cfg, run)`` hands back to `Run.execute`, which finishes the run with
+    it: the body of ``report.json`` (its identity keys come from the run) and the summary the
+    tracker closes with. A stage writes its result files (scores, bundle) before it returns."""
+
+    body: dict[str, Any]
+    summary: dict[str, Any] | None = None
 
 
 def runs_root() -> Path:
@@ -222,7 +232,7 @@ class Run:
 
     def execute(
         self,
-        main: Callable[[Any, Run], Any],
+        main: Callable[[Any, Run], Outcome],
         cfg: Any,
         resolved: DictConfig,
         *,
@@ -231,17 +241,21 @@ class Run:
     ) -> Any:
         """The one life of every stage's run: hold the folder's lock, `start` (refusing other
         settings), skip the run when it finished before, else ``main(cfg, self)``, which trains
-        and ends in `finish`; the tracker is closed whatever happens.
+        and hands back its `Outcome`, and `finish` with it; the tracker is closed whatever
+        happens. Under DDP only rank 0 finishes (it alone writes the folder).
 
         A skipped run answers with its ``report.json`` when ``report_when_done`` (pretraining:
-        its callers read the encoder's report), else None; the result of ``main`` otherwise."""
+        its callers read the encoder's report), else None; a finished one with its report."""
         with FolderLock(self.folder, what=f"{self.identity.stage} run"):
             self.start(resolved, defaults=defaults)
             if self.done:
                 print(f"{self.folder}: finished before (DONE present); skipped", file=sys.stderr)
                 return (read_report(self.folder) or {}) if report_when_done else None
             try:
-                return main(cfg, self)
+                outcome = main(cfg, self)
+                if not is_rank_zero():
+                    return self.report(outcome.body)
+                return self.finish(outcome.body, summary=outcome.summary)
             finally:
                 self.close()
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import Run, read_report, run_model, without_free_keys
+from scarce_ltr.core.runs import Outcome, Run, read_report, run_model, without_free_keys
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
@@ -63,7 +63,7 @@ class Member:
     train: np.ndarray | None = None  # [n_train_items] scores; None from a run that kept none
 
 
-def main(cfg: EnsembleConfig, run: Run) -> dict:
+def main(cfg: EnsembleConfig, run: Run) -> Outcome:
     """Mix the members' scores, choose the weights on vali, evaluate on test, finish ``run``."""
     _check_distinct(cfg.runs)
     for member in cfg.runs:  # before loading any data: a mismatch is named at once
@@ -99,7 +99,7 @@ def main(cfg: EnsembleConfig, run: Run) -> dict:
     named = {f"{i}:{m.model}": float(w) for i, (m, w) in pairs}  # seed ensembles repeat names
     summary = {"metrics": report["metrics"], "weights": named, "method": run.identity.model}
     _write_bundle(run, prepared, report["metrics"], cfg, weights)
-    return run.finish(report, summary=summary)
+    return Outcome(report, summary)
 
 
 def _train_mix(members: list[Member], weights, normalize, offsets) -> np.ndarray | None:

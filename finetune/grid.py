@@ -9,7 +9,8 @@ on its own (``result.json`` + ``DONE``) and is read back, not trained again. The
 `core.selection.select_best` over the points' best vali NDCG@5 (each epoch itself chosen on
 `data.evaluation.vali_selection`): the highest, the first of ties, NaN last. Its model then
 scores vali and test once (`data.evaluation`), and the run gets ``scores.npz``, ``model.pt``, its
-bundle and, through ``Run.finish``, ``report.json`` and ``DONE``.
+bundle; its `core.runs.Outcome` goes back to ``Run.execute``, which writes ``report.json`` and
+``DONE``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch import nn
 
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.metrics import SELECTION_METRIC
-from scarce_ltr.core.runs import GridPoint, Run
+from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.bundling import write_run_bundle
@@ -115,7 +116,7 @@ def run_grid(
     *,
     report: ReportFn,
     on_point: Callable[[int, dict], None] | None = None,
-) -> dict:
+) -> Outcome:
     """Train every candidate, keep the vali-best, score it, bundle it and finish ``run``.
 
     ``report(chosen, results, metrics) -> (report body, tracker summary)`` writes the stage's own
@@ -196,8 +197,9 @@ def _fit_values(fitted: FitResult) -> dict:
 
 def finish_grid(
     run: Run, training: GridTraining, chosen: TrainedPoint, results: list[dict], *, report: ReportFn
-) -> dict:
-    """Score vali and test once with the chosen model; write scores, model, bundle, report."""
+) -> Outcome:
+    """Score vali and test once with the chosen model; write scores, model and bundle; the run's
+    outcome (its report body and summary)."""
     if chosen.model is None:  # read back: its model is on disk
         chosen.model, payload = load_model(chosen.folder, kinds=training.kinds)
         chosen.spec, chosen.source = payload["spec"], payload["source"]
@@ -215,4 +217,4 @@ def finish_grid(
     if training.teaching is not None:
         body["teacher"] = training.teaching.summary
     write_run_bundle(run, prepared, metrics, *torch_bundle(model, chosen.spec, budget))
-    return run.finish(body, summary=summary)
+    return Outcome(body, summary)

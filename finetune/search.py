@@ -34,7 +34,7 @@ from typing import Any
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.progress import duration
-from scarce_ltr.core.runs import GridPoint, Run
+from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import LOG_SCALE, SearchConfig
@@ -140,7 +140,7 @@ def run_search(
     report: TrialReportFn,
     desc: str,
     on_trial: Callable[[int, dict], None],
-) -> dict:
+) -> Outcome:
     """Run ``space.config.n_trials`` trials of ``cfg`` (each ``with_params(cfg, params)``,
     trained as ``make_trial`` says), keep the vali-best, score it once on vali and test, and
     finish ``run`` through ``report`` (given the chosen trial's config) plus ``search``.

@@ -37,6 +37,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import (
     SOURCE_KEYS,
     GridPoint,
+    Outcome,
     Run,
     sources_moved,
     without_free_keys,
@@ -58,7 +59,7 @@ from scarce_ltr.finetune.model import Ranker, count_parameters, ranker_spec
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 
-def main(cfg: FinetuneConfig, run: Run) -> dict:
+def main(cfg: FinetuneConfig, run: Run) -> Outcome:
     """Finetune as ``cfg`` says in the run the command line started (or resume it); the report."""
     out_dir = run.folder
     identity = run_identity(cfg)
@@ -159,7 +160,7 @@ def _search(
     runtime: Runtime,
     tracker,
     identity: str,
-) -> dict:
+) -> Outcome:
     """``cfg.search.n_trials`` trials of `finetune.search`; the vali-best scores test once."""
     high = {k: max(getattr(cfg.search, k) or [0]) for k in ("head_epochs", "full_epochs")}
     span = max(cfg.head_epochs, high["head_epochs"]) + max(cfg.full_epochs, high["full_epochs"])

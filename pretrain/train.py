@@ -30,7 +30,7 @@ from scarce_ltr.core.device import Runtime, setup_runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.optim import make_optimizer, set_learning_rate
 from scarce_ltr.core.progress import eta
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.seeding import derive_seed, generator
 from scarce_ltr.core.tracking import ProgressBar
 from scarce_ltr.core.training import Cadence, Position, train_phases
@@ -66,16 +66,16 @@ class SimulatedCrash(RuntimeError):
 @dataclass
 class PretrainResult:
     objective: Objective
-    report: dict
+    outcome: Outcome
 
 
-def main(cfg: PretrainConfig, run: Run) -> dict:
-    """Pretrain (or resume) in the run the command line started; the run's report."""
-    return pretrain(cfg, run).report
+def main(cfg: PretrainConfig, run: Run) -> Outcome:
+    """Pretrain (or resume) in the run the command line started; the run's outcome."""
+    return pretrain(cfg, run).outcome
 
 
 def pretrain(cfg: PretrainConfig, run: Run) -> PretrainResult:
-    """Train and return the objective too (tests and benchmarks look at its weights)."""
+    """Train and return the objective too (tests look at its weights)."""
     runtime = setup_runtime(
         amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device, cpu_amp=cfg.cpu_amp
     )
@@ -134,10 +134,11 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     # one phase, no early stopping (the SSL-Val choice keeps its best epoch); saved every epoch
     train_phases(task, progress, [cfg.n_epochs], patience=None, cadence=Cadence(0, phase_end=False))
     report = pretrain_report(cfg, split, objective, runtime, progress, done=True)
-    if runtime.is_main:
-        report = _finish(the_run, cfg, split, objective, progress, report)
+    outcome = Outcome(report)
+    if runtime.is_main:  # rank 0 writes the encoder; the command line then finishes the run
+        outcome = _save_encoder(the_run, cfg, split, objective, progress, report)
     runtime.barrier()
-    return PretrainResult(objective, report)
+    return PretrainResult(objective, outcome)
 
 
 def _build(cfg: PretrainConfig, n_features: int, runtime: Runtime):
@@ -253,7 +254,7 @@ class _Pretraining:
         return False  # nothing is chosen on vali here: `Choice` keeps the SSL-Val-best encoder
 
     def end_phase(self, position: Position) -> None:
-        """The last epoch's weights stay; `_finish` loads the SSL-Val-chosen encoder."""
+        """The last epoch's weights stay; `_save_encoder` loads the SSL-Val-chosen encoder."""
 
     def save(self, position: Position, *, in_phase: bool) -> None:
         if self.runtime.is_main:
@@ -330,7 +331,7 @@ def _monitor_due(cfg: PretrainConfig, epoch: int) -> bool:
     return (epoch + 1) % cfg.monitor.every == 0 or epoch + 1 == cfg.n_epochs
 
 
-def _finish(the_run: Run, cfg, split, objective, progress, report) -> dict:
+def _save_encoder(the_run: Run, cfg, split, objective, progress, report) -> Outcome:
     out_dir = the_run.folder
     if cfg.ssl_val != "none" and progress.choice.state is not None:
         # The SSL-Val-best epoch's weights, not the last one's, are what finetuning loads.
@@ -352,5 +353,4 @@ def _finish(the_run: Run, cfg, split, objective, progress, report) -> dict:
     last = progress.history[-1].get("monitor", {}) if progress.history else {}
     loss = report["loss_curve"][-1] if report["loss_curve"] else None
     print(f"pretrain: wrote {out_dir / 'encoder.pt'}", file=sys.stderr)
-    report = the_run.finish(report, summary={"loss": loss, **last})
-    return report
+    return Outcome(report, {"loss": loss, **last})

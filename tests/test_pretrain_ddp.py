@@ -80,15 +80,22 @@ def _worker(rank: int, port: int, out: str) -> None:
         from scarce_ltr.pretrain.config import PretrainConfig
         from scarce_ltr.pretrain.train import pretrain
 
+        results = []
+
+        def main(cfg, run):  # the stage's main, keeping the objective to compare
+            results.append(pretrain(cfg, run))
+            return results[-1].outcome
+
         for method in ("simsiam", "simclr"):
             stage_file = CONFIG_ROOT / "pretrain" / f"{method}.yaml"
             cfg, resolved = load_config(PretrainConfig, TINY, stage_file=stage_file)
             run = Run.of(cfg, cfg.identity(), os.path.join(out, method))
-            run.start(resolved)  # every rank: rank 0 checks and writes the folder
-            result = pretrain(cfg, run)
-            torch.save(result.objective.state_dict(), os.path.join(out, f"{method}-{rank}.pt"))
+            # every rank: rank 0 checks and writes the folder, and alone finishes the run
+            report = run.execute(main, cfg, resolved)
+            state = results[-1].objective.state_dict()
+            torch.save(state, os.path.join(out, f"{method}-{rank}.pt"))
             if rank == 0:
-                torch.save(result.report["loss_curve"], os.path.join(out, f"{method}-loss.pt"))
+                torch.save(report["loss_curve"], os.path.join(out, f"{method}-loss.pt"))
     finally:
         dist.destroy_process_group()
 

@@ -20,8 +20,8 @@ TOPK = "topk:gbdt,gbdt-pca"
 
 def _sweep(folder: Path, *extra: str) -> list[dict]:
     return run(
-        ["sweep", "quick", f'models=[gbdt,gbdt-pca,"{STACK}","{TOPK}"]', "fractions=[1.0]", "seeds=[0]",
-         "workers=1", "logger=none", "report=false", f"overrides.common={TINY}",
+        ["sweep", "quick", f'models=[gbdt,gbdt-pca,"{STACK}","{TOPK}"]', "fractions=[1.0]",
+         "seeds=[0]", "workers=1", "logger=none", "report=false", f"overrides.common={TINY}",
          "overrides.pretrain=[]", "overrides.finetune=[]", f"run_dir={folder}", *extra]
     )  # fmt: skip
 

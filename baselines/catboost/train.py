@@ -25,7 +25,7 @@ from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import Pruned, check_labels, require_backend
 from scarce_ltr.core.metrics import SELECTION_K
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 
 EVAL_METRIC = f"NDCG:top={SELECTION_K};type=Exp"  # the project's gain 2^y - 1
@@ -152,7 +152,7 @@ def model_bytes(model: Any) -> bytes:
         return path.read_bytes()
 
 
-def main(cfg, run: Run) -> dict:
+def main(cfg, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
     backend = CatBoostBackend(cfg.catboost, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, cfg.catboost.search)

@@ -33,7 +33,7 @@ from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
 from scarce_ltr.baselines.deep.models import MODEL_KINDS, build_model
 from scarce_ltr.core.device import Runtime, setup_runtime
-from scarce_ltr.core.runs import GridPoint, Run
+from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.data.evaluation import selection_rule
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -103,7 +103,7 @@ def model_spec(
     return spec
 
 
-def main(cfg: BaselineConfig, run: Run) -> dict:
+def main(cfg: BaselineConfig, run: Run) -> Outcome:
     options = cfg.deep
     runtime = setup_runtime(
         amp=options.amp,
@@ -199,7 +199,7 @@ def _search(
     *,
     layout: FieldLayout | None,
     report,
-) -> dict:
+) -> Outcome:
     """``deep.search.n_trials`` trials of `finetune.search`; the vali-best scores test once."""
 
     def make_trial(number: int, trial_cfg: BaselineConfig) -> tuple[GridTraining, Candidate]:

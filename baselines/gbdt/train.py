@@ -53,7 +53,7 @@ from scarce_ltr.baselines.tree_run import (
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.progress import progress_bar
-from scarce_ltr.core.runs import Run, run_model
+from scarce_ltr.core.runs import Outcome, Run, run_model
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import vali_selection
@@ -119,7 +119,7 @@ class Features:
         return self.pca.append(split, k, self.projections[name])
 
 
-def main(cfg: BaselineConfig, run: Run) -> dict:
+def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
     start = time.perf_counter()
     if cfg.method not in VARIANTS:

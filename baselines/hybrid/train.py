@@ -35,7 +35,7 @@ from scarce_ltr.baselines.tree_run import Bundle, tree_report, write_tree_run
 from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import npz_bytes
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import vali_selection
 from scarce_ltr.data.pipeline import PreparedData
@@ -73,7 +73,7 @@ class EmbeddingFeatures:
         return self.embeddings.dim if k is None else k
 
 
-def main(cfg: BaselineConfig, run: Run) -> dict:
+def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Embed, train every candidate's grid, select on vali, evaluate once on test, write."""
     start = time.perf_counter()
     if not cfg.pretrained or cfg.pretrained.lower() in ("none", "null"):

@@ -20,7 +20,7 @@ from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import check_labels, require_backend
 from scarce_ltr.baselines.xgboost.config import MAX_XGBOOST_LABEL, XGBoostOptions
 from scarce_ltr.core.metrics import SELECTION_K
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 
 EVAL_METRIC = f"ndcg@{SELECTION_K}"
@@ -142,7 +142,7 @@ def _reporter(xgb, report: Report):
     return Reporter()
 
 
-def main(cfg, run: Run) -> dict:
+def main(cfg, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
     backend = XGBoostBackend(cfg.xgboost, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, cfg.xgboost.search)
