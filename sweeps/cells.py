@@ -52,10 +52,11 @@ from pathlib import Path
 from scarce_ltr.baselines.config import HYBRID_BASELINES, TAUGHT_TREES
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import run_folder
+from scarce_ltr.core.runs import STAGES, run_folder
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.config import MIX_OPTIONS
+from scarce_ltr.families import family_of
 from scarce_ltr.finetune.config import ENCODER_MARK
 from scarce_ltr.models.names import (
     COMBINED,
@@ -180,7 +181,7 @@ def check_overrides(overrides) -> None:
                 )
 
 
-STAGE_LISTS = ("pretrain", "finetune", "baseline", "ensemble")
+STAGE_LISTS = STAGES  # a sweep has an overrides list per stage: overrides.<stage>
 COMBINE_MEMBER = "full"  # the finetuning strategy of a combination's members
 # A variant's name goes into a folder name and a model name: no separator of either.
 VARIANT_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -281,25 +282,25 @@ def _check_pretrain_overrides(method: str, overrides: list[str], where: str) -> 
 
 def _sweep_job(model: str) -> tuple[str | None, str, str]:
     """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
-    model's: its student's)."""
+    model's: its student's); the stage is the one its family trains in (`family_of`)."""
     name = ModelName.parse(model).student
     if name.ensembles:
-        return None, "ensemble", ""
+        return None, family_of("ensemble").stage, ""
     if name.kind == FINETUNED:
-        return name.encoder, "finetune", name.name
+        return name.encoder, family_of(name.name).stage, name.name
     if name.kind == HYBRID:
         if ENCODER_MARK in name.encoder:
             raise UserError(
                 f"sweep model '{name}': a sweep runs {name.name} on pretraining runs only "
                 f"({name.name}+<pretraining method>)"
             )
-        return name.encoder, "baseline", name.name
+        return name.encoder, family_of(name.name).stage, name.name
     if str(name) in HYBRID_BASELINES:
         raise UserError(
             f"sweep model '{name}' needs a pretrained encoder: {name}+<pretraining method>, "
             f"such as {name}+simclr-rank"
         )
-    return None, "baseline", str(name)
+    return None, family_of(str(name)).stage, str(name)
 
 
 def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
