@@ -17,10 +17,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from scarce_ltr.core.bundle import BUNDLE_DIR, bundle_folder, read_manifest, read_npz, read_tensors
+from scarce_ltr.core.bundle import (
+    BUNDLE_DIR,
+    bundle_folder,
+    read_manifest,
+    read_model_bytes,
+    read_npz,
+    read_tensors,
+)
 from scarce_ltr.core.checkpointing import load_module_state
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.data import pieces
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 
@@ -152,8 +160,8 @@ class _TorchModel:
         runtime = Runtime(device=torch.device("cpu"))
         scores = np.zeros(raw.n_items, dtype=np.float64)
         buffer = None
-        for rows, piece in pieces_of(raw, self.item_budget):
-            buffer = _buffer(buffer, piece)
+        for rows, piece in pieces.pieces_of(raw, self.item_budget):
+            buffer = pieces.piece_buffer(buffer, piece)
             split = transform(piece, out=buffer)
             scores[rows] = predict(
                 self.module, split, runtime=runtime, item_budget=self.item_budget
@@ -169,7 +177,7 @@ class _LightGBMModel:
 
         path = folder / info["booster"]
         try:
-            self.booster = lgb.Booster(model_str=_model_bytes(path).decode())
+            self.booster = lgb.Booster(model_str=read_model_bytes(path).decode())
         except (lgb.basic.LightGBMError, UnicodeDecodeError) as exc:
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise UserError(f"{path}: not a LightGBM model ({first})") from None
@@ -181,10 +189,10 @@ class _LightGBMModel:
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         scores = np.zeros(raw.n_items, dtype=np.float64)
-        budget = self.embedding.item_budget if self.embedding is not None else PIECE_ITEMS
+        budget = self.embedding.item_budget if self.embedding is not None else pieces.PIECE_ITEMS
         buffer = None
-        for rows, piece in pieces_of(raw, budget):
-            buffer = _buffer(buffer, piece)
+        for rows, piece in pieces.pieces_of(raw, budget):
+            buffer = pieces.piece_buffer(buffer, piece)
             split = transform(piece, out=buffer)
             features = split.features
             if self.pca is not None:
@@ -234,7 +242,7 @@ class _CatBoostModel:
         self.pool = catboost.Pool
         self.model = catboost.CatBoost()
         # CatBoost's own binary format: trees and borders, no code.
-        self.model.load_model(blob=_model_bytes(folder / info["model"]))
+        self.model.load_model(blob=read_model_bytes(folder / info["model"]))
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         features = np.asarray(transform(raw).features, dtype=np.float32)
@@ -253,7 +261,7 @@ class _XGBoostModel:
         self.xgb = require_backend("xgboost", "xgboost-cpu")
         self.booster = self.xgb.Booster()
         # XGBoost's UBJSON model: trees and parameters, no code.
-        self.booster.load_model(bytearray(_model_bytes(folder / info["model"])))
+        self.booster.load_model(bytearray(read_model_bytes(folder / info["model"])))
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         features = np.asarray(transform(raw).features, dtype=np.float32)
@@ -279,58 +287,6 @@ class _Ensemble:
         # its log1p, a member of another family its own).
         scores = [self.normalize(m.score_split(raw), raw.offsets) for m in self.members]
         return mix(np.stack(scores), self.weights)
-
-
-PIECE_ITEMS = 1 << 17  # items transformed at a time: a reused buffer, not a copy of the input
-
-
-def pieces_of(split: RankingSplit, item_budget: int):
-    """``(rows, piece)``: consecutive whole QGs of ``split`` (views, no copy) of about
-    `PIECE_ITEMS` items, cut where a scoring batch of ``item_budget`` items ends, so that each
-    piece packs into exactly the batches the whole split packs into (the scores are the same
-    bits as scoring the whole split at once)."""
-    from scarce_ltr.data.batching import QueryGroupBatcher
-
-    if split.n_items <= PIECE_ITEMS:
-        yield slice(0, split.n_items), split
-        return
-    offsets = split.offsets
-    first, items = 0, 0
-    for batch in QueryGroupBatcher(split, item_budget=item_budget).plan():
-        last = int(batch[-1]) + 1
-        items = int(offsets[last] - offsets[first])
-        if items >= PIECE_ITEMS:
-            yield _piece(split, first, last)
-            first = last
-    if first < split.n_groups:
-        yield _piece(split, first, split.n_groups)
-
-
-def _piece(split: RankingSplit, first: int, last: int) -> tuple[slice, RankingSplit]:
-    a, b = int(split.offsets[first]), int(split.offsets[last])
-    piece = RankingSplit(
-        split.features[a:b],
-        split.labels[a:b],
-        split.offsets[first : last + 1] - a,
-        split.qids[first:last],
-        split.name,
-    )
-    return slice(a, b), piece
-
-
-def _buffer(buffer: np.ndarray | None, piece: RankingSplit) -> np.ndarray:
-    """A float32 buffer with room for the piece (grown when a piece is larger)."""
-    if buffer is None or len(buffer) < piece.n_items:
-        return np.empty((max(piece.n_items, PIECE_ITEMS), piece.n_features), dtype=np.float32)
-    return buffer
-
-
-def _model_bytes(path: Path) -> bytes:
-    """A bundle's model file, with a one-line `UserError` when it cannot be read."""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: not a readable model file ({exc.strerror})") from None
 
 
 # A bundle's model kind (each family's `ModelFamily.bundle_kind`) -> the scorer that loads it.
