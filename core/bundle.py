@@ -128,3 +128,12 @@ def read_tensors(bundle: Path, name: str) -> dict[str, torch.Tensor]:
         return load_tensors(path.read_bytes())
     except Exception as exc:  # safetensors raises its own error types for a damaged file
         raise UserError(f"{path}: not a readable weights file ({exc})") from None
+
+
+def read_model_bytes(path: Path) -> bytes:
+    """A bundle's model file (a booster's text or binary model), with a one-line `UserError`
+    when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: not a readable model file ({exc.strerror})") from None

@@ -3,17 +3,36 @@
 A family (the finetuned torch rankers, each deep baseline kind, each tree backend, the hybrid,
 ensembles) declares its entry as ``FAMILY`` in its own package (``baselines/xgboost/family.py``),
 next to the code it names; `scarce_ltr.families` collects every entry in one table, from which
-the command line's baseline names, serving's bundle kinds and export formats, and the report
-groups derive. The type lives here, below every family, so that each can declare one.
+the command line's baseline names, serving's bundle kinds, their scorers and export formats, and
+the report groups derive. The type lives here, below every family, so that each can declare one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from scarce_ltr.core.runs import GROUPS, STAGES
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """What serving hands a bundle's scorer beside its folder and its manifest's ``model`` entry:
+    what only the layers above the families know."""
+
+    # Every family's torch builders (`ModelFamily.torch_builders`): a torch bundle's spec kind
+    # may be another family's (a deep baseline's bundle is the finetuned rankers' kind).
+    torch_builders: Mapping[str, Callable[[dict], Any]]
+    # A bundle folder -> its ranker (`serving.ranker.BundledRanker`): an ensemble's members.
+    load_bundle: Callable[[Path], Any]
+
+
+# A bundle kind's scorer: ``scorer(folder, manifest["model"], context)`` loads the model
+# (a `UserError` naming the file when it cannot), and its ``score(raw, transform)`` gives the
+# ``[n_items]`` float64 scores of a split of raw features through the bundle's fitted transform.
+Scorer = Callable[[Path, dict, ScoringContext], Any]
 
 
 @dataclass(frozen=True)
@@ -28,6 +47,9 @@ class ModelFamily:
     # The report group of its models; None where the members decide (an ensemble's).
     group: str | None
     bundle_kind: str  # the model kind its runs' bundle manifests name (serving scores it)
+    # The scorer of that kind, one per kind: the family that owns the kind defines it, the
+    # others writing that kind name the same object (tests/test_families.py checks).
+    scorer: Scorer
     export_formats: tuple[str, ...] = ()  # ./run.sh export format= that its bundles take
     # A torch bundle's spec kind -> the builder of its (untrained) module, for the kinds that
     # are not the finetuned ranker's own (`finetune.model.build_model` builds those).

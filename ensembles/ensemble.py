@@ -33,6 +33,7 @@ import numpy as np
 
 from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.core.runs import Outcome, Run, read_report, run_model, without_free_keys
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
@@ -42,7 +43,9 @@ from scarce_ltr.data.evaluation import (
     selection_rule,
 )
 from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
+from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.teachers import aligned_train_scores, check_scored_run
+from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
 from scarce_ltr.ensembles.weighting import choose_weights
@@ -130,6 +133,24 @@ def _write_bundle(run: Run, prepared: PreparedData, metrics: dict, cfg, weights)
         "normalize": cfg.normalize,
     }
     write_run_bundle(run, prepared, metrics, description, files)
+
+
+class EnsembleScorer:
+    """An ensemble bundle's model (`ModelFamily.scorer`): its member bundles, each loaded by
+    ``context.load_bundle`` (whatever their kind), mixed per QG as `_write_bundle` says."""
+
+    def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
+        if info["normalize"] not in NORMALIZERS:
+            raise UserError(f"{folder}: unknown normalization {info['normalize']!r}")
+        self.members = [context.load_bundle(folder / member) for member in info["members"]]
+        self.weights = np.asarray(info["weights"], dtype=np.float64)
+        self.normalize = NORMALIZERS[info["normalize"]]
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        # Each member applies its own fitted transform to the raw features (a DASALC member
+        # its log1p, a member of another family its own).
+        scores = [self.normalize(m.score_split(raw), raw.offsets) for m in self.members]
+        return mix(np.stack(scores), self.weights)
 
 
 def check_member(run: str, cfg: EnsembleConfig) -> None:

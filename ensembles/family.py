@@ -11,4 +11,5 @@ FAMILY = ModelFamily(
     train=ensemble.main,
     group=None,  # the members' group when they share one, else hybrid (models.names)
     bundle_kind=ensemble.BUNDLE_KIND,
+    scorer=ensemble.EnsembleScorer,  # its members loaded through serving (ScoringContext)
 )

@@ -2,8 +2,9 @@
 
 Each family declares its entry as ``FAMILY`` in its own package; this layer sits above all of
 them (the ensembles included) so that it may import every one. What the layers above need per
-family, they read here: serving the export formats of a bundle kind, the command line and
-sweeps the families' names, the sweep planner the stage that trains a model (`family_of`).
+family, they read here: serving the scorer and the export formats of a bundle kind, the command
+line and sweeps the families' names, the sweep planner the stage that trains a model
+(`family_of`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scarce_ltr.baselines.run import BASELINE_FAMILIES
-from scarce_ltr.core.families import ModelFamily
+from scarce_ltr.core.families import ModelFamily, Scorer
 from scarce_ltr.ensembles.family import FAMILY as ENSEMBLES
 from scarce_ltr.finetune.family import FAMILY as FINETUNED
 
@@ -31,6 +32,15 @@ def family_of(name: str) -> ModelFamily:
 def bundle_kinds() -> list[str]:
     """Every model kind a family's bundle may hold, in the order of `FAMILIES`."""
     return list(dict.fromkeys(family.bundle_kind for family in FAMILIES))
+
+
+def scorers() -> dict[str, Scorer]:
+    """Each bundle kind's scorer (`ModelFamily.scorer`), in the order of `bundle_kinds`; the
+    families sharing a kind name the same one (tests/test_families.py checks)."""
+    found: dict[str, Scorer] = {}
+    for family in FAMILIES:
+        found.setdefault(family.bundle_kind, family.scorer)
+    return found
 
 
 def export_formats(bundle_kind: str) -> tuple[str, ...]:

@@ -4,9 +4,11 @@
     >>> scores = ranker.predict(features, qids)      # [n_items, n_features] raw, [n_items] qids
     >>> split, scores = ranker.score_file("new.txt")  # a LETOR/SVMlight file
 
-The bundle's fitted transform is applied first, then the model of its kind: a torch ranker
-(finetuned encoder + head, a combination, or a deep baseline), a LightGBM booster (with its PCA
-columns), or an ensemble of member bundles mixed per QG. Loading runs no code from a file.
+The bundle's fitted transform is applied first, then the model of its kind, loaded by the scorer
+its family names (`ModelFamily.scorer`, collected by `scarce_ltr.families.scorers`): a torch
+ranker (finetuned encoder + head, a combination, or a deep baseline), a LightGBM booster (with its
+PCA or encoder columns), a CatBoost or XGBoost model, or an ensemble of member bundles mixed per
+QG. Loading runs no code from a file.
 """
 
 from __future__ import annotations
@@ -15,12 +17,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from scarce_ltr.core.bundle import BUNDLE_DIR, bundle_folder, read_manifest, read_npz, read_tensors
-from scarce_ltr.core.checkpointing import load_module_state
-from scarce_ltr.core.device import Runtime
+from scarce_ltr.core.bundle import BUNDLE_DIR, bundle_folder, read_manifest, read_npz
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 
@@ -132,222 +132,16 @@ def run_folder_of(ranker: BundledRanker) -> Path:
     return ranker.folder.parent if ranker.folder.name == BUNDLE_DIR else ranker.folder
 
 
-class _TorchModel:
-    def __init__(self, folder: Path, info: dict) -> None:
-        from scarce_ltr.families import torch_builders
-        from scarce_ltr.finetune.model import build_model
-
-        try:
-            self.module = build_model(info["spec"], kinds=torch_builders())
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserError(f"{folder}: bad model description ({exc})") from None
-        state = read_tensors(folder, info["weights"])
-        load_module_state(self.module, state, path=folder, what="the bundle's weights")
-        self.module.eval()
-        self.item_budget = int(info["item_budget"])
-
-    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
-        from scarce_ltr.finetune.loop import predict
-
-        runtime = Runtime(device=torch.device("cpu"))
-        scores = np.zeros(raw.n_items, dtype=np.float64)
-        buffer = None
-        for rows, piece in pieces_of(raw, self.item_budget):
-            buffer = _buffer(buffer, piece)
-            split = transform(piece, out=buffer)
-            scores[rows] = predict(
-                self.module, split, runtime=runtime, item_budget=self.item_budget
-            )
-        return scores
-
-
-class _LightGBMModel:
-    def __init__(self, folder: Path, info: dict) -> None:
-        import lightgbm as lgb
-
-        from scarce_ltr.baselines.gbdt.semi_supervised import Projection
-
-        path = folder / info["booster"]
-        try:
-            self.booster = lgb.Booster(model_str=_model_bytes(path).decode())
-        except (lgb.basic.LightGBMError, UnicodeDecodeError) as exc:
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
-            raise UserError(f"{path}: not a LightGBM model ({first})") from None
-        self.pca, self.k = None, 0
-        if info.get("pca"):
-            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
-            self.k = int(info["pca"]["k"])
-        self.embedding = _Embedding(folder, info["embedding"]) if info.get("embedding") else None
-
-    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
-        scores = np.zeros(raw.n_items, dtype=np.float64)
-        budget = self.embedding.item_budget if self.embedding is not None else PIECE_ITEMS
-        buffer = None
-        for rows, piece in pieces_of(raw, budget):
-            buffer = _buffer(buffer, piece)
-            split = transform(piece, out=buffer)
-            features = split.features
-            if self.pca is not None:
-                extra = self.pca(features)[:, : self.k]
-                features = np.ascontiguousarray(np.hstack([features, extra]))
-            if self.embedding is not None:
-                features = np.ascontiguousarray(np.hstack([features, self.embedding(split)]))
-            scores[rows] = self.booster.predict(features)
-        return scores
-
-
-class _Embedding:
-    """gbdt-ssl's extra columns: a pretrained encoder's item embeddings of the transformed
-    features, whole or as the first k components of their PCA."""
-
-    def __init__(self, folder: Path, info: dict) -> None:
-        from scarce_ltr.baselines.gbdt.semi_supervised import Projection
-        from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
-
-        config = dict(info["encoder"])
-        n_features = int(config.pop("n_features"))
-        try:
-            self.encoder = build_encoder(EncoderConfig(**config), n_features=n_features)
-        except (TypeError, ValueError) as exc:
-            raise UserError(f"{folder}: bad encoder description ({exc})") from None
-        state = read_tensors(folder, info["weights"])
-        load_module_state(self.encoder, state, path=folder, what="the bundle's encoder")
-        self.encoder.eval()
-        self.item_budget = int(info["item_budget"])
-        self.pca, self.k = None, 0
-        if info.get("pca"):
-            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
-            self.k = int(info["pca"]["k"])
-
-    def __call__(self, split: RankingSplit) -> np.ndarray:
-        from scarce_ltr.baselines.hybrid.embedding_features import embed_split
-
-        embedding = embed_split(self.encoder, split, item_budget=self.item_budget)
-        return embedding if self.pca is None else self.pca(embedding)[:, : self.k]
-
-
-class _CatBoostModel:
-    def __init__(self, folder: Path, info: dict) -> None:
-        from scarce_ltr.baselines.tuning import require_backend
-
-        catboost = require_backend("catboost", "catboost")
-        self.pool = catboost.Pool
-        self.model = catboost.CatBoost()
-        # CatBoost's own binary format: trees and borders, no code.
-        self.model.load_model(blob=_model_bytes(folder / info["model"]))
-
-    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
-        features = np.asarray(transform(raw).features, dtype=np.float32)
-        if len(features) == 0:
-            return np.zeros(0)
-        scores = self.model.predict(
-            self.pool(features), prediction_type="RawFormulaVal", thread_count=1
-        )
-        return np.asarray(scores, dtype=np.float64)
-
-
-class _XGBoostModel:
-    def __init__(self, folder: Path, info: dict) -> None:
-        from scarce_ltr.baselines.tuning import require_backend
-
-        self.xgb = require_backend("xgboost", "xgboost-cpu")
-        self.booster = self.xgb.Booster()
-        # XGBoost's UBJSON model: trees and parameters, no code.
-        self.booster.load_model(bytearray(_model_bytes(folder / info["model"])))
-
-    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
-        features = np.asarray(transform(raw).features, dtype=np.float32)
-        if len(features) == 0:
-            return np.zeros(0)
-        return np.asarray(self.booster.predict(self.xgb.DMatrix(features)), dtype=np.float64)
-
-
-class _Ensemble:
-    def __init__(self, folder: Path, info: dict) -> None:
-        from scarce_ltr.ensembles.score_fusion import NORMALIZERS
-
-        if info["normalize"] not in NORMALIZERS:
-            raise UserError(f"{folder}: unknown normalization {info['normalize']!r}")
-        self.members = [BundledRanker(folder / member) for member in info["members"]]
-        self.weights = np.asarray(info["weights"], dtype=np.float64)
-        self.normalize = NORMALIZERS[info["normalize"]]
-
-    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
-        from scarce_ltr.ensembles.score_fusion import mix
-
-        # Each member applies its own fitted transform to the raw features (a DASALC member
-        # its log1p, a member of another family its own).
-        scores = [self.normalize(m.score_split(raw), raw.offsets) for m in self.members]
-        return mix(np.stack(scores), self.weights)
-
-
-PIECE_ITEMS = 1 << 17  # items transformed at a time: a reused buffer, not a copy of the input
-
-
-def pieces_of(split: RankingSplit, item_budget: int):
-    """``(rows, piece)``: consecutive whole QGs of ``split`` (views, no copy) of about
-    `PIECE_ITEMS` items, cut where a scoring batch of ``item_budget`` items ends, so that each
-    piece packs into exactly the batches the whole split packs into (the scores are the same
-    bits as scoring the whole split at once)."""
-    from scarce_ltr.data.batching import QueryGroupBatcher
-
-    if split.n_items <= PIECE_ITEMS:
-        yield slice(0, split.n_items), split
-        return
-    offsets = split.offsets
-    first, items = 0, 0
-    for batch in QueryGroupBatcher(split, item_budget=item_budget).plan():
-        last = int(batch[-1]) + 1
-        items = int(offsets[last] - offsets[first])
-        if items >= PIECE_ITEMS:
-            yield _piece(split, first, last)
-            first = last
-    if first < split.n_groups:
-        yield _piece(split, first, split.n_groups)
-
-
-def _piece(split: RankingSplit, first: int, last: int) -> tuple[slice, RankingSplit]:
-    a, b = int(split.offsets[first]), int(split.offsets[last])
-    piece = RankingSplit(
-        split.features[a:b],
-        split.labels[a:b],
-        split.offsets[first : last + 1] - a,
-        split.qids[first:last],
-        split.name,
-    )
-    return slice(a, b), piece
-
-
-def _buffer(buffer: np.ndarray | None, piece: RankingSplit) -> np.ndarray:
-    """A float32 buffer with room for the piece (grown when a piece is larger)."""
-    if buffer is None or len(buffer) < piece.n_items:
-        return np.empty((max(piece.n_items, PIECE_ITEMS), piece.n_features), dtype=np.float32)
-    return buffer
-
-
-def _model_bytes(path: Path) -> bytes:
-    """A bundle's model file, with a one-line `UserError` when it cannot be read."""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: not a readable model file ({exc.strerror})") from None
-
-
-# A bundle's model kind (each family's `ModelFamily.bundle_kind`) -> the scorer that loads it.
-SCORERS = {
-    "torch": _TorchModel,
-    "lightgbm": _LightGBMModel,
-    "catboost": _CatBoostModel,
-    "xgboost": _XGBoostModel,
-    "ensemble": _Ensemble,
-}
-
-
 def _build(folder: Path, info: dict):
+    """The model of a bundle's manifest entry, by the scorer its family names for its kind."""
+    from scarce_ltr.families import scorers, torch_builders
+
+    kinds = scorers()
     kind = info.get("kind")
-    if kind not in SCORERS:
-        raise UserError(f"{folder}: model kind {kind!r}; this version scores {', '.join(SCORERS)}")
-    return SCORERS[kind](folder, info)
+    if kind not in kinds:
+        raise UserError(f"{folder}: model kind {kind!r}; this version scores {', '.join(kinds)}")
+    context = ScoringContext(torch_builders=torch_builders(), load_bundle=BundledRanker)
+    return kinds[kind](folder, info, context)
 
 
 def _offsets_of(qids: np.ndarray | None, n_items: int) -> tuple[np.ndarray, np.ndarray]:

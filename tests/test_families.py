@@ -5,9 +5,8 @@ from __future__ import annotations
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.run import BASELINES
 from scarce_ltr.core.config import available
-from scarce_ltr.families import FAMILIES, bundle_kinds, export_formats, torch_builders
+from scarce_ltr.families import FAMILIES, bundle_kinds, export_formats, scorers, torch_builders
 from scarce_ltr.finetune.config import STRATEGIES
-from scarce_ltr.serving.ranker import SCORERS
 
 
 def test_every_command_line_name_has_one_family() -> None:
@@ -26,8 +25,24 @@ def test_a_baseline_run_files_its_model_under_its_familys_group() -> None:
             assert BaselineConfig(method=name).identity().group == family.group, name
 
 
+def test_every_bundle_kind_has_exactly_one_scorer() -> None:
+    """The families sharing a bundle kind name one scorer object (the kind's owner defines it)."""
+    for kind in bundle_kinds():
+        named = {family.scorer for family in FAMILIES if family.bundle_kind == kind}
+        assert len(named) == 1, kind
+    kinds = ["torch", "lightgbm", "catboost", "xgboost", "ensemble"]  # the error message's order
+    assert list(scorers()) == bundle_kinds() == kinds
+    assert {kind: s.__name__ for kind, s in scorers().items()} == {
+        "torch": "TorchScorer",
+        "lightgbm": "LightGBMScorer",
+        "catboost": "CatBoostScorer",
+        "xgboost": "XGBoostScorer",
+        "ensemble": "EnsembleScorer",
+    }
+
+
 def test_serving_scores_and_exports_every_bundle_kind() -> None:
-    assert set(bundle_kinds()) == set(SCORERS)
+    assert set(bundle_kinds()) == set(scorers())
     assert export_formats("torch") == ("onnx", "torchscript")
     assert export_formats("lightgbm") == ("lightgbm",)
     assert export_formats("catboost") == export_formats("ensemble") == ()

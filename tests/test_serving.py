@@ -358,7 +358,7 @@ def test_scoring_in_pieces_gives_the_same_bits(runs, kind, monkeypatch) -> None:
     """Large inputs are transformed and scored piece by piece (a reused buffer), cut where a
     scoring batch ends. With batches of 40 items and pieces of 37 the scores equal scoring the
     whole split at once, bit for bit."""
-    from scarce_ltr.serving import ranker as ranker_module
+    from scarce_ltr.data import pieces
 
     test = raw_test()
     ranker = scarce_ltr.load_ranker(runs[kind])
@@ -368,6 +368,6 @@ def test_scoring_in_pieces_gives_the_same_bits(runs, kind, monkeypatch) -> None:
         if getattr(model, "embedding", None) is not None:
             model.embedding.item_budget = 40
     whole = ranker.score_split(test)
-    monkeypatch.setattr(ranker_module, "PIECE_ITEMS", 37)
-    assert len(list(ranker_module.pieces_of(test, 40))) > 2
+    monkeypatch.setattr(pieces, "PIECE_ITEMS", 37)
+    assert len(list(pieces.pieces_of(test, 40))) > 2
     np.testing.assert_array_equal(ranker.score_split(test), whole)

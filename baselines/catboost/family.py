@@ -11,4 +11,5 @@ FAMILY = ModelFamily(
     train=train.main,
     group="gbdt",
     bundle_kind=train.BUNDLE_KIND,
+    scorer=train.CatBoostScorer,
 )

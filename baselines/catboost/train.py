@@ -24,9 +24,12 @@ import numpy as np
 from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import Pruned, check_labels, require_backend
+from scarce_ltr.core.bundle import read_model_bytes
+from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.transforms import FeatureTransform
 
 EVAL_METRIC = f"NDCG:top={SELECTION_K};type=Exp"  # the project's gain 2^y - 1
 MODEL_FILE = "model.cbm"
@@ -150,6 +153,26 @@ def model_bytes(model: Any) -> bytes:
         path = Path(folder) / MODEL_FILE
         model.save_model(os.fspath(path), format="cbm")
         return path.read_bytes()
+
+
+class CatBoostScorer:
+    """A catboost bundle's model (`ModelFamily.scorer`): what `CatBoostBackend.bundle` wrote."""
+
+    def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
+        catboost = require_backend("catboost", "catboost")
+        self.pool = catboost.Pool
+        self.model = catboost.CatBoost()
+        # CatBoost's own binary format: trees and borders, no code.
+        self.model.load_model(blob=read_model_bytes(folder / info["model"]))
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        features = np.asarray(transform(raw).features, dtype=np.float32)
+        if len(features) == 0:
+            return np.zeros(0)
+        scores = self.model.predict(
+            self.pool(features), prediction_type="RawFormulaVal", thread_count=1
+        )
+        return np.asarray(scores, dtype=np.float64)
 
 
 def main(cfg, run: Run) -> Outcome:

@@ -12,6 +12,7 @@ vali-best round.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,9 +20,12 @@ import numpy as np
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import check_labels, require_backend
 from scarce_ltr.baselines.xgboost.config import MAX_XGBOOST_LABEL, XGBoostOptions
+from scarce_ltr.core.bundle import read_model_bytes
+from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.transforms import FeatureTransform
 
 EVAL_METRIC = f"ndcg@{SELECTION_K}"
 MODEL_FILE = "model.ubj"
@@ -140,6 +144,22 @@ def _reporter(xgb, report: Report):
             return False  # never stops training itself
 
     return Reporter()
+
+
+class XGBoostScorer:
+    """An xgboost bundle's model (`ModelFamily.scorer`): what `XGBoostBackend.bundle` wrote."""
+
+    def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
+        self.xgb = require_backend("xgboost", "xgboost-cpu")
+        self.booster = self.xgb.Booster()
+        # XGBoost's UBJSON model: trees and parameters, no code.
+        self.booster.load_model(bytearray(read_model_bytes(folder / info["model"])))
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        features = np.asarray(transform(raw).features, dtype=np.float32)
+        if len(features) == 0:
+            return np.zeros(0)
+        return np.asarray(self.booster.predict(self.xgb.DMatrix(features)), dtype=np.float64)
 
 
 def main(cfg, run: Run) -> Outcome:

@@ -1,0 +1,85 @@
+"""A LightGBM bundle's scorer (`BUNDLE_KIND` ``lightgbm``): the booster of gbdt and its variants,
+with the PCA columns of gbdt-pca and the encoder columns of gbdt-ssl (``baselines/hybrid/``)
+made from the transformed features the way training made them.
+
+The family entries of both name `LightGBMScorer` (``gbdt/family.py``, ``hybrid/family.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+
+from scarce_ltr.baselines.gbdt.semi_supervised import Projection
+from scarce_ltr.core.bundle import read_model_bytes, read_npz, read_tensors
+from scarce_ltr.core.checkpointing import load_module_state
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.families import ScoringContext
+from scarce_ltr.data import pieces
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.transforms import FeatureTransform
+
+
+class LightGBMScorer:
+    """The booster, read from its text model, and the extra columns it reads."""
+
+    def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
+        path = folder / info["booster"]
+        try:
+            self.booster = lgb.Booster(model_str=read_model_bytes(path).decode())
+        except (lgb.basic.LightGBMError, UnicodeDecodeError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise UserError(f"{path}: not a LightGBM model ({first})") from None
+        self.pca, self.k = None, 0
+        if info.get("pca"):
+            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
+            self.k = int(info["pca"]["k"])
+        self.embedding = _Embedding(folder, info["embedding"]) if info.get("embedding") else None
+
+    def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
+        """``[n_items]`` float64 scores of raw features, transformed and scored piece by piece."""
+        scores = np.zeros(raw.n_items, dtype=np.float64)
+        budget = self.embedding.item_budget if self.embedding is not None else pieces.PIECE_ITEMS
+        buffer = None
+        for rows, piece in pieces.pieces_of(raw, budget):
+            buffer = pieces.piece_buffer(buffer, piece)
+            split = transform(piece, out=buffer)
+            features = split.features
+            if self.pca is not None:
+                extra = self.pca(features)[:, : self.k]
+                features = np.ascontiguousarray(np.hstack([features, extra]))
+            if self.embedding is not None:
+                features = np.ascontiguousarray(np.hstack([features, self.embedding(split)]))
+            scores[rows] = self.booster.predict(features)
+        return scores
+
+
+class _Embedding:
+    """gbdt-ssl's extra columns: a pretrained encoder's item embeddings of the transformed
+    features, whole or as the first k components of their PCA."""
+
+    def __init__(self, folder: Path, info: dict) -> None:
+        from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
+
+        config = dict(info["encoder"])
+        n_features = int(config.pop("n_features"))
+        try:
+            self.encoder = build_encoder(EncoderConfig(**config), n_features=n_features)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{folder}: bad encoder description ({exc})") from None
+        state = read_tensors(folder, info["weights"])
+        load_module_state(self.encoder, state, path=folder, what="the bundle's encoder")
+        self.encoder.eval()
+        self.item_budget = int(info["item_budget"])
+        self.pca, self.k = None, 0
+        if info.get("pca"):
+            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
+            self.k = int(info["pca"]["k"])
+
+    def __call__(self, split: RankingSplit) -> np.ndarray:
+        from scarce_ltr.baselines.hybrid.embedding_features import embed_split
+
+        embedding = embed_split(self.encoder, split, item_budget=self.item_budget)
+        return embedding if self.pca is None else self.pca(embedding)[:, : self.k]
