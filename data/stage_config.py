@@ -3,6 +3,13 @@
 Each stage's config (pretraining, finetuning, baselines, ensembles) extends `CommonConfig`;
 `scarce_ltr.core.config.load_config` merges YAML and ``key=value`` overrides into it. Every seed
 is numpy's, 0 .. 2**32 - 1; ``epochs`` is at most `MAX_EPOCHS`.
+
+The keys that only some stages share are declared once here too, each with its help line, and
+taken on by inheritance: `DeviceKeys` (where a training stage runs: pretraining, finetuning, the
+deep baselines) and `TrainingKeys` (how a deep ranker trains: finetuning and the ``deep:`` section
+of the baselines). A family whose default differs redeclares that field alone (the deep
+baselines' ``patience``), which keeps its place and its help line. A dataclass's fields follow
+its bases, so these keys stand in ``--help`` and ``--print-config`` before the config's own.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from dataclasses import dataclass, field
 from scarce_ltr.core.config import (
     LOGGERS,
     MAX_EPOCHS,
+    NON_NEGATIVE,
     SEEDS,
     Allowed,
     MetricsConfig,
@@ -49,3 +57,53 @@ class CommonConfig:
         SEEDS.check("scarcity.seed", self.scarcity.seed)
         SEEDS.check("data.synthetic.seed", self.data.synthetic.seed)
         CLIP.check("data.clip", self.data.clip)
+
+
+@dataclass(frozen=True)
+class DeviceKeys:
+    """Where a training stage runs (`scarce_ltr.core.device.setup_runtime` reads them); a run may
+    change them on resume (`scarce_ltr.core.runs.FREE_KEYS`)."""
+
+    amp: bool = True  # bf16 autocast on CUDA
+    # bf16 autocast of training steps on a CPU with native bf16 (AVX512-BF16, AMX): about 2x
+    # faster matmuls; evaluation (vali/test scoring, SSL Val, the monitors) stays fp32
+    cpu_amp: bool = False
+    device: str = "auto"  # auto | cpu | cuda
+
+    def check_device_keys(self, prefix: str = "") -> None:
+        """`ValueError` naming the key (``prefix``: where the keys sit, ``deep.`` for the
+        baselines); the config calls it where its checks have always run it."""
+        from scarce_ltr.core.device import check_device_choice  # torch: training stages only
+
+        check_device_choice(f"{prefix}device", self.device)
+
+
+@dataclass(frozen=True)
+class TrainingKeys(DeviceKeys):
+    """How a deep ranker trains, the same in finetuning and the deep baselines (the keys
+    `scarce_ltr.finetune.config.TrainOptions` hands the loop). Pretraining takes `DeviceKeys`
+    alone: its ``item_budget`` and ``max_list_len`` have another default and other bounds
+    (`scarce_ltr.pretrain.config.PretrainConfig`)."""
+
+    item_budget: int = 1000  # real items per training batch (paper: about 1000)
+    eval_item_budget: int = 20000  # items per batch when scoring vali and test
+    max_list_len: int | None = None  # truncate longer QGs in training (a random subset)
+    # Epochs without a better vali NDCG@5 that end a phase; null (the paper, A.2.3): every
+    # phase runs its epochs and the vali-best checkpoint is kept.
+    patience: int | None = None
+    # Gaussian noise on the inputs in training, DASALC's augmentation (qin2021 eq 7): N(0,
+    # noise_std^2) on every feature of every training batch, fresh and seeded; never at
+    # evaluation; 0: off
+    noise_std: float = 0.0
+
+    def check_training_keys(self, prefix: str = "") -> None:
+        """`ValueError` naming the key (``prefix`` as in `check_device_keys`), these keys' and
+        the device keys' checks in the order they have always run."""
+        if min(self.item_budget, self.eval_item_budget) < 1:
+            raise ValueError(f"{prefix}item_budget and {prefix}eval_item_budget must be >= 1")
+        if self.max_list_len is not None and self.max_list_len < 2:
+            raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
+        NON_NEGATIVE.check(f"{prefix}noise_std", self.noise_std)
+        self.check_device_keys(prefix)

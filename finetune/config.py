@@ -22,10 +22,9 @@ from scarce_ltr.core.config import (
     OptimizerConfig,
     allowed,
 )
-from scarce_ltr.core.device import check_device_choice
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import RunIdentity, read_config, read_report
-from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys, TrainingKeys
 from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.finetune.losses import LOSSES, loss_options
@@ -160,11 +159,12 @@ class SearchConfig:
         return self.n_trials > 0
 
 
-# The training keys finetuning and the deep baselines share: flat keys of `FinetuneConfig` and of
-# the ``deep:`` section, each declared there because its place, default and help line are that
-# config's own (``patience`` is null for finetuning, 30 for the deep baselines); their checks,
-# `check_training_keys`, and what the loop reads of them, `TrainOptions`, are written once here.
-TRAINING_KEYS = ("item_budget", "eval_item_budget", "max_list_len", "patience", "noise_std")
+# What the loop reads of the training keys finetuning and the deep baselines share: the fields
+# of `TrainingKeys` (data/stage_config.py, declared there once with their help lines and checks)
+# that are not where the stage runs (`DeviceKeys`).
+TRAINING_KEYS = tuple(
+    f.name for f in fields(TrainingKeys) if f.name not in {d.name for d in fields(DeviceKeys)}
+)
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ class TrainOptions:
     noise_std: float  # DASALC's Gaussian input noise in training (0: off)
 
     @classmethod
-    def of(cls, cfg, optimizer: OptimizerConfig) -> TrainOptions:
+    def of(cls, cfg: TrainingKeys, optimizer: OptimizerConfig) -> TrainOptions:
         """``cfg``'s training keys with ``optimizer`` (its rate the one to train at)."""
         return cls(
             lr=optimizer.lr,
@@ -194,19 +194,6 @@ class TrainOptions:
             warmup=optimizer.warmup,
             **{key: getattr(cfg, key) for key in TRAINING_KEYS},
         )
-
-
-def check_training_keys(cfg, *, prefix: str = "") -> None:
-    """Checks of the `TRAINING_KEYS` and the device keys of a finetuning or deep-baseline config
-    (``prefix``: where they sit, ``deep.`` for the baselines)."""
-    if min(cfg.item_budget, cfg.eval_item_budget) < 1:
-        raise ValueError(f"{prefix}item_budget and {prefix}eval_item_budget must be >= 1")
-    if cfg.max_list_len is not None and cfg.max_list_len < 2:
-        raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
-    if cfg.patience is not None and cfg.patience < 1:
-        raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
-    NON_NEGATIVE.check(f"{prefix}noise_std", cfg.noise_std)
-    check_device_choice(f"{prefix}device", cfg.device)
 
 
 @dataclass(frozen=True)
@@ -231,8 +218,10 @@ def schedule(head_epochs: int, full_epochs: int, cap: int | None) -> list[Phase]
     return [p for p in phases if p.epochs > 0]
 
 
+# The training keys (`TrainingKeys`: item_budget, patience, amp, device, ...) come with their
+# defaults and help lines from data/stage_config.py; in --help they follow the common keys.
 @dataclass(frozen=True)
-class FinetuneConfig(CommonConfig):
+class FinetuneConfig(TrainingKeys, CommonConfig):
     strategy: str = "full"  # lp | mp | full | combine: set by configs/finetune/<strategy>.yaml
     pretrained: str | None = None  # a pretraining run dir, or "none" for a fresh encoder
     encoder: EncoderConfig = field(default_factory=EncoderConfig)  # pretrained=none only
@@ -249,20 +238,6 @@ class FinetuneConfig(CommonConfig):
     # A learning-rate grid, e.g. [5e-5,2e-4,1e-3]: one model per rate, the vali-best kept (as the
     # deep baselines choose theirs). Empty: optimizer.lr alone, the paper's protocol.
     lrs: list[float] = field(default_factory=list)
-    item_budget: int = 1000  # real items per training batch (paper: about 1000)
-    eval_item_budget: int = 20000  # items per batch when scoring vali and test
-    max_list_len: int | None = None  # truncate longer QGs in training (a random subset)
-    # Epochs without a better vali NDCG@5 that end a phase; null (the paper, A.2.3): every
-    # phase runs its epochs and the vali-best checkpoint is kept.
-    patience: int | None = None
-    # Gaussian noise on the inputs in training, DASALC's augmentation (qin2021 eq 7): N(0,
-    # noise_std^2) on every feature of every training batch, fresh and seeded; never at
-    # evaluation; 0: off
-    noise_std: float = 0.0
-    amp: bool = True  # bf16 autocast on CUDA
-    # bf16 autocast of training steps on a CPU with native bf16; vali/test scoring stays fp32
-    cpu_amp: bool = False
-    device: str = "auto"  # auto | cpu | cuda
     runs: list[str] = field(default_factory=list)  # combine: finetuning run dirs
     # combine: the dropout before its linear layer; null: the data preset's data.combine_dropout
     # (paper A.3.7: 0.7 on MSLR and Istella, 0 on Yahoo), else 0.7
@@ -291,7 +266,7 @@ class FinetuneConfig(CommonConfig):
             raise ValueError("head_hidden must be >= 1 and head_dropout in [0, 1)")
         if self.head_epochs + self.full_epochs < 1:
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
-        check_training_keys(self)
+        self.check_training_keys()
         self.search.check("search.")
         for lr in self.lrs:
             POSITIVE.check("lrs", lr)

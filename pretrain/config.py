@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from scarce_ltr.core.config import NON_NEGATIVE, POSITIVE, OptimizerConfig
-from scarce_ltr.core.device import check_device_choice
 from scarce_ltr.core.runs import RunIdentity
-from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys
 from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.pretrain.objectives import OBJECTIVES  # the one list of methods
@@ -121,8 +120,13 @@ class MonitorConfig:
         NON_NEGATIVE.check("monitor.collapse_min", self.collapse_min)
 
 
+# The device keys (`DeviceKeys`: amp, cpu_amp, device) come with their defaults and help lines
+# from data/stage_config.py, shared with finetuning; in --help they follow the common keys.
+# item_budget and max_list_len are pretraining's own, not finetuning's (`TrainingKeys`): another
+# default budget and other bounds (a batch of 2 items, a list of 1, where a ranking loss needs
+# lists of 2), and no eval_item_budget, patience or noise_std go with them.
 @dataclass(frozen=True)
-class PretrainConfig(CommonConfig):
+class PretrainConfig(DeviceKeys, CommonConfig):
     method: str = "simclr-rank"  # the objective: the command-line name
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
@@ -143,11 +147,6 @@ class PretrainConfig(CommonConfig):
     variant: str = ""  # a sweep's name for these settings: the run's model is <method>@<variant>
     temperature: float = 0.1  # contrastive objectives
     vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation
-    amp: bool = True  # bf16 autocast on CUDA
-    # bf16 autocast of training steps on a CPU with native bf16 (AVX512-BF16, AMX): about 2x
-    # faster matmuls; SSL Val and the monitors stay fp32 (BENCHMARKS.md, "Pretraining")
-    cpu_amp: bool = False
-    device: str = "auto"  # auto | cpu | cuda
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -160,7 +159,7 @@ class PretrainConfig(CommonConfig):
             raise ValueError(f"max_list_len must be >= 1, got {self.max_list_len}")
         POSITIVE.check("temperature", self.temperature)
         NON_NEGATIVE.check("vime_alpha", self.vime_alpha)
-        check_device_choice("device", self.device)
+        self.check_device_keys()
         if self.ssl_val not in SSL_VAL_CRITERIA:
             raise ValueError(
                 f"ssl_val must be one of {', '.join(SSL_VAL_CRITERIA)}, got {self.ssl_val}"

@@ -22,7 +22,8 @@ from scarce_ltr.core.config import (
     allowed,
     check_allowed,
 )
-from scarce_ltr.finetune.config import LossConfig, SearchConfig, TrainOptions, check_training_keys
+from scarce_ltr.data.stage_config import TrainingKeys
+from scarce_ltr.finetune.config import LossConfig, SearchConfig, TrainOptions
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
@@ -32,8 +33,12 @@ from scarce_ltr.pretrain.encoders import EncoderConfig
 DEEP_OPTIMIZER = OptimizerConfig(name="adam", schedule="constant")
 
 
+# The training keys finetuning has too (`TrainingKeys`, data/stage_config.py: item_budget,
+# noise_std, amp, device, ...), with their defaults and help lines; in --help they come first.
+# ``patience`` alone is redeclared (it keeps its place there): from scratch, training stops
+# early by default, where finetuning's default (null) runs every epoch.
 @dataclass(frozen=True)
-class DeepBaselineOptions:
+class DeepBaselineOptions(TrainingKeys):
     lrs: list[float] = field(default_factory=lambda: [1e-2, 1e-3, 1e-4])  # Adam, the grid
     # `epochs` caps it further when set
     max_epochs: int = field(default=300, metadata=allowed(Allowed(1, MAX_EPOCHS)))
@@ -55,14 +60,7 @@ class DeepBaselineOptions:
     n_heads: int = 4  # dasalc: attention heads; must divide hidden
     # training, as in finetuning
     loss: LossConfig = field(default_factory=LossConfig)
-    item_budget: int = 1000
-    eval_item_budget: int = 20000
-    max_list_len: int | None = None
-    patience: int | None = 30
-    noise_std: float = 0.0  # Gaussian noise on the inputs in training (DASALC); 0: off
-    amp: bool = True
-    cpu_amp: bool = False  # bf16 autocast of training steps on a CPU with native bf16
-    device: str = "auto"
+    patience: int | None = 30  # epochs without a better vali NDCG@5 that end a model's training
     # A seeded Optuna search on vali instead of the grid (`finetune.search`): deep.search.n_trials
     # trials over lr, weight decay, dropout, epochs (full_epochs: max_epochs), loss, input noise
     # and width (head_hidden: resnet's head, the others' hidden); the grid's points come first.
@@ -88,7 +86,7 @@ class DeepBaselineOptions:
             raise ValueError("deep.max_categories must be >= 1")
         if not (0 <= self.dropout < 1 and 0 <= self.head_dropout < 1):
             raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
-        check_training_keys(self, prefix="deep.")
+        self.check_training_keys("deep.")
         self.search.check("deep.search.")
         if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
             raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
