@@ -69,6 +69,31 @@ def test_help_line_is_the_fields_comment() -> None:
     assert "b: str or null = null" in text and "trailing help" in text
 
 
+def test_shared_training_keys_have_one_declaration_and_help_line() -> None:
+    """`TrainingKeys` / `DeviceKeys` give finetuning, the deep baselines and pretraining the same
+    keys and help lines; the deep baselines' ``patience`` alone differs (its default, 30)."""
+    from scarce_ltr.baselines.deep.config import DeepBaselineOptions
+    from scarce_ltr.data.stage_config import DeviceKeys, TrainingKeys
+    from scarce_ltr.finetune.config import TRAINING_KEYS, FinetuneConfig
+    from scarce_ltr.pretrain.config import PretrainConfig
+
+    shared = {d.key: d for d in describe(TrainingKeys)}
+    assert set(TRAINING_KEYS) == set(shared) - {d.key for d in describe(DeviceKeys)}
+    for schema, prefix, owns in (
+        (FinetuneConfig, "", set()),
+        (DeepBaselineOptions, "deep.", {"patience"}),
+        (PretrainConfig, "", {"item_budget", "max_list_len"}),
+    ):
+        docs = {d.key: d for d in describe(schema)}
+        keys = shared if schema is not PretrainConfig else {d.key: d for d in describe(DeviceKeys)}
+        for key, doc in keys.items():
+            assert docs[key].doc, f"{prefix}{key} has no help line"
+            if key not in owns:
+                assert docs[key] == doc, f"{prefix}{key}"
+    assert DeepBaselineOptions().patience == 30
+    assert FinetuneConfig(pretrained="none").patience is None
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
