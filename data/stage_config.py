@@ -77,6 +77,14 @@ class DeviceKeys:
 
         check_device_choice(f"{prefix}device", self.device)
 
+    def runtime(self):
+        """The `scarce_ltr.core.device.Runtime` these keys ask for (``auto``: CUDA when there
+        is one, DDP under torchrun); the caller closes it."""
+        from scarce_ltr.core.device import setup_runtime  # torch: training stages only
+
+        device = None if self.device == "auto" else self.device
+        return setup_runtime(amp=self.amp, device=device, cpu_amp=self.cpu_amp)
+
 
 @dataclass(frozen=True)
 class TrainingKeys(DeviceKeys):

@@ -32,7 +32,7 @@ from pathlib import Path
 from torch import nn
 
 from scarce_ltr.core.checkpointing import load_checkpoint
-from scarce_ltr.core.device import Runtime, setup_runtime
+from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import (
     SOURCE_KEYS,
@@ -73,9 +73,7 @@ def main(cfg: FinetuneConfig, run: Run) -> Outcome:
         _check_identity(out_dir, meta.get("identity"), identity)
     wandb_id = next((m["wandb_id"] for m in metas if m.get("wandb_id")), None)
     seed_everything(cfg.seed)
-    runtime = setup_runtime(
-        amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device, cpu_amp=cfg.cpu_amp
-    )
+    runtime = cfg.runtime()
     try:
         prepared = prepare_data(cfg)
         require_relevant_labels(prepared)

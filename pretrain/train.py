@@ -26,7 +26,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from scarce_ltr.core.collectives import sync_batchnorm
-from scarce_ltr.core.device import Runtime, setup_runtime
+from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.optim import make_optimizer, set_learning_rate
 from scarce_ltr.core.progress import eta
@@ -76,9 +76,7 @@ def main(cfg: PretrainConfig, run: Run) -> Outcome:
 
 def pretrain(cfg: PretrainConfig, run: Run) -> PretrainResult:
     """Train and return the objective too (tests look at its weights)."""
-    runtime = setup_runtime(
-        amp=cfg.amp, device=None if cfg.device == "auto" else cfg.device, cpu_amp=cfg.cpu_amp
-    )
+    runtime = cfg.runtime()
     try:
         return _fit(cfg, run, runtime)
     finally:

@@ -32,7 +32,7 @@ from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
 from scarce_ltr.baselines.deep.models import MODEL_KINDS, build_model
-from scarce_ltr.core.device import Runtime, setup_runtime
+from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.data.evaluation import selection_rule
 from scarce_ltr.data.pipeline import (
@@ -105,11 +105,7 @@ def model_spec(
 
 def main(cfg: BaselineConfig, run: Run) -> Outcome:
     options = cfg.deep
-    runtime = setup_runtime(
-        amp=options.amp,
-        device=None if options.device == "auto" else options.device,
-        cpu_amp=options.cpu_amp,
-    )
+    runtime = options.runtime()
     tracker = run.open_tracker(asdict(cfg))
     try:
         start = time.perf_counter()
