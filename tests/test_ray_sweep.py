@@ -292,9 +292,10 @@ def _wait_for_job(temp_dirs: list[str], driver: subprocess.Popen) -> int | None:
 
 def test_ctrl_c_on_the_driver_cancels_the_jobs(cluster, tmp_path):
     folder = tmp_path / "sweep"
-    # 12 cells, not 4: on a loaded machine the poll may first see a job when the last of 4 is
-    # ending, and the sweep then finishes before Ctrl-C reaches it.
-    extra = ("seeds=[0,1,2]", "executor=ray")
+    # 40 cells, not 4: on a loaded machine the poll may first see a job late (seen with 4, and
+    # with 12 at a load of 10 on 2 cores: the sweep finished before Ctrl-C reached it); the
+    # sweep stops at Ctrl-C, so the cells it never starts cost nothing.
+    extra = ("seeds=[0,1,2,3,4,5,6,7,8,9]", "executor=ray")
     driver = _sweep(sweep_args(folder, *extra, f"ray.address={cluster.address}"))
     nodes = [cluster.head_dir, cluster.worker_dir]
     assert _wait_for_job(nodes, driver) is not None, "no job started"
