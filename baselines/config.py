@@ -15,7 +15,8 @@ from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
 from scarce_ltr.baselines.xgboost.config import XGBoostOptions
-from scarce_ltr.core.runs import RunIdentity, run_model
+from scarce_ltr.core.run_identity import RunIdentity
+from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
 from scarce_ltr.finetune.config import ENCODER_MARK

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.core.config import MAX_EPOCHS, MAX_TRIALS
+from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.ranking_split import RankingSplit

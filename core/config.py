@@ -7,14 +7,13 @@ A stage's config is its dataclass schema (the keys every stage shares are
 dotted key. An unknown key, a value of the wrong type or out of range stops with a `UserError`
 naming the key (and the allowed keys or values), never a traceback.
 
-A numeric key's range is declared once, as its field's metadata (`allowed`): `check_allowed`
-enforces it in ``__post_init__``, and a type error (``epochs=1e23``, a float for an int) quotes
-it. nan is refused for every key, and an integer beyond int64 too. ``--config`` files are read
-as UTF-8, or as the UTF-8/16/32 their byte-order mark names (Windows PowerShell's ``>`` writes
-UTF-16). A ``device`` key that asks for CUDA on a machine without it, and a data set's
-``data.path`` that names a file where a folder of split files belongs, stop here, before a
-run folder is made. ``data.path`` is kept absolute (``~`` expanded, no trailing ``/``), so one
-folder spelled two ways is one setting of a run.
+The ranges keys declare and the shared sections are `scarce_ltr.core.config_fields`; the files
+are read by `scarce_ltr.core.config_files`. A type error (``epochs=1e23``, a float for an int)
+quotes the key's range. nan is refused for every key, and an integer beyond int64 too. A
+``device`` key that asks for CUDA on a machine without it, and a data set's ``data.path`` that
+names a file where a folder of split files belongs, stop here, before a run folder is made.
+``data.path`` is kept absolute (``~`` expanded, no trailing ``/``), so one folder spelled two
+ways is one setting of a run.
 
 The public keys that scripts rely on: ``data``, ``data.path``, ``scarcity.fraction``,
 ``scarcity.val``, ``scarcity.binary_tau``, ``seed``, ``run_dir``, ``epochs``.
@@ -22,10 +21,8 @@ The public keys that scripts rely on: ``data``, ``data.path``, ``scarcity.fracti
 
 from __future__ import annotations
 
-import codecs
 import math
 import os
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,131 +31,14 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from scarce_ltr.core.config_doc import expected_type, key_field
+from scarce_ltr.core.config_files import read_mapping, read_yaml
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import file_error
 
 # The package's root folder (the checkout's root, or site-packages/scarce_ltr): configs/ ships
 # inside it as package data.
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ROOT = PACKAGE_ROOT / "configs"
-POLICIES = ("skip", "one", "zero")
-LOGGERS = ("wandb", "none")
-SEED_MAX = 2**32 - 1  # numpy's seeds (np.random.seed) are 0 .. 2**32 - 1
-# More epochs (or boosting rounds) than this is a typo (epochs=1e23), not a plan: refused.
-MAX_EPOCHS = 1_000_000
-MAX_TRIALS = 100_000  # Optuna trials, likewise
 INT64_MAX = 2**63 - 1  # numpy and torch hold integers in int64
-# Byte-order marks of a --config file and their codecs; UTF-32's before UTF-16's, which they
-# begin with.
-BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-
-
-@dataclass(frozen=True)
-class Allowed:
-    """The values a numeric key allows, from ``low`` to ``high`` (an end left out when open).
-    nan is never allowed, and inf only at a closed infinite end."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-    why: str = ""  # said after the range: what the bound is, or what to do instead
-
-    def __contains__(self, value: float) -> bool:
-        if isinstance(value, float) and math.isnan(value):
-            return False
-        above = value > self.low if self.low_open else value >= self.low
-        below = value < self.high if self.high_open else value <= self.high
-        return above and below
-
-    def __str__(self) -> str:
-        """``>= 0 and <= 4294967295``; ``> 0 and finite``; ``>= 0 and < 1``."""
-        parts = []
-        if self.low > -math.inf:
-            parts.append(f"{'>' if self.low_open else '>='} {_number(self.low)}")
-        if self.high < math.inf:
-            parts.append(f"{'<' if self.high_open else '<='} {_number(self.high)}")
-        elif self.high_open:
-            parts.append("finite")
-        return " and ".join(parts) or "a number"
-
-    def check(self, key: str, value: float | None) -> None:
-        """`ValueError` ``key=value: key must be <range> (why)`` for a value outside."""
-        if value is not None and value not in self:
-            why = f" ({self.why})" if self.why else ""
-            raise ValueError(f"{key}={value!r}: {key} must be {self}{why}")
-
-
-def allowed(bounds: Allowed) -> dict:
-    """A field's metadata: the range `check_allowed` enforces and a type error quotes
-    (``seed: int = field(default=0, metadata=allowed(SEEDS))``)."""
-    return {"allowed": bounds}
-
-
-def check_allowed(config: Any, prefix: str = "") -> None:
-    """Each field of ``config`` that declares a range (`allowed`) holds a value inside it;
-    ``prefix`` is the section's dotted name (``optimizer.``). A list is checked item by item."""
-    for f in fields(config):
-        bounds = f.metadata.get("allowed")
-        if bounds is None:
-            continue
-        value = getattr(config, f.name)
-        for item in value if isinstance(value, list | tuple) else [value]:
-            bounds.check(f"{prefix}{f.name}", item)
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
-        return str(int(value))
-    return f"{value:g}"
-
-
-POSITIVE = Allowed(0, low_open=True, high_open=True)  # > 0 and finite: rates, temperatures
-NON_NEGATIVE = Allowed(0, high_open=True)  # >= 0 and finite: penalties, noise scales
-SEEDS = Allowed(0, SEED_MAX, why="numpy's seeds are 0 .. 2**32 - 1")
-
-
-@dataclass(frozen=True)
-class MetricsConfig:
-    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])  # NDCG cutoffs reported
-    policy: str = "skip"  # what a QG without any relevant item counts as: skip | one | zero
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"metrics.policy must be one of {', '.join(POLICIES)}")
-        if not self.ks or min(self.ks) < 1:
-            raise ValueError("metrics.ks must be a non-empty list of positive integers")
-
-
-@dataclass(frozen=True)
-class OptimizerConfig:
-    """Adam at a constant rate (paper A.2.3); pretraining's default rate is the paper's 5e-4.
-    The A.2.5 recipe: ``name=adamw weight_decay=0.01 schedule=cosine`` (`core.optim`)."""
-
-    lr: float = field(default=5e-4, metadata=allowed(POSITIVE))  # the base learning rate
-    # adam: L2 penalty in the gradient; adamw: decoupled decay
-    weight_decay: float = field(default=0.0, metadata=allowed(NON_NEGATIVE))
-    name: str = "adam"  # adam | adamw
-    schedule: str = "constant"  # constant | cosine (per batch, over the run or phase)
-    warmup: float = 0.05  # cosine: share of the steps with a linear warmup from 0
-
-    def __post_init__(self) -> None:
-        from scarce_ltr.core.optim import OPTIMIZERS, SCHEDULES
-
-        check_allowed(self, "optimizer.")
-        if self.name not in OPTIMIZERS:
-            raise ValueError(f"optimizer.name must be one of {', '.join(OPTIMIZERS)}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"optimizer.schedule must be one of {', '.join(SCHEDULES)}")
-        if not 0.0 <= self.warmup < 1.0:
-            raise ValueError(f"optimizer.warmup must be in [0, 1), got {self.warmup}")
-
 
 ConfigT = TypeVar("ConfigT")
 
@@ -274,7 +154,7 @@ def merge_config(
     OmegaConf.set_struct(base, True)
     _open_plain_dicts(base)
     has_data = "data" in base and "name" in base.data  # a data set by name (predict: a path)
-    user_files = [(str(path), _read_mapping(path)) for path in config_files]
+    user_files = [(str(path), read_mapping(path)) for path in config_files]
     default_data = base.data.name if has_data else ""
     for _, content in user_files:
         if has_data and isinstance(content.get("data"), str):
@@ -282,9 +162,9 @@ def merge_config(
     dataset, dotlist = _split_overrides(overrides, default_data=default_data)
     layers: list[tuple[str, Any]] = []
     if has_data:
-        layers.append((str(_data_file(dataset)), {"data": _read_yaml(_data_file(dataset))}))
+        layers.append((str(_data_file(dataset)), {"data": read_yaml(_data_file(dataset))}))
     if stage_file is not None:
-        layers.append((str(stage_file), _read_yaml(stage_file)))
+        layers.append((str(stage_file), read_yaml(stage_file)))
     if not defaults_only:
         layers += user_files
         layers.append(("command line", _parse_dotlist(dotlist)))
@@ -292,58 +172,6 @@ def merge_config(
     for source, layer in layers:
         merged = _merge(merged, layer, source, base, schema)
     return merged
-
-
-def _read_mapping(path: Path) -> dict:
-    """A ``--config`` file: YAML holding a mapping of config keys."""
-    text = read_config_text(path, flag="--config")
-    try:
-        content = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f":{where.line + 1}" if where is not None else ""
-        raise UserError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if content is None:
-        return {}
-    if not isinstance(content, dict):
-        kind = type(content).__name__
-        raise UserError(f"{path}: a --config file holds keys (key: value), not a {kind}")
-    return content
-
-
-def read_config_text(path: Path, *, flag: str = "") -> str:
-    """A config file's text: UTF-8, or what its byte-order mark names (UTF-8, UTF-16, UTF-32);
-    a `UserError` naming the file (and ``flag``) when it is missing, a folder or not UTF-8."""
-    label = f"{flag} {path}".strip()
-    if not path.exists():
-        raise UserError(f"{label}: no such file")
-    if path.is_dir():
-        raise UserError(f"{label}: a folder, not a YAML file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise file_error(exc, "read", path) from None
-    for bom, codec in BOMS:
-        if data.startswith(bom):
-            try:
-                return data.decode(codec)
-            except UnicodeDecodeError:
-                raise UserError(
-                    f"{label}: starts with a {codec} byte-order mark but is not {codec} text; "
-                    "save it as UTF-8"
-                ) from None
-    if b"\x00" in data:  # UTF-16 without its byte-order mark, or not text at all
-        raise UserError(
-            f"{label}: holds NUL bytes (UTF-16 without a byte-order mark?); save it as UTF-8"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UserError(
-            f"{label}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8; a config file must be "
-            "UTF-8 (save it as UTF-8)"
-        ) from None
 
 
 def _open_plain_dicts(node: DictConfig) -> None:
@@ -378,19 +206,6 @@ def _data_file(dataset: str) -> Path:
             "(or data=letor data.path=<folder with train/vali/test files>)"
         )
     return path
-
-
-def _read_yaml(path: Path) -> Any:
-    text = read_config_text(path)
-    try:
-        content = OmegaConf.create(text)
-    except OmegaConfBaseException as exc:
-        raise UserError(f"{path}: not valid YAML ({exc})") from None
-    except yaml.YAMLError as exc:  # a shipped or user config file that does not parse
-        where = getattr(exc, "problem_mark", None)
-        line = f":{where.line + 1}" if where is not None else ""
-        raise UserError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return content
 
 
 def _parse_dotlist(dotlist: list[str]) -> DictConfig:

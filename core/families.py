@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scarce_ltr.core.runs import GROUPS, STAGES
+from scarce_ltr.core.run_identity import GROUPS, STAGES
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class ModelFamily:
     # Its command-line names: ``./run.sh baseline <name>``, ``./run.sh finetune <strategy>``;
     # each is also the name of its config file (configs/<stage>/<name>.yaml).
     names: tuple[str, ...]
-    stage: str  # the ./run.sh stage that trains it (core.runs.STAGES)
+    stage: str  # the ./run.sh stage that trains it (core.run_identity.STAGES)
     train: Callable[..., Any]  # the stage's entry point for it, main(cfg, run or folder)
     # The report group of its models; None where the members decide (an ensemble's).
     group: str | None

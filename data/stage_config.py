@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scarce_ltr.core.config import (
+from scarce_ltr.core.config_fields import (
     LOGGERS,
     MAX_EPOCHS,
     NON_NEGATIVE,
@@ -62,7 +62,7 @@ class CommonConfig:
 @dataclass(frozen=True)
 class DeviceKeys:
     """Where a training stage runs (`scarce_ltr.core.device.setup_runtime` reads them); a run may
-    change them on resume (`scarce_ltr.core.runs.FREE_KEYS`)."""
+    change them on resume (`scarce_ltr.core.run_config.FREE_KEYS`)."""
 
     amp: bool = True  # bf16 autocast on CUDA
     # bf16 autocast of training steps on a CPU with native bf16 (AVX512-BF16, AMX): about 2x

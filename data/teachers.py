@@ -32,9 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.config import POSITIVE
+from scarce_ltr.core.config_fields import POSITIVE
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import is_done, read_config, run_model
+from scarce_ltr.core.run_config import read_config
+from scarce_ltr.core.runs import is_done, run_model
 from scarce_ltr.data.evaluation import read_train_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scarce_ltr.core.runs import RunIdentity, run_model
+from scarce_ltr.core.run_identity import RunIdentity
+from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, grid_size
 from scarce_ltr.models.names import ENSEMBLE, STACK, TOPK, ModelName

@@ -34,7 +34,8 @@ import numpy as np
 from scarce_ltr.core.bundle import bundle_files, bundle_folder
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
-from scarce_ltr.core.runs import Outcome, Run, read_report, run_model, without_free_keys
+from scarce_ltr.core.run_config import without_free_keys
+from scarce_ltr.core.runs import Outcome, Run, read_report, run_model
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 
-from scarce_ltr.core.config import (
+from scarce_ltr.core.config_fields import (
     MAX_EPOCHS,
     MAX_TRIALS,
     NON_NEGATIVE,
@@ -23,7 +23,9 @@ from scarce_ltr.core.config import (
     allowed,
 )
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import RunIdentity, read_config, read_report
+from scarce_ltr.core.run_config import read_config
+from scarce_ltr.core.run_identity import RunIdentity
+from scarce_ltr.core.runs import read_report
 from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys, TrainingKeys
 from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
 from scarce_ltr.finetune.heads import HEADS

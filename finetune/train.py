@@ -34,14 +34,8 @@ from torch import nn
 from scarce_ltr.core.checkpointing import load_checkpoint
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import (
-    SOURCE_KEYS,
-    GridPoint,
-    Outcome,
-    Run,
-    sources_moved,
-    without_free_keys,
-)
+from scarce_ltr.core.run_config import SOURCE_KEYS, sources_moved, without_free_keys
+from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.data.pipeline import (
     PreparedData,

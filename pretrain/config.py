@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from scarce_ltr.core.config import NON_NEGATIVE, POSITIVE, OptimizerConfig
-from scarce_ltr.core.runs import RunIdentity
+from scarce_ltr.core.config_fields import NON_NEGATIVE, POSITIVE, OptimizerConfig
+from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys
 from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig

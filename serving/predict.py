@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.config import POLICIES
+from scarce_ltr.core.config_fields import POLICIES
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_text_writer
 from scarce_ltr.core.metrics import METRICS, evaluate_ranking

@@ -52,7 +52,7 @@ from pathlib import Path
 from scarce_ltr.baselines.config import HYBRID_BASELINES, TAUGHT_TREES
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import STAGES, run_folder
+from scarce_ltr.core.run_identity import STAGES, run_folder
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.config import MIX_OPTIONS

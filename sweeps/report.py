@@ -26,7 +26,7 @@ from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
-from scarce_ltr.core.runs import runs_root as default_runs_root
+from scarce_ltr.core.run_identity import runs_root as default_runs_root
 from scarce_ltr.data.info import NO_OUTLIERS_HINT
 from scarce_ltr.sweeps import (
     choice,

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import read_config, read_report
+from scarce_ltr.core.run_config import read_config
+from scarce_ltr.core.runs import read_report
 from scarce_ltr.sweeps import plots
 
 if TYPE_CHECKING:

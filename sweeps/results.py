@@ -30,7 +30,8 @@ import yaml
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_text
 from scarce_ltr.core.metrics import METRICS, PRIMARY
-from scarce_ltr.core.runs import read_config, report_model
+from scarce_ltr.core.run_config import read_config
+from scarce_ltr.core.runs import report_model
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.models.names import model_group

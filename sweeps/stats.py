@@ -45,7 +45,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from scarce_ltr.core.metrics import PRIMARY, compared_metrics
-from scarce_ltr.core.runs import GROUPS
+from scarce_ltr.core.run_identity import GROUPS
 from scarce_ltr.models.names import ModelName
 
 REFERENCE_GROUP = "gbdt"

@@ -34,12 +34,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from scarce_ltr.core.config import LOGGERS
+from scarce_ltr.core.config_fields import LOGGERS
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import TEMP_SUFFIX, file_error, make_folder, write_json
 from scarce_ltr.core.locks import WAIT_ENV, FolderLock
 from scarce_ltr.core.progress import progress_bar
-from scarce_ltr.core.runs import is_done, runs_root
+from scarce_ltr.core.run_identity import runs_root
+from scarce_ltr.core.runs import is_done
 from scarce_ltr.models.names import ModelName
 from scarce_ltr.sweeps.cells import (
     STAGE_LISTS,

@@ -141,7 +141,8 @@ def test_help_lists_commands(tmp_path: Path) -> None:
 
 
 def test_a_run_folder_keeps_its_settings(tmp_path: Path) -> None:
-    from scarce_ltr.core.runs import Run, RunIdentity
+    from scarce_ltr.core.run_identity import RunIdentity
+    from scarce_ltr.core.runs import Run
 
     identity = RunIdentity(
         dataset="synthetic",

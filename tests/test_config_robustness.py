@@ -20,7 +20,9 @@ from scarce_ltr.core.config import load_config
 from scarce_ltr.core.device import setup_runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_text
-from scarce_ltr.core.runs import Run, RunIdentity, read_config
+from scarce_ltr.core.run_config import read_config
+from scarce_ltr.core.run_identity import RunIdentity
+from scarce_ltr.core.runs import Run
 from scarce_ltr.data.stage_config import CommonConfig
 
 PRETRAIN = ["pretrain", "simclr-rank", *tiny_data(), "logger=none", "epochs=1"]

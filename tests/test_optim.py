@@ -9,7 +9,7 @@ import torch
 from tiny import tiny_pretraining
 
 from scarce_ltr.cli import run
-from scarce_ltr.core.config import OptimizerConfig
+from scarce_ltr.core.config_fields import OptimizerConfig
 from scarce_ltr.core.optim import lr_factor, make_optimizer, set_learning_rate
 
 

@@ -1,4 +1,4 @@
-"""A run resumed with other free keys (`core.runs.FREE_KEYS`: device, AMP, the scoring batch
+"""A run resumed with other free keys (`core.run_config.FREE_KEYS`: device, AMP, the scoring batch
 size, the logger) goes on where it stopped and ends as the run that was never interrupted; a
 changed learning rate is still refused, with the message it always had; a finished run is
 skipped whatever its free keys say.
@@ -18,7 +18,9 @@ from tiny import small_encoder, tiny_data, tiny_pretraining
 from scarce_ltr.cli import run
 from scarce_ltr.core.device import cpu_bf16_supported
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import FREE_KEYS, Run, RunIdentity
+from scarce_ltr.core.run_config import FREE_KEYS
+from scarce_ltr.core.run_identity import RunIdentity
+from scarce_ltr.core.runs import Run
 from scarce_ltr.pretrain.train import CRASH_ENV, SimulatedCrash
 
 # Every free key but the folder, set otherwise than the first run left it.

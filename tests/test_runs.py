@@ -1,4 +1,5 @@
-"""The run lifecycle (core/runs.py): one identity, one folder layout, one set of report keys."""
+"""The run lifecycle (core/runs.py, core/run_identity.py): one identity, one folder layout, one
+set of report keys."""
 
 from __future__ import annotations
 
@@ -11,15 +12,9 @@ from omegaconf import OmegaConf
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config, merge_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import (
-    DONE,
-    GridPoint,
-    Run,
-    RunIdentity,
-    read_config,
-    run_folder,
-    run_model,
-)
+from scarce_ltr.core.run_config import read_config
+from scarce_ltr.core.run_identity import RunIdentity, run_folder
+from scarce_ltr.core.runs import DONE, GridPoint, Run, run_model
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.models.names import model_group

@@ -15,7 +15,7 @@ import pytest
 from scarce_ltr.cli import STAGES, _load
 from scarce_ltr.core import tracking
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
-from scarce_ltr.core.runs import RunIdentity
+from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.sweeps.cells import plan_cells
 from scarce_ltr.sweeps.sweep import SweepConfig
 

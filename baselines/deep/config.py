@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from scarce_ltr.core.config import (
+from scarce_ltr.core.config_fields import (
     MAX_EPOCHS,
     NON_NEGATIVE,
     POSITIVE,

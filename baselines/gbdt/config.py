@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scarce_ltr.baselines.searches import SEARCHES, check_search
-from scarce_ltr.core.config import MAX_EPOCHS, MAX_TRIALS, POSITIVE, Allowed, allowed, check_allowed
+from scarce_ltr.core.config_fields import (
+    MAX_EPOCHS,
+    MAX_TRIALS,
+    POSITIVE,
+    Allowed,
+    allowed,
+    check_allowed,
+)
 
 GRIDS = ("paper", "full")
 OBJECTIVES = ("lambdarank", "rank_xendcg")

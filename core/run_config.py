@@ -1,0 +1,144 @@
+"""A run's ``config.yaml``: read back as a typed object, and compared with a resume's settings.
+
+`read_config` reads a run's saved config as a stage's schema (`UserError` when unreadable).
+`changed_settings` names the keys a resume changes from the saved config, which `Run.start`
+refuses: the `FREE_KEYS` (device, AMP, the scoring batch size, the logger, the folder itself)
+may change between a run and its resume, one data folder spelled two ways, relative or
+absolute, with or without a trailing ``/``, is one ``data.path``, and the source run folders
+(`SOURCE_KEYS`) may have moved. A key the saved config lacks (a version before the key wrote
+it) is no change where the new config holds its default.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import file_error
+
+CONFIG = "config.yaml"
+# The settings that may change between a run and its resume, or its skip once finished: where it
+# runs and logs (device, AMP, the tracker), how many items it scores at once (a QG's scores do not
+# depend on the others in its batch), and its folder (moved or copied). A free key is one of
+# these at the top of a stage's config or of a family's section (``deep.device``), never inside a
+# pass-through mapping of a backend's own options (``xgboost.params.device`` is a setting).
+FREE_KEYS = ("logger", "run_dir", "device", "amp", "cpu_amp", "eval_item_budget")
+# Keys naming the run folders a run is built from: they may differ when those folders moved.
+SOURCE_KEYS = ("pretrained", "runs")
+
+ConfigT = TypeVar("ConfigT")
+# A key a config does not hold (`_changed_keys`), told apart from one holding None.
+_ABSENT: Any = object()
+
+
+def read_config(folder: str | Path, schema: type[ConfigT]) -> ConfigT:
+    """A run's ``config.yaml`` as a ``schema`` object (keys the schema lacks are left out, so a
+    stage's config reads as the `CommonConfig` every stage shares); `UserError` when unreadable."""
+    path = Path(folder) / CONFIG
+    written = "a ./run.sh command wrote: runs/<data>/<stage>/<model>/<setting>/seed=<s>"
+    if Path(folder).is_file():
+        raise UserError(f"{folder}: a file, not a run folder (give the folder {written})")
+    if path.is_dir():
+        raise UserError(f"{path}: a folder where the run's config file belongs; not a run folder")
+    try:
+        saved = OmegaConf.load(path)
+    except FileNotFoundError:
+        raise UserError(
+            f"{folder}: no {CONFIG}; not a run folder (give the folder {written}, or its run_dir=)"
+        ) from None
+    except OSError as exc:
+        raise file_error(exc, "read", path) from None
+    except OmegaConfBaseException as exc:
+        raise UserError(f"{path}: not readable ({exc})") from None
+    if not isinstance(saved, DictConfig):
+        raise UserError(f"{path}: not a mapping")
+    base = OmegaConf.structured(schema)
+    known = [k for k in saved.keys() if k in base]
+    try:
+        merged = OmegaConf.merge(base, OmegaConf.masked_copy(saved, known))
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except (OmegaConfBaseException, ValueError, TypeError) as exc:
+        raise UserError(f"{path}: not a config this version reads ({exc})") from None
+
+
+def changed_settings(
+    saved: DictConfig, resolved: DictConfig, *, defaults: DictConfig | None = None
+) -> list[str]:
+    """The dotted keys whose values differ between a run's saved config and ``resolved``: free
+    keys left out, and a source key (`SOURCE_KEYS`) whose folders moved is no change.
+    ``defaults``: see `scarce_ltr.core.runs.Run.start`; without it every missing key is a change."""
+    old = _plain(saved)
+    new = _plain(resolved)
+    default = _ABSENT if defaults is None else _plain(defaults)
+    return [
+        k
+        for k in _changed_keys(old, new, default=default)
+        if not (k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)))
+    ]
+
+
+def sources_moved(old: Any, new: Any) -> bool:
+    """Whether the source run folders ``old`` names (a path or a list of paths) are all gone
+    and ``new`` names as many: they moved (a moved or copied runs/ tree), they did not change."""
+    olds = old if isinstance(old, list) else [old]
+    news = new if isinstance(new, list) else [new]
+    paths = [p for p in olds if p not in (None, "", "none")]
+    if len(olds) != len(news) or len(paths) != len(olds):
+        return False
+    if any(p in (None, "", "none") for p in news):
+        return False
+    return not any(Path(p).exists() for p in paths)
+
+
+def _plain(config: Any) -> dict:
+    """A run's settings, free keys left out and ``data.path`` in a normal form: a config saved
+    before paths were made absolute (`core.config.load_config`) compares equal to the same
+    folder given now."""
+    plain = OmegaConf.to_container(config)
+    assert isinstance(plain, dict)
+    data = plain.get("data")
+    if isinstance(data, dict) and isinstance(data.get("path"), str) and data["path"]:
+        data["path"] = os.path.abspath(os.path.expanduser(data["path"]))
+    return without_free_keys(plain)
+
+
+def without_free_keys(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` (a stage's config as plain values) without its `FREE_KEYS`: those at the top
+    and those of a section one level down."""
+    return {
+        key: {k: v for k, v in value.items() if k not in FREE_KEYS}
+        if isinstance(value, dict)
+        else value
+        for key, value in settings.items()
+        if key not in FREE_KEYS
+    }
+
+
+def _changed_keys(
+    old: object, new: object, prefix: str = "", default: object = _ABSENT
+) -> list[str]:
+    """The dotted keys whose values differ between ``old`` and ``new``. A key ``old`` lacks is
+    no change where ``new`` holds its ``default`` (`_ABSENT`: none known); a section ``old``
+    lacks is compared key by key with its defaults, naming the keys set otherwise."""
+    if old is _ABSENT and default is not _ABSENT and new == default:
+        return []
+    if isinstance(new, dict) and (
+        isinstance(old, dict) or (old is _ABSENT and isinstance(default, dict))
+    ):
+        olds = old if isinstance(old, dict) else {}
+        defaults = default if isinstance(default, dict) else {}
+        keys = sorted(set(olds) | set(new))
+        return [
+            c
+            for k in keys
+            for c in _changed_keys(
+                olds.get(k, _ABSENT), new.get(k), f"{prefix}{k}.", defaults.get(k, _ABSENT)
+            )
+        ]
+    was = None if old is _ABSENT else old
+    return [] if was == new else [prefix.rstrip(".")]
