@@ -43,7 +43,7 @@ class PreparedData:
 
 
 def prepare_data(cfg) -> PreparedData:
-    """`cfg` is a `core.config.CommonConfig` (or a stage config extending it)."""
+    """`cfg` is a `data.stage_config.CommonConfig` (or a stage config extending it)."""
     raw = load_dataset(cfg.data)
     out_cfg = cfg.data.outliers
     # The knn detector works in the transformed space; the histogram one on raw values.
