@@ -39,49 +39,33 @@ runs in ``<sweep>/<dataset>/fold=<k>/``, laid out below as a sweep without folds
 of a fold name it (``ohsumed/fold=3/gbdt/frac=0.2/seed=0``); pretraining runs once per (fold,
 method, seed), and an ensemble mixes members of its own fold. Without folds the plan is the one it
 always was: the data set's own splits, the same folders and keys.
+
+Beside the planner: a job and the waves jobs run in (`scarce_ltr.sweeps.jobs`); the jobs a
+model's name asks for, its pretraining among them (`scarce_ltr.sweeps.model_jobs`); the label
+settings and folds (`scarce_ltr.sweeps.settings`); and the checks a sweep's config passes before
+it is planned (`scarce_ltr.sweeps.checks`).
 """
 
 from __future__ import annotations
 
-import heapq
 import json
-import re
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from scarce_ltr.baselines.config import HYBRID_BASELINES, TAUGHT_TREES
-from scarce_ltr.core.config import CONFIG_ROOT, load_config
-from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.run_identity import STAGES, run_folder
+from scarce_ltr.baselines.config import TAUGHT_TREES
+from scarce_ltr.core.run_identity import run_folder
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.ensembles.config import MIX_OPTIONS
-from scarce_ltr.families import family_of
-from scarce_ltr.finetune.config import ENCODER_MARK
-from scarce_ltr.models.names import (
-    COMBINED,
-    FINETUNED,
-    HYBRID,
-    SEED_ENSEMBLE,
-    ModelName,
-    split_variant,
-)
+from scarce_ltr.models.names import SEED_ENSEMBLE, ModelName
+from scarce_ltr.sweeps.jobs import Job, after_dependencies, cli_stage
+from scarce_ltr.sweeps.model_jobs import combine_members, pretrain_job, sweep_job
+from scarce_ltr.sweeps.settings import fold_overrides, fold_place, fold_tags, label_settings
 
 SEED_STRIDE = 1000  # member j of the seed ensemble of sweep seed s trains with seed s + 1000 j
 # An ensemble trains nothing: of the sweep's common overrides it takes the keys every stage has
 # (data, label setting, seed, metrics), not a trainer's (gbdt.*, encoder.*, ...).
 COMMON_KEYS = frozenset(f.name for f in fields(CommonConfig))
-
-
-@dataclass(frozen=True)
-class Job:
-    key: str
-    stage: str  # pretrain | finetune | baseline
-    name: str  # method, strategy or baseline
-    overrides: list[str]
-    run_dir: Path
-    depends_on: list[str] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -104,255 +88,6 @@ class SweepCell:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def check_ensembles(models: list[str]) -> None:
-    """Stop unless every sweep ensemble mixes two or more other (non-ensemble) sweep models."""
-    for model in models:
-        name = ModelName.parse(model)
-        if not name.mixes:
-            continue
-        members = [str(m) for m in name.members]
-        if len(set(members)) != len(members):
-            raise UserError(f"sweep model '{model}': a member appears twice")
-        for member, parsed in zip(members, name.members, strict=True):
-            if parsed.ensembles or member not in models:
-                raise UserError(
-                    f"sweep model '{model}': member '{member}' is not a (non-ensemble) model "
-                    f"of this sweep; add it to models: {', '.join(models)}"
-                )
-
-
-# Keys a sweep sets on every job itself, and the sweep key that says them instead. One given in
-# overrides too would be beaten (or would beat the sweep) without a word, so it is refused.
-SWEEP_KEYS = {
-    "data": "datasets",
-    "seed": "seeds",
-    "scarcity.fraction": "fractions",
-    "scarcity.binary_tau": "binary_taus",
-    "scarcity.val": "val",
-    "logger": "logger",
-    "run_dir": "run_dir",
-    "pretrained": "models (a sweep plans the encoders)",
-    "runs": "models (ensemble:<model>,<model>)",
-    "teacher": "models (<student>~<teacher>)",
-    "gbdt.teacher": "models (<student>~<teacher>)",
-}
-
-
-def check_teachers(models: list[str]) -> None:
-    """Stop unless every taught model's teacher is an untaught model of the sweep (its run is
-    the cell of the same data set, fold, label setting and seed)."""
-    for model in models:
-        name = ModelName.parse(model)
-        if name.ensembles:
-            if name.kind == SEED_ENSEMBLE and name.members[0].teacher is not None:
-                raise UserError(
-                    f"sweep model '{model}': a seed ensemble's members train with other seeds, "
-                    "which have no teacher run; ensemble taught models with ensemble:<model>,..."
-                )
-            continue
-        teacher = name.teacher
-        if teacher is not None and teacher.kind == SEED_ENSEMBLE:
-            raise UserError(
-                f"sweep model '{model}': a seed ensemble fixes its labels with scarcity.seed, "
-                "so its runs see other label settings than the student; teach with a model or "
-                "an ensemble:<model>,... of the sweep"
-            )
-        if teacher is not None and str(teacher) not in models:
-            raise UserError(
-                f"sweep model '{model}': its teacher '{teacher}' is not a model of this sweep; "
-                f"add it to models: {', '.join(models)}"
-            )
-
-
-def check_overrides(overrides) -> None:
-    """Stop when an override sets a key the sweep sets itself, naming the sweep key to use."""
-    lists = {name: getattr(overrides, name) for name in ("common", *STAGE_LISTS)}
-    lists.update({f"per_model.{m}": items for m, items in overrides.per_model.items()})
-    lists.update({f"per_method.{m}": items for m, items in overrides.per_method.items()})
-    for where, items in lists.items():
-        for item in items:
-            key = item.split("=", 1)[0].strip()
-            if key in SWEEP_KEYS:
-                raise UserError(
-                    f"overrides.{where}: '{item}' sets '{key}', which the sweep sets on every "
-                    f"job itself; use the sweep key {SWEEP_KEYS[key]} instead"
-                )
-
-
-STAGE_LISTS = STAGES  # a sweep has an overrides list per stage: overrides.<stage>
-COMBINE_MEMBER = "full"  # the finetuning strategy of a combination's members
-# A variant's name goes into a folder name and a model name: no separator of either.
-VARIANT_NAME = re.compile(r"[A-Za-z0-9._-]+")
-# Keys a variant may not set: they name the run, not a setting of the method.
-VARIANT_FIXED = ("method", "variant")
-
-
-def combine_members(model: str) -> list[str] | None:
-    """The sweep models a combination combines (``<method>+full`` each); None for others."""
-    name = ModelName.parse(model)
-    if name.kind != COMBINED:
-        return None
-    return [str(ModelName.finetuned(m, COMBINE_MEMBER)) for m in name.methods]
-
-
-def check_combines(models: list[str]) -> None:
-    """Stop unless every combination's members are models of the sweep."""
-    for model in models:
-        for member in combine_members(model) or []:
-            if member not in models:
-                raise UserError(
-                    f"sweep model '{model}': member '{member}' is not a model of this sweep; "
-                    f"add it to models: {', '.join(models)}"
-                )
-
-
-def pretraining_methods(models: list[str]) -> list[str]:
-    """Every ``<method>[@<variant>]`` the sweep pretrains, in order of first mention."""
-    found: list[str] = []
-    for model in models:
-        name = ModelName.parse(model)
-        for member in name.members or [name]:
-            if member.kind == COMBINED:
-                methods = list(member.methods)
-            else:
-                method, stage, _ = _sweep_job(str(member))
-                methods = [method] if method is not None and stage != "ensemble" else []
-            found += [m for m in methods if m not in found]
-    return found
-
-
-def check_variants(cfg) -> None:
-    """Stop when a model names an undeclared variant, or a variant or ``per_method`` list sets
-    a key the method's pretraining config does not have (checked as ``./run.sh pretrain``
-    would load it)."""
-    for name, items in cfg.variants.items():
-        if not VARIANT_NAME.fullmatch(name):
-            raise UserError(
-                f"variants.{name}: a variant's name may hold letters, digits, '.', '_' and '-' "
-                "only (it goes into model and folder names)"
-            )
-        for item in items:
-            key = item.split("=", 1)[0].strip()
-            if key in SWEEP_KEYS or key in VARIANT_FIXED:
-                raise UserError(
-                    f"variants.{name}: '{item}' sets '{key}', which names the run; a variant "
-                    "sets pretraining settings (augment.*, item_budget, encoder.*, epochs, ...)"
-                )
-    pretraining = available_methods()
-    for method in cfg.overrides.per_method:
-        if method not in pretraining:
-            raise UserError(
-                f"overrides.per_method.{method}: unknown pretraining method; valid: "
-                f"{', '.join(pretraining)}"
-            )
-    for method in pretraining_methods(list(cfg.models)):
-        base, variant = split_variant(method)
-        if variant is not None and variant not in cfg.variants:
-            declared = ", ".join(cfg.variants) or "none"
-            raise UserError(
-                f"sweep model naming '{method}': no variant '{variant}' under variants: "
-                f"(declared: {declared})"
-            )
-        overrides = [*cfg.overrides.pretrain, *cfg.overrides.per_method.get(base, [])]
-        where = f"overrides.pretrain / overrides.per_method.{base}"
-        if variant is not None:
-            overrides += cfg.variants[variant]
-            where += f" / variants.{variant}"
-        _check_pretrain_overrides(base, overrides, where)
-
-
-def available_methods() -> list[str]:
-    from scarce_ltr.core.config import available
-
-    return available("pretrain")
-
-
-def _check_pretrain_overrides(method: str, overrides: list[str], where: str) -> None:
-    from scarce_ltr.pretrain.config import PretrainConfig
-
-    try:
-        load_config(
-            PretrainConfig, overrides, stage_file=CONFIG_ROOT / "pretrain" / f"{method}.yaml"
-        )
-    except UserError as exc:
-        raise UserError(f"{where} (pretraining {method}): {exc}") from None
-
-
-def _sweep_job(model: str) -> tuple[str | None, str, str]:
-    """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
-    model's: its student's); the stage is the one its family trains in (`family_of`)."""
-    name = ModelName.parse(model).student
-    if name.ensembles:
-        return None, family_of("ensemble").stage, ""
-    if name.kind == FINETUNED:
-        return name.encoder, family_of(name.name).stage, name.name
-    if name.kind == HYBRID:
-        if ENCODER_MARK in name.encoder:
-            raise UserError(
-                f"sweep model '{name}': a sweep runs {name.name} on pretraining runs only "
-                f"({name.name}+<pretraining method>)"
-            )
-        return name.encoder, family_of(name.name).stage, name.name
-    if str(name) in HYBRID_BASELINES:
-        raise UserError(
-            f"sweep model '{name}' needs a pretrained encoder: {name}+<pretraining method>, "
-            f"such as {name}+simclr-rank"
-        )
-    return None, family_of(str(name)).stage, str(name)
-
-
-def label_settings(cfg) -> list[tuple[ScarcityConfig, list[str]]]:
-    """Each label setting of the sweep with the overrides that select it."""
-    settings = []
-    for fraction in cfg.fractions if not cfg.binary_taus else [1.0]:
-        overrides = [f"scarcity.fraction={fraction}", f"scarcity.val={cfg.val}"]
-        taus = cfg.binary_taus or [None]
-        for tau in taus:
-            extra = [] if tau is None else [f"scarcity.binary_tau={tau}"]
-            scarcity = ScarcityConfig(fraction=fraction, val=cfg.val, binary_tau=tau)
-            settings.append((scarcity, overrides + extra))
-    return settings
-
-
-# A path component that is exactly Fold<n> (Fold1/train; not MyFold1/train).
-FOLD_COMPONENT = re.compile(r"(?<![^/])Fold(\d+)(?![^/])")
-
-
-def fold_overrides(cfg, dataset: str) -> dict[int | None, list[str]]:
-    """``{fold: the overrides that select its split files}``; ``{None: []}`` without folds.
-
-    The split stems are the preset's (``configs/data/<dataset>.yaml``, after the sweep's common
-    ``data.*`` overrides), each with its ``Fold<n>`` folder replaced by ``Fold<k>``.
-    """
-    folds = list(cfg.folds)
-    if not folds:
-        return {None: []}
-    data_overrides = [o for o in cfg.overrides.common if o.startswith("data.")]
-    data_cfg, _ = load_config(CommonConfig, [f"data={dataset}", *data_overrides])
-    splits = data_cfg.data.splits
-    missing = [split for split, stem in splits.items() if not FOLD_COMPONENT.search(stem)]
-    if missing:
-        listing = ", ".join(f"{split}: {stem}" for split, stem in splits.items())
-        raise UserError(
-            f"folds={folds}: data set '{dataset}' has splits {{{listing}}}, and "
-            f"{', '.join(missing)} names no Fold<n> folder; folds need a data set whose split "
-            "files lie in Fold<k>/ folders (data.splits such as Fold1/train, as the LETOR "
-            "presets ohsumed, mq2007, mslr-web30k), or folds=[] for the data set's own splits"
-        )
-    return {
-        fold: [
-            f"data.splits.{split}={FOLD_COMPONENT.sub(f'Fold{fold}', stem)}"
-            for split, stem in splits.items()
-        ]
-        for fold in folds
-    }
-
-
-def fold_place(dataset: str, fold: int | None) -> str:
-    """Where a fold's runs and job keys go under the sweep: ``<dataset>[/fold=<k>]``."""
-    return dataset if fold is None else f"{dataset}/fold={fold}"
 
 
 def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
@@ -386,51 +121,6 @@ def plan_cells(cfg, folder: Path) -> tuple[list[Job], list[SweepCell]]:
     stage_order = {"pretrain": 0, "combine": 2, "ensemble": 3}  # finetune and baseline: 1
     ordered = sorted(planner.jobs.values(), key=lambda j: stage_order.get(j.stage, 1))
     return after_dependencies(ordered), cells
-
-
-# The waves a sweep runs its jobs in, one stage after the other; a job that depends on a job of
-# its own wave or a later one (a taught model on its teacher) moves to the wave after it.
-STAGE_WAVES = (("pretrain",), ("finetune", "baseline"), ("combine",), ("ensemble",))
-
-
-def job_waves(jobs: list[Job]) -> list[list[Job]]:
-    """``jobs`` (in dependency order, as `plan_cells` gives them) in the waves they run in: a
-    wave starts when the one before it has ended; within one, jobs keep their order."""
-    stage_wave = {stage: i for i, stages in enumerate(STAGE_WAVES) for stage in stages}
-    wave: dict[str, int] = {}
-    for job in jobs:
-        after = [wave[d] + 1 for d in job.depends_on if d in wave]
-        wave[job.key] = max([stage_wave.get(job.stage, 1), *after])
-    waves: list[list[Job]] = [[] for _ in range(max(wave.values(), default=-1) + 1)]
-    for job in jobs:
-        waves[wave[job.key]].append(job)
-    return waves
-
-
-def after_dependencies(jobs: list[Job]) -> list[Job]:
-    """``jobs`` in their order, except that a job comes after the jobs it depends on (a taught
-    model after its teacher, which may be an ensemble); a plan already in such an order stays
-    as it is."""
-    index = {job.key: i for i, job in enumerate(jobs)}
-    waiting = {job.key: {d for d in job.depends_on if d in index} for job in jobs}
-    children: dict[str, list[str]] = {}
-    for key, needs in waiting.items():
-        for need in needs:
-            children.setdefault(need, []).append(key)
-    ready = [index[key] for key, needs in waiting.items() if not needs]
-    heapq.heapify(ready)
-    out: list[Job] = []
-    while ready:
-        job = jobs[heapq.heappop(ready)]
-        out.append(job)
-        for child in children.get(job.key, []):
-            waiting[child].discard(job.key)
-            if not waiting[child]:
-                heapq.heappush(ready, index[child])
-    if len(out) != len(jobs):
-        stuck = sorted(k for k, needs in waiting.items() if needs)
-        raise UserError(f"sweep jobs wait on each other in a cycle: {', '.join(stuck[:5])}")
-    return out
 
 
 class _Planner:
@@ -512,12 +202,12 @@ class _Planner:
         pretrain_seed: int | None = None,
         teacher: Job | None = None,
     ) -> Job:
-        method, stage, name = _sweep_job(model)
+        method, stage, name = sweep_job(model)
         extra = list(getattr(self.cfg.overrides, stage))
         depends: list[str] = []
         if method is not None:
             seed_of_encoder = seed if pretrain_seed is None else pretrain_seed
-            pretrain = _pretrain_job(
+            pretrain = pretrain_job(
                 self.cfg,
                 self.folder,
                 dataset,
@@ -581,72 +271,15 @@ class _Planner:
             self.folder, dataset=place, stage=folder_stage, name=model, setting=tag, seed=seed
         )
         key = f"{place}/{model}/{tag}/seed={seed}"
-        tags = [model, tag, f"seed={seed}", dataset, *_fold_tags(self.fold)]
+        tags = [model, tag, f"seed={seed}", dataset, *fold_tags(self.fold)]
         job = Job(key, stage, name, [*overrides, f"run_dir={run_dir}"], run_dir, depends, tags)
         self.jobs[key] = job
         return job
 
 
-def cli_stage(stage: str) -> str:
-    """The ``./run.sh`` stage of a job's stage: a combination is a finetuning run that a sweep
-    runs after the other finetuning runs."""
-    return "finetune" if stage == "combine" else stage
-
-
 def _key_of(override: str) -> str:
     """The top-level key of ``key.sub=value``."""
     return override.split("=", 1)[0].split(".", 1)[0]
-
-
-def _fold_tags(fold: int | None) -> list[str]:
-    return [] if fold is None else [f"fold={fold}"]
-
-
-def _pretrain_job(
-    cfg,
-    root: Path,
-    dataset: str,
-    method: str,
-    seed: int,
-    common: list[str],
-    *,
-    fold: int | None = None,
-    fold_splits: list[str] | tuple[str, ...] = (),
-) -> Job:
-    """Pretraining sees no label; its knn probe uses the sweep's scarcest label setting. A fold
-    pretrains on its own train QGs (and picks its checkpoint on its own vali QGs)."""
-    scarcest = min(cfg.fractions) if cfg.fractions and not cfg.binary_taus else 1.0
-    probe = [f"scarcity.fraction={scarcest}", f"scarcity.val={cfg.val}"]
-    if cfg.binary_taus:
-        probe.append(f"scarcity.binary_tau={max(cfg.binary_taus)}")
-    # One pretraining run serves every label setting of the sweep: no setting in its folder.
-    place = fold_place(dataset, fold)
-    run_dir = run_folder(
-        root, dataset=place, stage="pretrain", name=method, setting=None, seed=seed
-    )
-    base, variant = split_variant(method)
-    # The most specific list last, so that it wins: a variant over its method's over the stage's.
-    specific = [*cfg.overrides.per_method.get(base, [])]
-    if variant is not None:
-        specific += [*cfg.variants[variant], f"variant={variant}"]
-    overrides = [
-        f"data={dataset}",
-        *fold_splits,
-        *common,
-        f"seed={seed}",
-        *probe,
-        *cfg.overrides.pretrain,
-        *specific,
-        f"run_dir={run_dir}",
-    ]
-    return Job(
-        f"{place}/pretrain/{method}/seed={seed}",
-        "pretrain",
-        base,
-        overrides,
-        run_dir,
-        tags=[method, "pretrain", f"seed={seed}", dataset, *_fold_tags(fold)],
-    )
 
 
 def _runs_override(members: list[Job]) -> str:

@@ -16,7 +16,7 @@ import queue
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from scarce_ltr.sweeps.cells import Job
+from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.jobserver import JobServer
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.sweeps.cells import Job
+from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.jobserver import JobServer, die_with
 
 INSTALL = 'executor=ray needs Ray: pip install "scarce-ltr[cluster]" (./run.sh installs it)'

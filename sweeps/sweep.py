@@ -42,23 +42,20 @@ from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.run_identity import runs_root
 from scarce_ltr.core.runs import is_done
 from scarce_ltr.models.names import ModelName
-from scarce_ltr.sweeps.cells import (
+from scarce_ltr.sweeps.cells import SweepCell, plan_cells
+from scarce_ltr.sweeps.checks import (
     STAGE_LISTS,
-    Job,
-    SweepCell,
     check_combines,
     check_ensembles,
     check_overrides,
     check_teachers,
     check_variants,
-    cli_stage,
-    fold_overrides,
-    job_waves,
-    plan_cells,
-    pretraining_methods,
 )
 from scarce_ltr.sweeps.executors import EXECUTORS, Executor, make_executor
+from scarce_ltr.sweeps.jobs import Job, cli_stage, job_waves
+from scarce_ltr.sweeps.model_jobs import pretraining_methods
 from scarce_ltr.sweeps.ray_executor import RayConfig, check_installed
+from scarce_ltr.sweeps.settings import fold_overrides
 
 MANIFEST = "manifest.json"
 

@@ -304,7 +304,7 @@ def test_a_sweep_runs_a_taught_model(tmp_path) -> None:
 
 
 def test_waves_put_a_taught_model_after_its_teacher() -> None:
-    from scarce_ltr.sweeps.cells import Job, job_waves
+    from scarce_ltr.sweeps.jobs import Job, job_waves
 
     def job(key: str, stage: str, *depends: str) -> Job:
         return Job(key, stage, key, [], Path(key), list(depends))

@@ -1,0 +1,116 @@
+"""What a sweep model's name asks the planner (`scarce_ltr.sweeps.cells`) to run.
+
+A model's own job: its pretraining method (None for a model that pretrains nothing), the stage its
+family trains in and the name that stage takes (`sweep_job`); the ``<method>+full`` members a
+combination finetunes first (`combine_members`); every method the sweep pretrains
+(`pretraining_methods`); and the pretraining job that serves every label setting of a (data set,
+fold, method, seed) (`pretrain_job`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scarce_ltr.baselines.config import HYBRID_BASELINES
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.run_identity import run_folder
+from scarce_ltr.families import family_of
+from scarce_ltr.finetune.config import ENCODER_MARK
+from scarce_ltr.models.names import COMBINED, FINETUNED, HYBRID, ModelName, split_variant
+from scarce_ltr.sweeps.jobs import Job
+from scarce_ltr.sweeps.settings import fold_place, fold_tags
+
+COMBINE_MEMBER = "full"  # the finetuning strategy of a combination's members
+
+
+def combine_members(model: str) -> list[str] | None:
+    """The sweep models a combination combines (``<method>+full`` each); None for others."""
+    name = ModelName.parse(model)
+    if name.kind != COMBINED:
+        return None
+    return [str(ModelName.finetuned(m, COMBINE_MEMBER)) for m in name.methods]
+
+
+def pretraining_methods(models: list[str]) -> list[str]:
+    """Every ``<method>[@<variant>]`` the sweep pretrains, in order of first mention."""
+    found: list[str] = []
+    for model in models:
+        name = ModelName.parse(model)
+        for member in name.members or [name]:
+            if member.kind == COMBINED:
+                methods = list(member.methods)
+            else:
+                method, stage, _ = sweep_job(str(member))
+                methods = [method] if method is not None and stage != "ensemble" else []
+            found += [m for m in methods if m not in found]
+    return found
+
+
+def sweep_job(model: str) -> tuple[str | None, str, str]:
+    """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
+    model's: its student's); the stage is the one its family trains in (`family_of`)."""
+    name = ModelName.parse(model).student
+    if name.ensembles:
+        return None, family_of("ensemble").stage, ""
+    if name.kind == FINETUNED:
+        return name.encoder, family_of(name.name).stage, name.name
+    if name.kind == HYBRID:
+        if ENCODER_MARK in name.encoder:
+            raise UserError(
+                f"sweep model '{name}': a sweep runs {name.name} on pretraining runs only "
+                f"({name.name}+<pretraining method>)"
+            )
+        return name.encoder, family_of(name.name).stage, name.name
+    if str(name) in HYBRID_BASELINES:
+        raise UserError(
+            f"sweep model '{name}' needs a pretrained encoder: {name}+<pretraining method>, "
+            f"such as {name}+simclr-rank"
+        )
+    return None, family_of(str(name)).stage, str(name)
+
+
+def pretrain_job(
+    cfg,
+    root: Path,
+    dataset: str,
+    method: str,
+    seed: int,
+    common: list[str],
+    *,
+    fold: int | None = None,
+    fold_splits: list[str] | tuple[str, ...] = (),
+) -> Job:
+    """Pretraining sees no label; its knn probe uses the sweep's scarcest label setting. A fold
+    pretrains on its own train QGs (and picks its checkpoint on its own vali QGs)."""
+    scarcest = min(cfg.fractions) if cfg.fractions and not cfg.binary_taus else 1.0
+    probe = [f"scarcity.fraction={scarcest}", f"scarcity.val={cfg.val}"]
+    if cfg.binary_taus:
+        probe.append(f"scarcity.binary_tau={max(cfg.binary_taus)}")
+    # One pretraining run serves every label setting of the sweep: no setting in its folder.
+    place = fold_place(dataset, fold)
+    run_dir = run_folder(
+        root, dataset=place, stage="pretrain", name=method, setting=None, seed=seed
+    )
+    base, variant = split_variant(method)
+    # The most specific list last, so that it wins: a variant over its method's over the stage's.
+    specific = [*cfg.overrides.per_method.get(base, [])]
+    if variant is not None:
+        specific += [*cfg.variants[variant], f"variant={variant}"]
+    overrides = [
+        f"data={dataset}",
+        *fold_splits,
+        *common,
+        f"seed={seed}",
+        *probe,
+        *cfg.overrides.pretrain,
+        *specific,
+        f"run_dir={run_dir}",
+    ]
+    return Job(
+        f"{place}/pretrain/{method}/seed={seed}",
+        "pretrain",
+        base,
+        overrides,
+        run_dir,
+        tags=[method, "pretrain", f"seed={seed}", dataset, *fold_tags(fold)],
+    )
