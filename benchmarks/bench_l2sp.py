@@ -97,9 +97,28 @@ def run_l2sp(cell: tuple[int, int, float], args) -> None:
     )
 
 
+def fit_seconds(folder: Path, report: dict) -> float:
+    """Seconds of training and vali scoring: a finetuning run's epochs (every grid point's, for
+    an alpha grid: a killed and resumed run counts as one), a baseline's own ``seconds``."""
+    if "seconds" in report:
+        return report["seconds"]
+    points = [json.loads(p.read_text()) for p in folder.glob("grid/*/result.json")] or [report]
+    return sum(p["seconds_per_epoch"] * p["epochs_trained"] for p in points)
+
+
 def seconds(folder: Path) -> float:
     """Wall seconds of a finished run: its config written at the start, DONE at the end."""
     return (folder / "DONE").stat().st_mtime - (folder / "config.yaml").stat().st_mtime
+
+
+def moved(folder: Path, pretrained: Path) -> float:
+    """Squared distance of a finetuned model's encoder parameters from the pretrained ones."""
+    import torch
+
+    model = torch.load(folder / "model.pt", weights_only=True)["state_dict"]
+    encoder = torch.load(pretrained / "encoder.pt", weights_only=True)["state_dict"]
+    names = [k for k, v in encoder.items() if v.is_floating_point() and "running" not in k]
+    return sum(float((model[f"encoder.{k}"] - encoder[k]).pow(2).sum()) for k in names)
 
 
 def collect(args) -> list[dict]:
@@ -115,13 +134,17 @@ def collect(args) -> list[dict]:
                     report = json.loads((folder / "report.json").read_text())
                     row[key] = report["metrics"]["test"]["ndcg@5"]
                     row[f"{key}_vali"] = report["metrics"]["vali"]["ndcg@5"]
-                    row[f"{key}_seconds"] = seconds(folder)
+                    row[f"{key}_seconds"] = fit_seconds(folder, report)
                     if key == "b":
                         row["alpha"] = report["l2sp"]
+                        row["grid_vali"] = {
+                            g["l2sp"]: g["best_vali_ndcg@5"] for g in report["lr_grid"]
+                        }
                     if key in ("a", "b"):  # the vali-best epoch in the head-only phase
                         row[f"{key}_head_epoch"] = (
                             report["best_epoch"] <= report["phases"][0]["epochs"]
                         )
+                        row[f"{key}_moved"] = moved(folder, pretraining(args.sweep, fold, seed))
                 pre = pretraining(args.sweep, fold, seed)
                 if (pre / "DONE").is_file():
                     row["pretrain_seconds"] = seconds(pre)
@@ -162,6 +185,20 @@ def report(rows: list[dict], args) -> None:
         print("|---|---|")
         for p, q in (("b", "c"), ("b", "a"), ("a", "c")):
             print(f"| ({p}) - ({q}) | {paired([r[p] for r in units], [r[q] for r in units])} |")
+        ties = sum(r["a"] == r["b"] for r in units)
+        print(f"\n(b) = (a) exactly on test in {ties}/{len(units)} units")
+        for key in ("a", "b"):
+            dist = [r[f"{key}_moved"] for r in units]
+            print(
+                f"({key}) kept model's encoder, squared distance from pretrained: "
+                f"median {np.median(dist):.3f}, max {np.max(dist):.3f}"
+            )
+        tied = sum(len(set(r["grid_vali"].values())) == 1 for r in units)
+        by_alpha = {a: np.mean([r["grid_vali"][a] for r in units]) for a in units[0]["grid_vali"]}
+        print(
+            f"every alpha the same vali NDCG@5 in {tied}/{len(units)} units; mean vali per alpha: "
+            + ", ".join(f"{a:g}: {v:.4f}" for a, v in by_alpha.items())
+        )
         alphas = [r["alpha"] for r in units]
         counts = {a: alphas.count(a) for a in sorted(set(alphas))}
         print(
