@@ -101,8 +101,9 @@ SEARCH_BOUNDS = {
     "full_epochs": PHASE_EPOCHS,
     "noise_std": Allowed(0, 100.0),
     "head_hidden": Allowed(1, 65536),
+    "l2sp": Allowed(0, 1e6, low_open=True, why="log scale: use a small low, not 0"),
 }
-LOG_SCALE = ("lr", "weight_decay", "head_hidden")  # drawn on a log scale
+LOG_SCALE = ("lr", "weight_decay", "head_hidden", "l2sp")  # drawn on a log scale
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,9 @@ class SearchConfig:
     noise_std: list[float] = field(default_factory=lambda: [0.0, 0.5])  # Gaussian input noise
     # [low, high], log scale: the MLP head's width (a deep baseline's hidden)
     head_hidden: list[int] = field(default_factory=lambda: [32, 512])
+    # full on a pretrained encoder: L2-SP's alpha, 0 or [low, high] on a log scale (as
+    # weight_decay); [] (the default): not searched, l2sp stays at the config's value
+    l2sp: list[float] = field(default_factory=list)
 
     def check(self, prefix: str) -> None:
         """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
@@ -184,6 +188,9 @@ class TrainOptions:
     max_list_len: int | None
     patience: int | None
     noise_std: float  # DASALC's Gaussian input noise in training (0: off)
+    # L2-SP (finetuning only): alpha of alpha/2 * ||encoder - its pretrained weights||^2 added to
+    # the loss in the phases that train the encoder (`finetune.l2sp`); 0: off
+    l2sp: float = 0.0
 
     @classmethod
     def of(cls, cfg: TrainingKeys, optimizer: OptimizerConfig) -> TrainOptions:
@@ -240,6 +247,13 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     # A learning-rate grid, e.g. [5e-5,2e-4,1e-3]: one model per rate, the vali-best kept (as the
     # deep baselines choose theirs). Empty: optimizer.lr alone, the paper's protocol.
     lrs: list[float] = field(default_factory=list)
+    # L2-SP (Li et al. 2018): alpha/2 * ||theta_enc - theta_enc^0||^2, the squared distance of
+    # the encoder's weights from their pretrained values, added to the loss in the phases that
+    # train the encoder (full's second phase); needs pretrained=<run>; 0: off
+    l2sp: float = 0.0
+    # An L2-SP grid, e.g. [0.01,0.1,1,10]: one model per alpha in grid/l2sp=<alpha>/ (with
+    # lrs: per rate and alpha), the vali-best kept. Empty: l2sp alone.
+    l2sp_grid: list[float] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)  # combine: finetuning run dirs
     # combine: the dropout before its linear layer; null: the data preset's data.combine_dropout
     # (paper A.3.7: 0.7 on MSLR and Istella, 0 on Yahoo), else 0.7
@@ -276,6 +290,7 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
             raise ValueError("lrs must list distinct positive learning rates (or be empty)")
         if not 0 <= self.combination_dropout < 1:
             raise ValueError("combine_dropout (or data.combine_dropout) must be in [0, 1)")
+        self._check_l2sp()
         if self.strategy == "combine":
             if len(self.runs) < 2:
                 raise ValueError("combine needs runs=[<finetuning run dir>,<finetuning run dir>]")
@@ -301,6 +316,43 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
                 )
             if self.full_epochs:
                 raise ValueError(f"{self.strategy} keeps the encoder frozen: full_epochs must be 0")
+
+    def _check_l2sp(self) -> None:
+        """L2-SP pulls a trained encoder toward its pretrained weights: refused where there is
+        no pretrained encoder or none is trained."""
+        NON_NEGATIVE.check("l2sp", self.l2sp)
+        for alpha in self.l2sp_grid:
+            NON_NEGATIVE.check("l2sp_grid", alpha)
+        if len(set(self.l2sp_grid)) != len(self.l2sp_grid):
+            raise ValueError("l2sp_grid must list distinct alphas >= 0 (or be empty)")
+        key = "l2sp_grid" if self.l2sp_grid else "l2sp"
+        if self.search.on and self.search.l2sp:
+            key = "search.l2sp"
+        elif not self.l2sp_on:
+            return
+        if self.strategy != "full":
+            raise ValueError(
+                f"{key} is for full: {self.strategy} never trains the encoder, so there is "
+                "nothing to keep near its pretrained weights"
+            )
+        if self.from_scratch:
+            raise ValueError(
+                f"{key} needs pretrained=<pretraining run dir>: a fresh encoder "
+                "(pretrained=none) has no pretrained weights to stay near"
+            )
+        if not any(phase.train_encoder for phase in self.phases()):
+            raise ValueError(f"{key} needs whole-network epochs: full_epochs (or epochs=) is 0")
+        if self.l2sp_grid and self.search.on:
+            raise ValueError("l2sp_grid and search.n_trials: choose alpha by one or the other")
+
+    @property
+    def l2sp_on(self) -> bool:
+        """Whether L2-SP is asked for: a positive ``l2sp`` or an ``l2sp_grid``."""
+        return self.l2sp > 0 or bool(self.l2sp_grid)
+
+    def l2sp_values(self) -> list[float]:
+        """The alphas to train with: the grid ``l2sp_grid``, or ``l2sp`` alone."""
+        return list(self.l2sp_grid) or [self.l2sp]
 
     def _check_search_epochs(self) -> None:
         """A trial at the low ends of the epoch ranges must still train an epoch."""
@@ -372,11 +424,12 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
         """The rates to train at: the grid ``lrs``, or ``optimizer.lr`` alone."""
         return list(self.lrs) or [self.optimizer.lr]
 
-    def train_options(self, lr: float | None = None) -> TrainOptions:
-        """The ``optimizer`` section at rate ``lr`` (default ``optimizer.lr``) and the training
-        keys."""
+    def train_options(self, lr: float | None = None, l2sp: float | None = None) -> TrainOptions:
+        """The ``optimizer`` section at rate ``lr`` (default ``optimizer.lr``), the training
+        keys and the L2-SP alpha ``l2sp`` (default ``l2sp``)."""
         optimizer = self.optimizer if lr is None else replace(self.optimizer, lr=lr)
-        return TrainOptions.of(self, optimizer)
+        alpha = self.l2sp if l2sp is None else l2sp
+        return replace(TrainOptions.of(self, optimizer), l2sp=alpha)
 
 
 def _pretraining_method_of(run: str) -> str | None:

@@ -61,6 +61,8 @@ class Candidate:
     build: Callable[[], tuple[nn.Module, dict, dict]]
     desc: str  # the progress line's name
     log: Callable[[dict], None] | None = None  # each epoch's row (`finetune.loop.fit`)
+    # the point's own training options; None: the grid's at its rate (``GridTraining.options``)
+    options: TrainOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) 
         training.prepared,
         phases=training.phases,
         loss_fn=training.loss_fn,
-        options=training.options(candidate.lr),
+        options=candidate.options or training.options(candidate.lr),
         metrics_cfg=cfg.metrics,
         runtime=training.runtime,
         seed=cfg.seed,

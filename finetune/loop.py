@@ -40,6 +40,7 @@ from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.finetune.config import Phase, TrainOptions
+from scarce_ltr.finetune.l2sp import L2SP
 from scarce_ltr.finetune.scoring import FrozenEncoderCache, selection_score
 from scarce_ltr.finetune.scoring import predict as predict  # where its callers import it from
 from scarce_ltr.pretrain.augmentations import gaussian_noise
@@ -88,10 +89,13 @@ def train_epoch(
     generator: torch.Generator | None = None,
     schedule: Callable[[float], None] | None = None,
     teaching: Teaching | None = None,
+    penalty: Callable[[], torch.Tensor] | None = None,
 ) -> float:
     """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
     before each step with the share of the epoch done, to set the learning rate. ``teaching``:
-    the batches hold taught QGs too, whose loss `Teaching.loss` adds.
+    the batches hold taught QGs too, whose loss `Teaching.loss` adds. ``penalty``: a term of the
+    weights alone (`finetune.l2sp.L2SP`) added to each step's loss; the mean returned is the
+    ranking loss's, without it.
 
     ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
     and added to every feature of every real item of each training batch.
@@ -115,7 +119,7 @@ def train_epoch(
         else:
             loss = teaching.loss(loss_fn, scores.float(), b.labels, mask=b.mask, groups=b.groups)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if penalty is None else loss + penalty()).backward()
         optimizer.step()
         total, count = total + float(loss.detach()), count + 1
     return total / max(count, 1)
@@ -168,8 +172,13 @@ def fit(
     phase and, inside a phase, after the first epoch that ends `CHECKPOINT_SECONDS` after the
     last save (a crash loses at most that much training), with
     ``meta`` (plain values the caller wants back on resume: the checkpoint's ``"meta"`` entry).
+
+    ``options.l2sp > 0``: L2-SP against the encoder's weights as ``model`` holds them on entry,
+    the pretrained ones (a caller passes a freshly built model, also on resume: the anchor is
+    taken before the checkpoint is loaded), copied on the model's device.
     """
     model.to(runtime.device)
+    l2sp = L2SP(model.encoder, alpha=options.l2sp) if options.l2sp > 0 else None
     task = _Fit(
         model,
         prepared,
@@ -183,6 +192,7 @@ def fit(
         log=log,
         meta=meta,
         teaching=teaching,
+        l2sp=l2sp,
     )
     if checkpoint is not None and checkpoint.is_file():
         task.resume(checkpoint, desc)
@@ -236,6 +246,7 @@ class _Fit:
     log: Callable[[dict], None] | None
     meta: dict | None
     teaching: Teaching | None
+    l2sp: L2SP | None = None  # the encoder's anchor (`finetune.l2sp`), in encoder phases
     progress: Progress = field(default_factory=Progress)
     best_state: dict | None = None
     opt_state: dict | None = None  # a resumed phase's optimizer, loaded when it begins
@@ -291,7 +302,10 @@ class _Fit:
         """``(mean train loss, vali NDCG@5)`` of the epoch."""
         self.batches.set_epoch(position.epoch)
         start = time.perf_counter()
-        phase_epochs = self.phases[position.phase].epochs
+        phase = self.phases[position.phase]
+        phase_epochs = phase.epochs
+        # the encoder sits at its anchor while frozen: no penalty, no gradient
+        penalty = self.l2sp if phase.train_encoder else None
         loss = train_epoch(
             self.model,
             self.batches,
@@ -302,6 +316,7 @@ class _Fit:
             generator=_noise_generator(self.seed, position.epoch, self.runtime),
             schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase_epochs),
             teaching=self.teaching,
+            penalty=penalty,
         )
         self.progress.train_seconds += time.perf_counter() - start
         return loss, self.evaluate()
@@ -310,6 +325,8 @@ class _Fit:
         loss, score = trained
         progress, phase = self.progress, self.phases[position.phase]
         row = {"epoch": position.epoch, "phase": phase.name, "train_loss": loss}
+        if self.l2sp is not None:  # the epoch's mean penalty, beside the ranking loss
+            row["l2sp_penalty"] = self.l2sp.epoch_mean()
         row["vali_ndcg@5"] = score
         progress.history.append(row)
         better = nan_low(score) > progress.best_score

@@ -51,7 +51,7 @@ INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
 # Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
 # then the log-scale value when on. 0 (the recipe's weight decay) is then a point of the space,
 # so the recipe's trials train exactly the fixed recipe.
-OPTIONAL_KEYS = ("weight_decay",)
+OPTIONAL_KEYS = ("weight_decay", "l2sp")
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def main(cfg: FinetuneConfig, run: Run) -> Outcome:
     """Finetune as ``cfg`` says in the run the command line started (or resume it); the report."""
     out_dir = run.folder
     identity = run_identity(cfg)
-    folders = {lr: _point_folder(cfg, out_dir, lr) for lr in cfg.learning_rates()}
+    folders = {point: _point_folder(cfg, out_dir, *point) for point in grid_points(cfg)}
     metas = [_checkpoint_meta(folder / CHECKPOINT) for folder in folders.values()]
     if cfg.search.on:  # the trials' checkpoints, and the results of those finished
         trials = [search.trial_folder(out_dir, k) for k in range(cfg.search.n_trials)]
@@ -77,8 +77,10 @@ def main(cfg: FinetuneConfig, run: Run) -> Outcome:
             return _search(run, cfg, prepared, runtime, tracker, identity)
         training = _training(cfg, prepared, runtime, tracker, identity)
         candidates = [
-            _candidate(cfg, prepared, lr, folder, log=_grid_log(cfg, lr, tracker, index=i))
-            for i, (lr, folder) in enumerate(folders.items())
+            _candidate(
+                cfg, prepared, lr, folder, l2sp=alpha, log=_grid_log(cfg, lr, alpha, tracker, i)
+            )
+            for i, ((lr, alpha), folder) in enumerate(folders.items())
         ]
         report = partial(_report, cfg=cfg, prepared=prepared, runtime=runtime, identity=identity)
         return run_grid(run, training, candidates, report=report)
@@ -114,6 +116,7 @@ SEARCH_KEYS = {  # what each strategy can vary (a linear head has no width nor d
         "loss",
         "noise_std",
         "head_hidden",
+        "l2sp",
     ),
 }
 
@@ -129,6 +132,7 @@ def search_space(cfg: FinetuneConfig) -> search.Space:
         "loss": cfg.loss.name,
         "noise_std": cfg.noise_std,
         "head_hidden": cfg.head_hidden,
+        "l2sp": cfg.l2sp,
     }
     fixed = [recipe | {"lr": lr} for lr in cfg.learning_rates()]
     return search.Space.of(cfg.search, SEARCH_KEYS[cfg.strategy], fixed=fixed)
@@ -139,6 +143,7 @@ def with_params(cfg: FinetuneConfig, params: dict) -> FinetuneConfig:
     optimizer = {k: params[k] for k in ("lr", "weight_decay") if k in params}
     names = {"dropout": "head_dropout", "head_epochs": "head_epochs"}
     names |= {"full_epochs": "full_epochs", "noise_std": "noise_std", "head_hidden": "head_hidden"}
+    names |= {"l2sp": "l2sp"}
     changes = {names[k]: v for k, v in params.items() if k in names}
     if "loss" in params:
         changes["loss"] = replace(cfg.loss, name=params["loss"])
@@ -204,6 +209,8 @@ def _report(
         "metrics": metrics,
         "learning_rate": chosen.lr,
         **({"lr_grid": [_grid_row(r) for r in results]} if len(results) > 1 else {}),
+        # L2-SP's alpha, the grid point's when alphas were a grid (absent when off)
+        **({"l2sp": chosen.result.get("l2sp", cfg.l2sp)} if cfg.l2sp_on else {}),
         "best_epoch": result["best_epoch"],
         BEST_VALI: result[BEST_VALI],
         "epochs_trained": result["epochs_trained"],
@@ -220,11 +227,23 @@ def _report(
     return body, {"metrics": {"test": metrics["test"], "vali": metrics["vali"]}}
 
 
-def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float) -> Path:
-    """The run directory itself for one rate; ``grid/lr=<rate>/`` per rate for a grid."""
-    if len(cfg.learning_rates()) == 1:
-        return out_dir
-    return GridPoint.within(out_dir, f"lr={lr:g}").folder
+def grid_points(cfg: FinetuneConfig) -> list[tuple[float, float]]:
+    """``(lr, l2sp alpha)`` of every model to train: each rate of ``lrs`` with each alpha of
+    ``l2sp_grid`` (``optimizer.lr`` and ``l2sp`` where there is no grid)."""
+    return [(lr, alpha) for lr in cfg.learning_rates() for alpha in cfg.l2sp_values()]
+
+
+def _point_label(cfg: FinetuneConfig, lr: float, l2sp: float) -> str:
+    """The keys a point differs in: ``lr=<rate>``, ``l2sp=<alpha>``, comma-joined ('' alone)."""
+    parts = [f"lr={lr:g}"] if len(cfg.learning_rates()) > 1 else []
+    return ",".join(parts + ([f"l2sp={l2sp:g}"] if len(cfg.l2sp_values()) > 1 else []))
+
+
+def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float, l2sp: float) -> Path:
+    """The run directory itself for one point; ``grid/lr=<rate>/`` per rate for a grid
+    (``grid/l2sp=<alpha>/``, ``grid/lr=<rate>,l2sp=<alpha>/`` with an L2-SP grid)."""
+    label = _point_label(cfg, lr, l2sp)
+    return GridPoint.within(out_dir, label).folder if label else out_dir
 
 
 def _candidate(
@@ -234,23 +253,31 @@ def _candidate(
     folder: Path,
     *,
     log: Callable[[dict], None],
+    l2sp: float | None = None,
 ) -> Candidate:
-    """The rate ``lr`` as a grid point: its model built fresh (pretrained encoder, new head),
-    its epochs given to ``log``."""
-    label = f" lr={lr:g}" if len(cfg.learning_rates()) > 1 else ""
+    """The rate ``lr`` (and L2-SP alpha ``l2sp``, default ``cfg.l2sp``) as a grid point: its
+    model built fresh (pretrained encoder, new head), its epochs given to ``log``."""
+    alpha = cfg.l2sp if l2sp is None else l2sp
+    label = _point_label(cfg, lr, alpha).replace(",", " ")
+    grid = len(cfg.l2sp_values()) > 1  # the alpha is a key of the point only in a grid
     return Candidate(
         folder=folder,
         lr=lr,
-        keys={"lr": lr},
+        keys={"lr": lr} | ({"l2sp": alpha} if grid else {}),
         build=partial(_build, cfg, prepared),
-        desc=f"finetune {cfg.strategy}{label}",
+        desc=f"finetune {cfg.strategy}{' ' + label if label else ''}",
         log=log,
+        options=cfg.train_options(lr, alpha) if cfg.l2sp_on else None,
     )
 
 
-def _grid_log(cfg: FinetuneConfig, lr: float, tracker, *, index: int) -> Callable[[dict], None]:
-    """A rate's epochs logged under the rate, each rate's steps after the previous rate's."""
+def _grid_log(
+    cfg: FinetuneConfig, lr: float, l2sp: float, tracker, index: int
+) -> Callable[[dict], None]:
+    """A point's epochs logged under its rate (and alpha), each point's steps after the
+    previous point's."""
     label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
+    label |= {"l2sp": l2sp} if len(cfg.l2sp_values()) > 1 else {}
     epochs = sum(p.epochs for p in cfg.phases()) + 1
     return lambda row: tracker.log(row | label, step=index * epochs + row["epoch"])
 
@@ -277,8 +304,8 @@ def pretraining_name(cfg: FinetuneConfig, source: dict) -> str | None:
 
 
 def _grid_row(result: dict) -> dict:
-    keys = ("lr", BEST_VALI, "best_epoch", "epochs_trained")
-    return {k: result[k] for k in keys}
+    keys = ("lr", "l2sp", BEST_VALI, "best_epoch", "epochs_trained")
+    return {k: result[k] for k in keys if k in result}
 
 
 def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, dict, dict]:
@@ -336,6 +363,10 @@ def run_identity(cfg: FinetuneConfig) -> str:
     settings = without_free_keys(asdict(cfg))
     if not cfg.search.on:  # a run without a search is the run it was before the key existed
         settings.pop("search")
+    elif not cfg.search.l2sp:  # likewise a search without an L2-SP range
+        settings["search"].pop("l2sp")
+    if not cfg.l2sp_on:  # likewise without L2-SP
+        settings.pop("l2sp"), settings.pop("l2sp_grid")
     if not cfg.from_scratch:
         settings["pretrained"] = str(Path(cfg.pretrained).resolve())
     settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]

@@ -88,6 +88,11 @@ class DeepBaselineOptions(TrainingKeys):
             raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
         self.check_training_keys("deep.")
         self.search.check("deep.search.")
+        if self.search.l2sp:
+            raise ValueError(
+                "deep.search.l2sp: the deep baselines train from scratch; L2-SP needs a "
+                "pretrained encoder (finetune full pretrained=<run>)"
+            )
         if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
             raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
         self.loss.check_taken(

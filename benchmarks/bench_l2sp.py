@@ -1,0 +1,263 @@
+"""L2-SP finetuning against the pretrained DL and the same ResNet from scratch (issue 30, item 5).
+
+On OHSUMED's five folds x seeds x label fractions, vali fully labeled, with the hybrid sweep's
+settings (configs/sweep/ohsumed-hybrid.yaml), test NDCG@5 of:
+
+- (a) ``simclr-rank+full``: full finetuning at lr 2e-4 of the SimCLR-Rank encoder (20 epochs);
+- (b) the same with L2-SP, ``l2sp_grid=[...]``: one model per alpha, the vali-best kept (alpha
+  chosen per fold, seed and fraction on vali NDCG@5);
+- (c) ``resnet``: the same network from scratch with its own lr grid.
+
+(a), (c) and the one pretraining per (fold, seed) are the sweep ``configs/sweep/ohsumed-l2sp.yaml``
+(run first, by this script, unless ``--no-sweep``); (b) finetunes each of that sweep's
+pretrainings through the CLI, one process per run, ``--jobs`` at a time, in
+``<sweep>/ohsumed/fold=<k>/finetune/simclr-rank+full+l2sp/frac=<f>/seed=<s>/``. A run holding
+``DONE`` is skipped, so the script resumes. Test is reported only, never chosen on.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_l2sp.py [--folds 1 2 3 4 5] [--seeds 0 1 2]
+        [--fractions 0.05 0.2] [--grid 0.01 0.1 1 10] [--jobs 2] [--no-sweep]
+
+Prints markdown tables (mean ± std over the units, paired margins with one- and two-sided
+paired t-tests, the alphas chosen, seconds per run) and writes ``<sweep>/l2sp-results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = "ohsumed-l2sp"
+# The five folds in ../shared/data beside the project root (as configs/sweep/ohsumed-l2sp.yaml).
+DATA = ["data=ohsumed", f"data.path={ROOT.parent / 'shared' / 'data' / 'ohsumed-letor3'}"]
+MODELS = {"a": "simclr-rank+full", "b": "simclr-rank+full+l2sp", "c": "resnet"}
+
+
+def run_dir(sweep: Path, model: str, fold: int, seed: int, fraction: float) -> Path:
+    stage = "baseline" if model == "resnet" else "finetune"
+    return (
+        sweep / "ohsumed" / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
+    )
+
+
+def pretraining(sweep: Path, fold: int, seed: int) -> Path:
+    return sweep / "ohsumed" / f"fold={fold}" / "pretrain" / "simclr-rank" / f"seed={seed}"
+
+
+def l2sp_args(fold: int, seed: int, fraction: float, grid: list[float], sweep: Path) -> list[str]:
+    """The sweep's (a) job for this cell, with the alpha grid."""
+    splits = [f"data.splits.{s}=Fold{fold}/{s}" for s in ("train", "vali", "test")]
+    return [
+        "finetune",
+        "full",
+        *DATA,
+        *splits,
+        "logger=none",
+        f"seed={seed}",
+        f"scarcity.fraction={fraction}",
+        "scarcity.val=full",
+        f"pretrained={pretraining(sweep, fold, seed)}",
+        "optimizer.lr=2.0e-4",
+        "l2sp_grid=[" + ",".join(f"{a:g}" for a in grid) + "]",
+    ]
+
+
+def run_l2sp(cell: tuple[int, int, float], args) -> None:
+    fold, seed, fraction = cell
+    out = run_dir(args.sweep, MODELS["b"], fold, seed, fraction)
+    if (out / "DONE").is_file():
+        return
+    done = pretraining(args.sweep, fold, seed) / "DONE"
+    while not done.is_file():  # the sweep pretrains it (when both run at once)
+        time.sleep(10)
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    command = [
+        sys.executable,
+        "-m",
+        "scarce_ltr",
+        *l2sp_args(fold, seed, fraction, args.grid, args.sweep),
+    ]
+    start = time.perf_counter()
+    with open(out / "log.txt", "ab") as log:
+        command += [f"run_dir={out}"]
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    print(
+        f"  l2sp fold {fold} seed {seed} frac {fraction:g}: exit {code}, "
+        f"{time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
+
+
+def fit_seconds(folder: Path, report: dict) -> float:
+    """Seconds of training and vali scoring: a finetuning run's epochs (every grid point's, for
+    an alpha grid: a killed and resumed run counts as one), a baseline's own ``seconds``."""
+    if "seconds" in report:
+        return report["seconds"]
+    points = [json.loads(p.read_text()) for p in folder.glob("grid/*/result.json")] or [report]
+    return sum(p["seconds_per_epoch"] * p["epochs_trained"] for p in points)
+
+
+def seconds(folder: Path) -> float:
+    """Wall seconds of a finished run: its config written at the start, DONE at the end."""
+    return (folder / "DONE").stat().st_mtime - (folder / "config.yaml").stat().st_mtime
+
+
+def moved(folder: Path, pretrained: Path) -> float:
+    """Squared distance of a finetuned model's encoder parameters from the pretrained ones."""
+    import torch
+
+    model = torch.load(folder / "model.pt", weights_only=True)["state_dict"]
+    encoder = torch.load(pretrained / "encoder.pt", weights_only=True)["state_dict"]
+    names = [k for k, v in encoder.items() if v.is_floating_point() and "running" not in k]
+    return sum(float((model[f"encoder.{k}"] - encoder[k]).pow(2).sum()) for k in names)
+
+
+def collect(args) -> list[dict]:
+    rows = []
+    for fraction in args.fractions:
+        for fold in args.folds:
+            for seed in args.seeds:
+                row = {"fraction": fraction, "fold": fold, "seed": seed}
+                for key, model in MODELS.items():
+                    folder = run_dir(args.sweep, model, fold, seed, fraction)
+                    if not (folder / "DONE").is_file():
+                        continue
+                    report = json.loads((folder / "report.json").read_text())
+                    row[key] = report["metrics"]["test"]["ndcg@5"]
+                    row[f"{key}_vali"] = report["metrics"]["vali"]["ndcg@5"]
+                    row[f"{key}_seconds"] = fit_seconds(folder, report)
+                    if key == "b":
+                        row["alpha"] = report["l2sp"]
+                        row["grid_vali"] = {
+                            g["l2sp"]: g["best_vali_ndcg@5"] for g in report["lr_grid"]
+                        }
+                    if key in ("a", "b"):  # the vali-best epoch in the head-only phase
+                        row[f"{key}_head_epoch"] = (
+                            report["best_epoch"] <= report["phases"][0]["epochs"]
+                        )
+                        row[f"{key}_moved"] = moved(folder, pretraining(args.sweep, fold, seed))
+                pre = pretraining(args.sweep, fold, seed)
+                if (pre / "DONE").is_file():
+                    row["pretrain_seconds"] = seconds(pre)
+                rows.append(row)
+    return rows
+
+
+def paired(x: list[float], y: list[float]) -> str:
+    d = np.asarray(x) - np.asarray(y)
+    if len(d) < 2:
+        return "n < 2"
+    one = stats.ttest_rel(x, y, alternative="greater").pvalue
+    two = stats.ttest_rel(x, y).pvalue
+    wins = f"{int((d > 0).sum())}/{len(d)} > 0"
+    tests = f"one-sided p={one:.3f}, two-sided p={two:.3f}"
+    return f"{d.mean():+.3f} ± {d.std(ddof=1):.3f} ({tests}; {wins})"
+
+
+def report(rows: list[dict], args) -> None:
+    for fraction in args.fractions:
+        units = [r for r in rows if r["fraction"] == fraction and all(k in r for k in "abc")]
+        print(f"\n### {fraction:.0%} labeled train QGs: n = {len(units)} (fold, seed) units\n")
+        if not units:
+            continue
+        print("| model | test NDCG@5 (mean ± std) | vali NDCG@5 | s per run |")
+        print("|---|---|---|---|")
+        for key, name in (
+            ("a", "(a) simclr-rank+full"),
+            ("b", "(b) + L2-SP, alpha on vali"),
+            ("c", "(c) resnet"),
+        ):
+            test = [r[key] for r in units]
+            vali = [r[f"{key}_vali"] for r in units]
+            secs = [r[f"{key}_seconds"] for r in units]
+            spread = f"{np.mean(test):.3f} ± {np.std(test, ddof=1):.3f}"
+            print(f"| {name} | {spread} | {np.mean(vali):.3f} | {np.mean(secs):.0f} |")
+        print("\n| paired margin | test NDCG@5 |")
+        print("|---|---|")
+        for p, q in (("b", "c"), ("b", "a"), ("a", "c")):
+            print(f"| ({p}) - ({q}) | {paired([r[p] for r in units], [r[q] for r in units])} |")
+        ties = sum(r["a"] == r["b"] for r in units)
+        print(f"\n(b) = (a) exactly on test in {ties}/{len(units)} units")
+        for key in ("a", "b"):
+            dist = [r[f"{key}_moved"] for r in units]
+            print(
+                f"({key}) kept model's encoder, squared distance from pretrained: "
+                f"median {np.median(dist):.3f}, max {np.max(dist):.3f}"
+            )
+        tied = sum(len(set(r["grid_vali"].values())) == 1 for r in units)
+        by_alpha = {a: np.mean([r["grid_vali"][a] for r in units]) for a in units[0]["grid_vali"]}
+        print(
+            f"every alpha the same vali NDCG@5 in {tied}/{len(units)} units; mean vali per alpha: "
+            + ", ".join(f"{a:g}: {v:.4f}" for a, v in by_alpha.items())
+        )
+        alphas = [r["alpha"] for r in units]
+        counts = {a: alphas.count(a) for a in sorted(set(alphas))}
+        print(
+            f"\nalpha chosen on vali: {counts}; vali-best epoch in the head-only phase: "
+            f"(a) {sum(r['a_head_epoch'] for r in units)}/{len(units)}, "
+            f"(b) {sum(r['b_head_epoch'] for r in units)}/{len(units)}"
+        )
+    pre = [r["pretrain_seconds"] for r in rows if "pretrain_seconds" in r]
+    if pre:
+        reuse = "reused by (a), (b) and both fractions"
+        print(f"\npretraining: {np.mean(pre):.0f} s per (fold, seed), {reuse}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--fractions", type=float, nargs="+", default=[0.05, 0.2])
+    parser.add_argument("--grid", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / SWEEP)
+    parser.add_argument("--no-sweep", action="store_true", help="(a), (c) ran or run elsewhere")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    if not args.report_only:
+        if not args.no_sweep:
+            folds = "folds=[" + ",".join(map(str, args.folds)) + "]"
+            seeds = "seeds=[" + ",".join(map(str, args.seeds)) + "]"
+            fractions = "fractions=[" + ",".join(f"{f:g}" for f in args.fractions) + "]"
+            subprocess.run(
+                [
+                    str(ROOT / "run.sh"),
+                    "sweep",
+                    SWEEP,
+                    folds,
+                    seeds,
+                    fractions,
+                    "logger=none",
+                    f"workers={args.jobs}",
+                    f"run_dir={args.sweep}",
+                ],
+                check=True,
+            )
+        # every fold at the first fraction before the next fraction (what fits in a budget)
+        cells = [
+            (fold, seed, fraction)
+            for fraction in args.fractions
+            for fold in args.folds
+            for seed in args.seeds
+        ]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda cell: run_l2sp(cell, args), cells))
+    rows = collect(args)
+    (args.sweep / "l2sp-results.json").write_text(
+        json.dumps({"grid": args.grid, "rows": rows}, indent=1)
+    )
+    report(rows, args)
+
+
+if __name__ == "__main__":
+    main()
