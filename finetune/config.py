@@ -14,11 +14,8 @@ from functools import partial
 from pathlib import Path
 
 from scarce_ltr.core.config_fields import (
-    MAX_EPOCHS,
-    MAX_TRIALS,
     NON_NEGATIVE,
     POSITIVE,
-    Allowed,
     OptimizerConfig,
     allowed,
 )
@@ -30,6 +27,7 @@ from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys, TrainingKeys
 from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.finetune.losses import LOSSES, loss_options
+from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
@@ -41,7 +39,6 @@ ENCODER_MARK = "+"
 SCRATCH = "scratch"  # the encoder's name in a fresh encoder's model: scratch+full
 DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
-PHASE_EPOCHS = Allowed(0, MAX_EPOCHS)  # head_epochs, full_epochs: 0 leaves a phase out
 
 
 @dataclass(frozen=True)
@@ -90,79 +87,6 @@ class LossConfig:
         options = {name: getattr(self, name) for name in loss_options(self.name)}
         options = {name: value for name, value in options.items() if value is not None}
         return partial(LOSSES[self.name], **options)
-
-
-# What the search's ranges allow (the keys' own checks, applied to each end of a range).
-SEARCH_BOUNDS = {
-    "lr": Allowed(0, 10.0, low_open=True, why="log scale"),
-    "weight_decay": Allowed(0, 10.0, low_open=True, why="log scale: use a small low, not 0"),
-    "dropout": Allowed(0, 1, high_open=True),
-    "head_epochs": PHASE_EPOCHS,
-    "full_epochs": PHASE_EPOCHS,
-    "noise_std": Allowed(0, 100.0),
-    "head_hidden": Allowed(1, 65536),
-    "l2sp": Allowed(0, 1e6, low_open=True, why="log scale: use a small low, not 0"),
-}
-LOG_SCALE = ("lr", "weight_decay", "head_hidden", "l2sp")  # drawn on a log scale
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """A seeded Optuna search on vali over the training recipe (`finetune.search`).
-
-    ``n_trials`` 0 (the default) is off: the fixed recipe (and ``lrs`` grid) as it always was.
-    Each range is ``[low, high]``; an empty list leaves that key at the config's own value in
-    every trial. ``lr``, ``weight_decay`` and ``head_hidden`` are drawn on a log scale; ``loss``
-    lists the losses to choose from (`finetune.losses.LOSSES`). The keys a model does not have
-    (``head_hidden`` of a linear head, ``full_epochs`` of a frozen encoder) are not searched.
-    """
-
-    n_trials: int = 0  # 0: off; the trees' budget is 30 (configs/sweep/hybrid.yaml)
-    lr: list[float] = field(default_factory=lambda: [1e-5, 1e-2])  # [low, high], log scale
-    # 0, or [low, high] on a log scale (a categorical weight_decay_on first)
-    weight_decay: list[float] = field(default_factory=lambda: [1e-7, 1e-2])
-    dropout: list[float] = field(default_factory=lambda: [0.0, 0.5])  # the head's (the model's)
-    head_epochs: list[int] = field(default_factory=lambda: [10, 100])  # [low, high]
-    # [low, high]; a deep baseline's max_epochs
-    full_epochs: list[int] = field(default_factory=lambda: [10, 100])
-    # the losses to choose from (finetune.losses.LOSSES)
-    loss: list[str] = field(default_factory=lambda: ["lambdarank", "softmax", "approx-ndcg"])
-    noise_std: list[float] = field(default_factory=lambda: [0.0, 0.5])  # Gaussian input noise
-    # [low, high], log scale: the MLP head's width (a deep baseline's hidden)
-    head_hidden: list[int] = field(default_factory=lambda: [32, 512])
-    # full on a pretrained encoder: L2-SP's alpha, 0 or [low, high] on a log scale (as
-    # weight_decay); [] (the default): not searched, l2sp stays at the config's value
-    l2sp: list[float] = field(default_factory=list)
-
-    def check(self, prefix: str) -> None:
-        """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
-        ``deep.search.``); the config holding the section calls it."""
-        if not 0 <= self.n_trials <= MAX_TRIALS:
-            raise ValueError(
-                f"{prefix}n_trials must be >= 0 and <= {MAX_TRIALS} (0: off), got {self.n_trials}"
-            )
-        for key, bounds in SEARCH_BOUNDS.items():
-            span = getattr(self, key)
-            if not span:
-                continue
-            if len(span) != 2 or span[0] > span[1]:
-                raise ValueError(
-                    f"{prefix}{key} must be [low, high] with low <= high (or [] to leave it "
-                    f"out), got {list(span)}"
-                )
-            for value in span:
-                bounds.check(f"{prefix}{key}", value)
-        unknown = [name for name in self.loss if name not in LOSSES]
-        if unknown:
-            raise ValueError(
-                f"{prefix}loss: {unknown[0]!r} is not a loss; choose from {', '.join(LOSSES)}"
-            )
-        if len(set(self.loss)) != len(self.loss):
-            raise ValueError(f"{prefix}loss must list distinct losses")
-
-    @property
-    def on(self) -> bool:
-        return self.n_trials > 0
 
 
 # What the loop reads of the training keys finetuning and the deep baselines share: the fields

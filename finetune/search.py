@@ -3,7 +3,8 @@
 The trees get ``n_trials`` Optuna trials on vali (`baselines.tuning`); this gives finetuning
 (`finetune.train`) and the from-scratch deep baselines (`baselines.deep.train`) the same budget
 over what matters for small labeled sets: learning rate, weight decay, dropout, head and full
-epochs, the loss, input noise and head size (`finetune.config.SearchConfig`, ranges from YAML).
+epochs, the loss, input noise and head size (`finetune.search_config.SearchConfig`, ranges from
+YAML).
 
 Each trial is a grid point (`finetune.grid.train_point`) in ``grid/trial=<k>/``: trained from
 the run's seed with its own checkpoint, finished on its own (``result.json`` + ``DONE``). The
@@ -37,7 +38,6 @@ from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.finetune.config import LOG_SCALE, SearchConfig
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
     Candidate,
@@ -46,6 +46,7 @@ from scarce_ltr.finetune.grid import (
     finish_grid,
     train_point,
 )
+from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
 # Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,

@@ -22,7 +22,6 @@ loss, input noise and head size; the vali-best trial is kept and scores test onc
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -31,10 +30,8 @@ from pathlib import Path
 
 from torch import nn
 
-from scarce_ltr.core.checkpointing import load_checkpoint
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.run_config import SOURCE_KEYS, sources_moved, without_free_keys
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.data.pipeline import (
@@ -50,6 +47,7 @@ from scarce_ltr.finetune.grid import BEST_VALI, Candidate, GridTraining, Trained
 from scarce_ltr.finetune.heads import build_head
 from scarce_ltr.finetune.loop import CHECKPOINT
 from scarce_ltr.finetune.model import Ranker, count_parameters, ranker_spec
+from scarce_ltr.finetune.run_settings import check_identity, checkpoint_meta, run_identity
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
 
@@ -58,13 +56,13 @@ def main(cfg: FinetuneConfig, run: Run) -> Outcome:
     out_dir = run.folder
     identity = run_identity(cfg)
     folders = {point: _point_folder(cfg, out_dir, *point) for point in grid_points(cfg)}
-    metas = [_checkpoint_meta(folder / CHECKPOINT) for folder in folders.values()]
+    metas = [checkpoint_meta(folder / CHECKPOINT) for folder in folders.values()]
     if cfg.search.on:  # the trials' checkpoints, and the results of those finished
         trials = [search.trial_folder(out_dir, k) for k in range(cfg.search.n_trials)]
-        metas = [_checkpoint_meta(t.folder / CHECKPOINT) for t in trials]
+        metas = [checkpoint_meta(t.folder / CHECKPOINT) for t in trials]
         metas += [t.result() or {} for t in trials]
     for meta in filter(None, metas):
-        _check_identity(out_dir, meta.get("identity"), identity)
+        check_identity(out_dir, meta.get("identity"), identity)
     wandb_id = next((m["wandb_id"] for m in metas if m.get("wandb_id")), None)
     seed_everything(cfg.seed)
     runtime = cfg.runtime()
@@ -355,53 +353,3 @@ def load_pretrained(cfg: FinetuneConfig, prepared: PreparedData):
         )
     source = {"pretrained": str(path.resolve()), "method": info.get("method")}
     return encoder, encoder_cfg, source
-
-
-def run_identity(cfg: FinetuneConfig) -> str:
-    """The settings that make a run what it is, as one JSON string (stored in its checkpoints and
-    report; the keys that may change between a run and its resume left out)."""
-    settings = without_free_keys(asdict(cfg))
-    if not cfg.search.on:  # a run without a search is the run it was before the key existed
-        settings.pop("search")
-    elif not cfg.search.l2sp:  # likewise a search without an L2-SP range
-        settings["search"].pop("l2sp")
-    if not cfg.l2sp_on:  # likewise without L2-SP
-        settings.pop("l2sp"), settings.pop("l2sp_grid")
-    if not cfg.from_scratch:
-        settings["pretrained"] = str(Path(cfg.pretrained).resolve())
-    settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]
-    return json.dumps(settings, sort_keys=True, default=str)
-
-
-def _check_identity(out_dir: Path, found: str | None, expected: str) -> None:
-    if found is not None and found != expected:
-        # A checkpoint of an earlier version kept keys now free (cpu_amp): no setting.
-        old = without_free_keys(_data_path_resolved(json.loads(found)))
-        new = without_free_keys(json.loads(expected))
-        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if not keys:  # the data folder spelled otherwise by an earlier version
-            return
-        if all(k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)) for k in keys):
-            # The runs it was finetuned from have moved (a copied or moved runs/ tree): the
-            # same settings otherwise, so it is the same run.
-            print(f"{out_dir}: its {' and '.join(keys)} moved; resuming there", file=sys.stderr)
-            return
-        raise UserError(
-            f"{out_dir} holds a finetuning run with other settings ({', '.join(keys)} differ); "
-            "pass run_dir=<new folder>, or delete that folder to start over"
-        )
-
-
-def _data_path_resolved(settings: dict) -> dict:
-    """A checkpoint of an earlier version stored ``data.path`` as typed (relative, with a
-    trailing ``/``); configs store it absolute now: the same folder is the same setting."""
-    data = settings.get("data")
-    if isinstance(data, dict) and data.get("path"):
-        data["path"] = str(Path(str(data["path"])).expanduser().resolve())
-    return settings
-
-
-def _checkpoint_meta(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    return load_checkpoint(path, what="finetuning checkpoint").get("meta") or {}

@@ -124,16 +124,16 @@ def test_a_finetuning_checkpoint_with_a_relative_data_path_resumes(tmp_path, mon
     """Earlier versions stored ``data.path`` as typed; configs store it absolute now."""
     import json
 
-    from scarce_ltr.finetune.train import _check_identity
+    from scarce_ltr.finetune.run_settings import check_identity
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
     old = json.dumps({"data": {"path": "data/"}, "lrs": [1e-3]}, sort_keys=True)
     new = json.dumps({"data": {"path": str(tmp_path / "data")}, "lrs": [1e-3]}, sort_keys=True)
-    _check_identity(tmp_path / "run", old, new)  # the same folder: the same run
+    check_identity(tmp_path / "run", old, new)  # the same folder: the same run
     other = new.replace("0.001", "0.002")
     with pytest.raises(UserError, match=r"other settings \(lrs differ\)"):
-        _check_identity(tmp_path / "run", old, other)
+        check_identity(tmp_path / "run", old, other)
 
 
 def _tiny_test_file(path: Path) -> Path:

@@ -23,8 +23,9 @@ from scarce_ltr.core.config_fields import (
     check_allowed,
 )
 from scarce_ltr.data.stage_config import TrainingKeys
-from scarce_ltr.finetune.config import LossConfig, SearchConfig, TrainOptions
+from scarce_ltr.finetune.config import LossConfig, TrainOptions
 from scarce_ltr.finetune.heads import HEADS
+from scarce_ltr.finetune.search_config import SearchConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
 # The deep baselines train with Adam at a constant rate (paper A.2.3) and choose the rate on vali

@@ -1,0 +1,84 @@
+"""What a seeded Optuna search on vali may vary of the training recipe: ``search.*`` of
+finetuning, ``deep.search.*`` of the deep baselines (`SearchConfig`; `finetune.search` runs it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS, Allowed
+from scarce_ltr.finetune.losses import LOSSES
+
+PHASE_EPOCHS = Allowed(0, MAX_EPOCHS)  # head_epochs, full_epochs: 0 leaves a phase out
+
+# What the search's ranges allow (the keys' own checks, applied to each end of a range).
+SEARCH_BOUNDS = {
+    "lr": Allowed(0, 10.0, low_open=True, why="log scale"),
+    "weight_decay": Allowed(0, 10.0, low_open=True, why="log scale: use a small low, not 0"),
+    "dropout": Allowed(0, 1, high_open=True),
+    "head_epochs": PHASE_EPOCHS,
+    "full_epochs": PHASE_EPOCHS,
+    "noise_std": Allowed(0, 100.0),
+    "head_hidden": Allowed(1, 65536),
+    "l2sp": Allowed(0, 1e6, low_open=True, why="log scale: use a small low, not 0"),
+}
+LOG_SCALE = ("lr", "weight_decay", "head_hidden", "l2sp")  # drawn on a log scale
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """A seeded Optuna search on vali over the training recipe (`finetune.search`).
+
+    ``n_trials`` 0 (the default) is off: the fixed recipe (and ``lrs`` grid) as it always was.
+    Each range is ``[low, high]``; an empty list leaves that key at the config's own value in
+    every trial. ``lr``, ``weight_decay`` and ``head_hidden`` are drawn on a log scale; ``loss``
+    lists the losses to choose from (`finetune.losses.LOSSES`). The keys a model does not have
+    (``head_hidden`` of a linear head, ``full_epochs`` of a frozen encoder) are not searched.
+    """
+
+    n_trials: int = 0  # 0: off; the trees' budget is 30 (configs/sweep/hybrid.yaml)
+    lr: list[float] = field(default_factory=lambda: [1e-5, 1e-2])  # [low, high], log scale
+    # 0, or [low, high] on a log scale (a categorical weight_decay_on first)
+    weight_decay: list[float] = field(default_factory=lambda: [1e-7, 1e-2])
+    dropout: list[float] = field(default_factory=lambda: [0.0, 0.5])  # the head's (the model's)
+    head_epochs: list[int] = field(default_factory=lambda: [10, 100])  # [low, high]
+    # [low, high]; a deep baseline's max_epochs
+    full_epochs: list[int] = field(default_factory=lambda: [10, 100])
+    # the losses to choose from (finetune.losses.LOSSES)
+    loss: list[str] = field(default_factory=lambda: ["lambdarank", "softmax", "approx-ndcg"])
+    noise_std: list[float] = field(default_factory=lambda: [0.0, 0.5])  # Gaussian input noise
+    # [low, high], log scale: the MLP head's width (a deep baseline's hidden)
+    head_hidden: list[int] = field(default_factory=lambda: [32, 512])
+    # full on a pretrained encoder: L2-SP's alpha, 0 or [low, high] on a log scale (as
+    # weight_decay); [] (the default): not searched, l2sp stays at the config's value
+    l2sp: list[float] = field(default_factory=list)
+
+    def check(self, prefix: str) -> None:
+        """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
+        ``deep.search.``); the config holding the section calls it."""
+        if not 0 <= self.n_trials <= MAX_TRIALS:
+            raise ValueError(
+                f"{prefix}n_trials must be >= 0 and <= {MAX_TRIALS} (0: off), got {self.n_trials}"
+            )
+        for key, bounds in SEARCH_BOUNDS.items():
+            span = getattr(self, key)
+            if not span:
+                continue
+            if len(span) != 2 or span[0] > span[1]:
+                raise ValueError(
+                    f"{prefix}{key} must be [low, high] with low <= high (or [] to leave it "
+                    f"out), got {list(span)}"
+                )
+            for value in span:
+                bounds.check(f"{prefix}{key}", value)
+        unknown = [name for name in self.loss if name not in LOSSES]
+        if unknown:
+            raise ValueError(
+                f"{prefix}loss: {unknown[0]!r} is not a loss; choose from {', '.join(LOSSES)}"
+            )
+        if len(set(self.loss)) != len(self.loss):
+            raise ValueError(f"{prefix}loss must list distinct losses")
+
+    @property
+    def on(self) -> bool:
+        return self.n_trials > 0
