@@ -303,7 +303,6 @@ class _Fit:
         self.batches.set_epoch(position.epoch)
         start = time.perf_counter()
         phase = self.phases[position.phase]
-        phase_epochs = phase.epochs
         # the encoder sits at its anchor while frozen: no penalty, no gradient
         penalty = self.l2sp if phase.train_encoder else None
         loss = train_epoch(
@@ -314,7 +313,7 @@ class _Fit:
             runtime=self.runtime,
             noise_std=self.options.noise_std,
             generator=_noise_generator(self.seed, position.epoch, self.runtime),
-            schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase_epochs),
+            schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase.epochs),
             teaching=self.teaching,
             penalty=penalty,
         )
