@@ -3,8 +3,7 @@
 Each family declares its entry as ``FAMILY`` in its own package; this layer sits above all of
 them (the ensembles included) so that it may import every one. What the layers above need per
 family, they read here: serving the scorer and the export formats of a bundle kind, the command
-line and sweeps the families' names, the sweep planner the stage that trains a model
-(`family_of`).
+line and sweeps the families' names.
 """
 
 from __future__ import annotations
@@ -18,15 +17,6 @@ from scarce_ltr.ensembles.family import FAMILY as ENSEMBLES
 from scarce_ltr.finetune.family import FAMILY as FINETUNED
 
 FAMILIES: tuple[ModelFamily, ...] = (FINETUNED, *BASELINE_FAMILIES, ENSEMBLES)
-
-
-def family_of(name: str) -> ModelFamily:
-    """The family whose command-line names hold ``name`` (``gbdt``, ``full``, ``ensemble``)."""
-    for family in FAMILIES:
-        if name in family.names:
-            return family
-    known = ", ".join(n for family in FAMILIES for n in family.names)
-    raise KeyError(f"no model family names {name!r}; the families name {known}")
 
 
 def bundle_kinds() -> list[str]:

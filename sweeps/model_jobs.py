@@ -14,7 +14,6 @@ from pathlib import Path
 from scarce_ltr.baselines.config import HYBRID_BASELINES
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_identity import run_folder
-from scarce_ltr.families import family_of
 from scarce_ltr.finetune.config import ENCODER_MARK
 from scarce_ltr.models.names import COMBINED, FINETUNED, HYBRID, ModelName, split_variant
 from scarce_ltr.sweeps.jobs import Job
@@ -48,25 +47,28 @@ def pretraining_methods(models: list[str]) -> list[str]:
 
 def sweep_job(model: str) -> tuple[str | None, str, str]:
     """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
-    model's: its student's); the stage is the one its family trains in (`family_of`)."""
+    model's: its student's). The stage is written here, not read from `scarce_ltr.families`:
+    that table imports every backend (LightGBM, CatBoost, XGBoost), which the sweep's driver
+    process need not load (with them loaded there, test_ray_sweep's Ctrl-C twice reached the
+    driver only as its sweep ended). `tests/test_families.py` checks the stages agree."""
     name = ModelName.parse(model).student
     if name.ensembles:
-        return None, family_of("ensemble").stage, ""
+        return None, "ensemble", ""
     if name.kind == FINETUNED:
-        return name.encoder, family_of(name.name).stage, name.name
+        return name.encoder, "finetune", name.name
     if name.kind == HYBRID:
         if ENCODER_MARK in name.encoder:
             raise UserError(
                 f"sweep model '{name}': a sweep runs {name.name} on pretraining runs only "
                 f"({name.name}+<pretraining method>)"
             )
-        return name.encoder, family_of(name.name).stage, name.name
+        return name.encoder, "baseline", name.name
     if str(name) in HYBRID_BASELINES:
         raise UserError(
             f"sweep model '{name}' needs a pretrained encoder: {name}+<pretraining method>, "
             f"such as {name}+simclr-rank"
         )
-    return None, family_of(str(name)).stage, str(name)
+    return None, "baseline", str(name)
 
 
 def pretrain_job(

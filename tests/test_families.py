@@ -47,3 +47,25 @@ def test_serving_scores_and_exports_every_bundle_kind() -> None:
     assert export_formats("lightgbm") == ("lightgbm",)
     assert export_formats("catboost") == export_formats("ensemble") == ()
     assert set(torch_builders()) == {"deepfm", "dcnv2", "dasalc"}
+
+
+def test_the_sweep_planner_runs_each_family_in_its_stage() -> None:
+    """`sweeps.model_jobs.sweep_job` writes the stages out (the driver loads no backend): they
+    are the families'."""
+    from scarce_ltr.baselines.config import HYBRID_BASELINES
+    from scarce_ltr.finetune.config import COMBINE
+    from scarce_ltr.sweeps.jobs import cli_stage
+    from scarce_ltr.sweeps.model_jobs import sweep_job
+
+    for family in FAMILIES:
+        for name in family.names:
+            if name == COMBINE:  # planned as a job of its own wave, run by ./run.sh finetune
+                assert cli_stage(COMBINE) == family.stage
+                continue
+            if family.stage == "ensemble":
+                model = f"{name}:gbdt,resnet"
+            elif family.stage == "finetune":
+                model = f"simclr-rank+{name}"
+            else:
+                model = f"{name}+simclr-rank" if name in HYBRID_BASELINES else name
+            assert sweep_job(model)[1] == family.stage, model

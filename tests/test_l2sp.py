@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from test_finetune_units import run_fit
 from tiny import small_encoder, tiny_data
 
 from scarce_ltr.cli import run
@@ -18,7 +19,6 @@ from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.finetune.config import FinetuneConfig, Phase
 from scarce_ltr.finetune.heads import build_head
 from scarce_ltr.finetune.l2sp import L2SP
-from scarce_ltr.finetune.loop import fit
 from scarce_ltr.finetune.model import Ranker
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
@@ -79,15 +79,13 @@ def test_a_large_alpha_keeps_the_encoder_near_its_start() -> None:
         model = ranker()
         options = replace(cfg.train_options(), lr=1e-2, l2sp=alpha)
         seen: list[float] = []  # after each epoch, before the vali-best weights are restored
-        result = fit(
+        result = run_fit(
             model,
+            cfg,
             prepared,
-            phases=phases,
-            loss_fn=cfg.loss.build(),
+            runtime,
+            phases,
             options=options,
-            metrics_cfg=cfg.metrics,
-            runtime=runtime,
-            seed=0,
             log=lambda row, model=model, seen=seen: seen.append(_distance(model, start)),
         )
         histories[alpha] = [row for row in result.history if row["epoch"] > 0]
