@@ -48,9 +48,8 @@ def pretraining_methods(models: list[str]) -> list[str]:
 def sweep_job(model: str) -> tuple[str | None, str, str]:
     """``(pretraining method or None, stage, name)`` of a sweep model's own job (a taught
     model's: its student's). The stage is written here, not read from `scarce_ltr.families`:
-    that table imports every backend (LightGBM, CatBoost, XGBoost), which the sweep's driver
-    process need not load (with them loaded there, test_ray_sweep's Ctrl-C twice reached the
-    driver only as its sweep ended). `tests/test_families.py` checks the stages agree."""
+    that table imports every backend (LightGBM, CatBoost, XGBoost) into the sweep's driver,
+    which runs none of them. `tests/test_families.py` checks the stages are the families'."""
     name = ModelName.parse(model).student
     if name.ensembles:
         return None, "ensemble", ""
