@@ -231,10 +231,16 @@ def grid_points(cfg: FinetuneConfig) -> list[tuple[float, float]]:
     return [(lr, alpha) for lr in cfg.learning_rates() for alpha in cfg.l2sp_values()]
 
 
-def _point_label(cfg: FinetuneConfig, lr: float, l2sp: float) -> str:
-    """The keys a point differs in: ``lr=<rate>``, ``l2sp=<alpha>``, comma-joined ('' alone)."""
-    parts = [f"lr={lr:g}"] if len(cfg.learning_rates()) > 1 else []
-    return ",".join(parts + ([f"l2sp={l2sp:g}"] if len(cfg.l2sp_values()) > 1 else []))
+def _point_keys(cfg: FinetuneConfig, lr: float, l2sp: float) -> dict[str, float]:
+    """The keys a grid point differs in from the others: ``lr`` in a grid of rates, ``l2sp`` in
+    a grid of alphas (none for a single point)."""
+    keys = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
+    return keys | ({"l2sp": l2sp} if len(cfg.l2sp_values()) > 1 else {})
+
+
+def _point_label(cfg: FinetuneConfig, lr: float, l2sp: float, *, sep: str = ",") -> str:
+    """``lr=<rate>``, ``l2sp=<alpha>`` of `_point_keys`, joined by ``sep`` ('' alone)."""
+    return sep.join(f"{key}={value:g}" for key, value in _point_keys(cfg, lr, l2sp).items())
 
 
 def _point_folder(cfg: FinetuneConfig, out_dir: Path, lr: float, l2sp: float) -> Path:
@@ -256,16 +262,15 @@ def _candidate(
     """The rate ``lr`` (and L2-SP alpha ``l2sp``, default ``cfg.l2sp``) as a grid point: its
     model built fresh (pretrained encoder, new head), its epochs given to ``log``."""
     alpha = cfg.l2sp if l2sp is None else l2sp
-    label = _point_label(cfg, lr, alpha).replace(",", " ")
-    grid = len(cfg.l2sp_values()) > 1  # the alpha is a key of the point only in a grid
+    label = _point_label(cfg, lr, alpha, sep=" ")
     return Candidate(
         folder=folder,
         lr=lr,
-        keys={"lr": lr} | ({"l2sp": alpha} if grid else {}),
+        keys={"lr": lr} | _point_keys(cfg, lr, alpha),
         build=partial(_build, cfg, prepared),
         desc=f"finetune {cfg.strategy}{' ' + label if label else ''}",
         log=log,
-        options=cfg.train_options(lr, alpha) if cfg.l2sp_on else None,
+        options=cfg.train_options(lr, alpha),
     )
 
 
@@ -274,8 +279,7 @@ def _grid_log(
 ) -> Callable[[dict], None]:
     """A point's epochs logged under its rate (and alpha), each point's steps after the
     previous point's."""
-    label = {"lr": lr} if len(cfg.learning_rates()) > 1 else {}
-    label |= {"l2sp": l2sp} if len(cfg.l2sp_values()) > 1 else {}
+    label = _point_keys(cfg, lr, l2sp)
     epochs = sum(p.epochs for p in cfg.phases()) + 1
     return lambda row: tracker.log(row | label, step=index * epochs + row["epoch"])
 
