@@ -35,6 +35,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from scarce_ltr.sweeps.stats import paired_greater
+
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = "ohsumed-l2sp"
 # The five folds in ../shared/data beside the project root (as configs/sweep/ohsumed-l2sp.yaml).
@@ -154,14 +156,15 @@ def collect(args) -> list[dict]:
 
 
 def paired(x: list[float], y: list[float]) -> str:
-    d = np.asarray(x) - np.asarray(y)
-    if len(d) < 2:
+    """The paired margin of x over y: the report's one-sided test (`paired_greater`) and the
+    two-sided one beside it."""
+    mean, std, n, one = paired_greater(dict(enumerate(x)), dict(enumerate(y)))
+    if n < 2:
         return "n < 2"
-    one = stats.ttest_rel(x, y, alternative="greater").pvalue
     two = stats.ttest_rel(x, y).pvalue
-    wins = f"{int((d > 0).sum())}/{len(d)} > 0"
+    wins = f"{int((np.asarray(x) > np.asarray(y)).sum())}/{n} > 0"
     tests = f"one-sided p={one:.3f}, two-sided p={two:.3f}"
-    return f"{d.mean():+.3f} ± {d.std(ddof=1):.3f} ({tests}; {wins})"
+    return f"{mean:+.3f} ± {std:.3f} ({tests}; {wins})"
 
 
 def report(rows: list[dict], args) -> None:

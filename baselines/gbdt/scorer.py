@@ -32,10 +32,7 @@ class LightGBMScorer:
         except (lgb.basic.LightGBMError, UnicodeDecodeError) as exc:
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise UserError(f"{path}: not a LightGBM model ({first})") from None
-        self.pca, self.k = None, 0
-        if info.get("pca"):
-            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
-            self.k = int(info["pca"]["k"])
+        self.pca, self.k = _projection(folder, info)
         self.embedding = _Embedding(folder, info["embedding"]) if info.get("embedding") else None
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
@@ -73,13 +70,18 @@ class _Embedding:
         load_module_state(self.encoder, state, path=folder, what="the bundle's encoder")
         self.encoder.eval()
         self.item_budget = int(info["item_budget"])
-        self.pca, self.k = None, 0
-        if info.get("pca"):
-            self.pca = Projection(**read_npz(folder, info["pca"]["file"]))
-            self.k = int(info["pca"]["k"])
+        self.pca, self.k = _projection(folder, info)
 
     def __call__(self, split: RankingSplit) -> np.ndarray:
         from scarce_ltr.baselines.hybrid.embedding_features import embed_split
 
         embedding = embed_split(self.encoder, split, item_budget=self.item_budget)
         return embedding if self.pca is None else self.pca(embedding)[:, : self.k]
+
+
+def _projection(folder: Path, info: dict) -> tuple[Projection | None, int]:
+    """The fitted PCA an ``info`` entry names and how many of its components are columns
+    (``(None, 0)`` without one): the booster's PCA columns, or the embeddings' reduction."""
+    if not info.get("pca"):
+        return None, 0
+    return Projection(**read_npz(folder, info["pca"]["file"])), int(info["pca"]["k"])
