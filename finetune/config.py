@@ -115,6 +115,11 @@ class TrainOptions:
     # L2-SP (finetuning only): alpha of alpha/2 * ||encoder - its pretrained weights||^2 added to
     # the loss in the phases that train the encoder (`finetune.l2sp`); 0: off
     l2sp: float = 0.0
+    head_lr: float | None = None  # the head-only phase's rate (LP-FT); None: lr
+
+    def rate(self, phase: Phase) -> float:
+        """The learning rate of ``phase``: ``head_lr`` while the encoder is frozen, if set."""
+        return self.lr if self.head_lr is None or phase.train_encoder else self.head_lr
 
     @classmethod
     def of(cls, cfg: TrainingKeys, optimizer: OptimizerConfig) -> TrainOptions:
@@ -165,6 +170,9 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     head_epochs: int = field(default=100, metadata=allowed(PHASE_EPOCHS))
     # whole network (0 for the frozen strategies)
     full_epochs: int = field(default=100, metadata=allowed(PHASE_EPOCHS))
+    # full: the head-only phase's learning rate, e.g. 1e-2 (LP-FT: a head fitted at a probe's
+    # rate before the whole network moves at optimizer.lr); null: optimizer.lr in both phases
+    head_lr: float | None = None
     loss: LossConfig = field(default_factory=LossConfig)
     # Adam at the paper's finetuning learning rate (A.2.3).
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=5e-5))
@@ -215,6 +223,12 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
         if not 0 <= self.combination_dropout < 1:
             raise ValueError("combine_dropout (or data.combine_dropout) must be in [0, 1)")
         self._check_l2sp()
+        if self.head_lr is not None:
+            POSITIVE.check("head_lr", self.head_lr)
+            if self.strategy != "full":
+                raise ValueError(
+                    f"head_lr is for full: {self.strategy} trains its head alone, at optimizer.lr"
+                )
         if self.strategy == "combine":
             if len(self.runs) < 2:
                 raise ValueError("combine needs runs=[<finetuning run dir>,<finetuning run dir>]")
@@ -353,7 +367,7 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
         keys and the L2-SP alpha ``l2sp`` (default ``l2sp``)."""
         optimizer = self.optimizer if lr is None else replace(self.optimizer, lr=lr)
         alpha = self.l2sp if l2sp is None else l2sp
-        return replace(TrainOptions.of(self, optimizer), l2sp=alpha)
+        return replace(TrainOptions.of(self, optimizer), l2sp=alpha, head_lr=self.head_lr)
 
 
 def _pretraining_method_of(run: str) -> str | None:

@@ -125,14 +125,14 @@ def train_epoch(
     return total / max(count, 1)
 
 
-def _schedule(optimizer, options, phase_epoch: int, phase_epochs: int) -> Callable[[float], None]:
+def _schedule(optimizer, options, phase_epoch: int, phase: Phase) -> Callable[[float], None]:
     """Sets the learning rate of a phase's step from the share of the phase done."""
 
     def at(epoch_share: float) -> None:
-        progress = (phase_epoch + epoch_share) / max(phase_epochs, 1)
+        progress = (phase_epoch + epoch_share) / max(phase.epochs, 1)
         set_learning_rate(
             optimizer,
-            options.lr,
+            options.rate(phase),
             schedule=options.schedule,
             warmup=options.warmup,
             progress=progress,
@@ -290,9 +290,9 @@ class _Fit:
         if phase.train_encoder:
             self.frozen.clear()  # later frozen phases see the encoder this phase trains
         trainable = [p for p in self.model.parameters() if p.requires_grad]
-        options = self.options
+        options, lr = self.options, self.options.rate(phase)
         self.optimizer = make_optimizer(
-            trainable, name=options.optimizer, lr=options.lr, weight_decay=options.weight_decay
+            trainable, name=options.optimizer, lr=lr, weight_decay=options.weight_decay
         )
         if self.opt_state is not None:
             self.optimizer.load_state_dict(self.opt_state)
@@ -313,7 +313,7 @@ class _Fit:
             runtime=self.runtime,
             noise_std=self.options.noise_std,
             generator=_noise_generator(self.seed, position.epoch, self.runtime),
-            schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase.epochs),
+            schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase),
             teaching=self.teaching,
             penalty=penalty,
         )

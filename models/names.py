@@ -267,11 +267,13 @@ class ModelName:
         return baseline_group(model)
 
     def _finetuned_group(self, pretraining: list[str]) -> str:
+        """``<method>+<strategy>``: a pretrained ranker; ``scratch+<strategy>``: the same recipe
+        on a fresh encoder (``pretrained=none``), pretraining's control."""
         model, method, strategy = str(self), self.encoder, self.name
-        if split_variant(method)[0] not in pretraining:
+        if method != SCRATCH and split_variant(method)[0] not in pretraining:
             raise UserError(
                 f"sweep model '{model}': unknown pretraining method '{method}'; "
-                f"valid: {', '.join(pretraining)}"
+                f"valid: {', '.join(pretraining)}, or {SCRATCH} (a fresh encoder)"
             )
         strategies = [s for s in available("finetune") if s != COMBINE]
         if strategy == COMBINE:
@@ -284,7 +286,7 @@ class ModelName:
                 f"sweep model '{model}': unknown finetuning strategy '{strategy}'; "
                 f"valid: {', '.join(strategies)}"
             )
-        return "pretrained-dl"
+        return "no-pretrain-dl" if method == SCRATCH else "pretrained-dl"
 
 
 _TAUGHT_FORM = (

@@ -220,6 +220,8 @@ class _Planner:
             self.jobs.setdefault(pretrain.key, pretrain)
             depends = [pretrain.key]
             extra = [f"pretrained={pretrain.run_dir}", *extra]
+        elif stage == "finetune":  # scratch+<strategy>
+            extra = ["pretrained=none", *extra]
         student = str(ModelName.parse(model).student)
         if teacher is not None:  # the student's per_model list, then the taught model's
             key = "gbdt.teacher" if student in TAUGHT_TREES else "teacher"

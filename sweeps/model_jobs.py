@@ -14,7 +14,7 @@ from pathlib import Path
 from scarce_ltr.baselines.config import HYBRID_BASELINES
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_identity import run_folder
-from scarce_ltr.finetune.config import ENCODER_MARK
+from scarce_ltr.finetune.config import ENCODER_MARK, SCRATCH
 from scarce_ltr.models.names import COMBINED, FINETUNED, HYBRID, ModelName, split_variant
 from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.settings import fold_place, fold_tags
@@ -53,8 +53,8 @@ def sweep_job(model: str) -> tuple[str | None, str, str]:
     name = ModelName.parse(model).student
     if name.ensembles:
         return None, "ensemble", ""
-    if name.kind == FINETUNED:
-        return name.encoder, "finetune", name.name
+    if name.kind == FINETUNED:  # scratch+<strategy>: a fresh encoder, nothing pretrained
+        return (None if name.encoder == SCRATCH else name.encoder), "finetune", name.name
     if name.kind == HYBRID:
         if ENCODER_MARK in name.encoder:
             raise UserError(
