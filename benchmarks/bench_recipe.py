@@ -1,0 +1,209 @@
+"""What pretraining adds under one finetuning recipe, and under LP-FT (issue 30, item 5).
+
+On OHSUMED's five folds x seeds x label fractions, vali fully labeled, with the hybrid sweep's
+settings (configs/sweep/ohsumed-hybrid.yaml), test NDCG@5 of:
+
+- (p) ``simclr-rank+full``: full finetuning at lr 2e-4 of the SimCLR-Rank encoder (20 epochs);
+- (s) ``scratch+full``: the same recipe on a fresh encoder (``pretrained=none``): the control
+  that isolates the encoder from the recipe;
+- (r) ``resnet``: the same network from scratch with its own lr grid and 300 epochs;
+- (P) and (S): (p) and (s) under LP-FT, ``head_lr=<rate>``: the head-only phase at a linear
+  probe's rate (docs/hybrid.md: vali picks 1e-2 for the probe in 19 of 24 runs), then the
+  whole network at 2e-4 from the vali-best head.
+
+(p), (s), (r) and the one pretraining per (fold, seed) are the sweep
+``configs/sweep/ohsumed-recipe.yaml`` (run first, by this script, unless ``--no-sweep``); (P) and
+(S) finetune through the CLI, one process per run, ``--jobs`` at a time, in
+``<sweep>/ohsumed/fold=<k>/finetune/<model>+lpft/frac=<f>/seed=<s>/``. A run holding ``DONE`` is
+skipped, so the script resumes. Test is reported only, never chosen on.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_recipe.py [--folds 1 2 3 4 5] [--seeds 0 1 2]
+        [--fractions 0.05 0.2] [--head-lr 1e-2] [--jobs 2] [--no-sweep] [--report-only]
+
+Prints markdown tables (mean ± std over the units, paired margins with one- and two-sided
+paired t-tests, seconds per run) and writes ``<sweep>/recipe-results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from bench_l2sp import fit_seconds, paired, pretraining, run_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = "ohsumed-recipe"
+DATA = ["data=ohsumed", f"data.path={ROOT.parent / 'shared' / 'data' / 'ohsumed-letor3'}"]
+LPFT = "+lpft"  # the folder suffix of an LP-FT run
+MODELS = {
+    "p": "simclr-rank+full",
+    "s": "scratch+full",
+    "r": "resnet",
+    "P": f"simclr-rank+full{LPFT}",
+    "S": f"scratch+full{LPFT}",
+}
+LABELS = {
+    "p": "(p) simclr-rank+full, lr 2e-4",
+    "s": "(s) scratch+full, the same recipe from a fresh encoder",
+    "r": "(r) resnet, its lr grid",
+    "P": "(P) simclr-rank+full, LP-FT",
+    "S": "(S) scratch+full, LP-FT",
+}
+# (first, second): what each paired margin isolates
+MARGINS = [
+    ("p", "s", "pretraining, plain recipe"),
+    ("P", "S", "pretraining, LP-FT"),
+    ("P", "p", "LP-FT on the pretrained encoder"),
+    ("S", "s", "LP-FT on a fresh encoder"),
+    ("s", "r", "recipe: full from scratch against resnet"),
+    ("p", "r", "pretrained DL against resnet"),
+    ("P", "r", "pretrained DL with LP-FT against resnet"),
+]
+
+
+def lpft_args(model: str, fold: int, seed: int, fraction: float, args) -> list[str]:
+    """The sweep's job for this cell, with the head phase at ``args.head_lr``."""
+    splits = [f"data.splits.{s}=Fold{fold}/{s}" for s in ("train", "vali", "test")]
+    encoder = pretraining(args.sweep, fold, seed) if model == "P" else "none"
+    return [
+        "finetune",
+        "full",
+        *DATA,
+        *splits,
+        "logger=none",
+        f"seed={seed}",
+        f"scarcity.fraction={fraction}",
+        "scarcity.val=full",
+        f"pretrained={encoder}",
+        "optimizer.lr=2.0e-4",
+        f"head_lr={args.head_lr:g}",
+    ]
+
+
+def run_lpft(cell: tuple[str, int, int, float], args) -> None:
+    model, fold, seed, fraction = cell
+    out = run_dir(args.sweep, MODELS[model], fold, seed, fraction)
+    if (out / "DONE").is_file():
+        return
+    done = pretraining(args.sweep, fold, seed) / "DONE"
+    while model == "P" and not done.is_file():  # the sweep pretrains it (both running)
+        time.sleep(10)
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "scarce_ltr", *lpft_args(model, fold, seed, fraction, args)]
+    start = time.perf_counter()
+    with open(out / "log.txt", "ab") as log:
+        command += [f"run_dir={out}"]
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    print(
+        f"  {MODELS[model]} fold {fold} seed {seed} frac {fraction:g}: exit {code}, "
+        f"{time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
+
+
+def collect(args) -> list[dict]:
+    rows = []
+    for fraction in args.fractions:
+        for fold in args.folds:
+            for seed in args.seeds:
+                row = {"fraction": fraction, "fold": fold, "seed": seed}
+                for key, model in MODELS.items():
+                    folder = run_dir(args.sweep, model, fold, seed, fraction)
+                    if not (folder / "DONE").is_file():
+                        continue
+                    report = json.loads((folder / "report.json").read_text())
+                    row[key] = report["metrics"]["test"]["ndcg@5"]
+                    row[f"{key}_vali"] = report["metrics"]["vali"]["ndcg@5"]
+                    row[f"{key}_seconds"] = fit_seconds(folder, report)
+                    if key != "r":  # the vali-best epoch in the head-only phase
+                        head = report["phases"][0]["epochs"]
+                        row[f"{key}_head_epoch"] = report["best_epoch"] <= head
+                rows.append(row)
+    return rows
+
+
+def report(rows: list[dict], args) -> None:
+    for fraction in args.fractions:
+        units = [r for r in rows if r["fraction"] == fraction]
+        print(f"\n### {fraction:.0%} labeled train QGs\n")
+        print(
+            "| model | n | test NDCG@5 (mean ± std) | vali NDCG@5 | s per run "
+            "| kept epoch in the head phase |"
+        )
+        print("|---|---|---|---|---|---|")
+        for key, label in LABELS.items():
+            have = [r for r in units if key in r]
+            if not have:
+                continue
+            test = [r[key] for r in have]
+            spread = f"{np.mean(test):.3f} ± {np.std(test, ddof=1):.3f}" if len(test) > 1 else ""
+            vali = np.mean([r[f"{key}_vali"] for r in have])
+            secs = np.mean([r[f"{key}_seconds"] for r in have])
+            head = sum(r.get(f"{key}_head_epoch", False) for r in have)
+            head_share = f"{head}/{len(have)}" if key != "r" else "-"
+            print(f"| {label} | {len(have)} | {spread} | {vali:.3f} | {secs:.0f} | {head_share} |")
+        print("\n| paired margin | what it isolates | n | test NDCG@5 |")
+        print("|---|---|---|---|")
+        for first, second, what in MARGINS:
+            both = [r for r in units if first in r and second in r]
+            margin = paired([r[first] for r in both], [r[second] for r in both])
+            print(f"| ({first}) - ({second}) | {what} | {len(both)} | {margin} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--fractions", type=float, nargs="+", default=[0.05, 0.2])
+    parser.add_argument("--head-lr", type=float, default=1e-2)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / SWEEP)
+    parser.add_argument("--no-sweep", action="store_true", help="(p), (s), (r) ran elsewhere")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    if not args.report_only:
+        if not args.no_sweep:
+            listed = {
+                "folds": ",".join(map(str, args.folds)),
+                "seeds": ",".join(map(str, args.seeds)),
+                "fractions": ",".join(f"{f:g}" for f in args.fractions),
+            }
+            subprocess.run(
+                [
+                    str(ROOT / "run.sh"),
+                    "sweep",
+                    SWEEP,
+                    *(f"{key}=[{value}]" for key, value in listed.items()),
+                    "logger=none",
+                    f"workers={args.jobs}",
+                    f"run_dir={args.sweep}",
+                ],
+                check=True,
+            )
+        # every fold at the first fraction before the next fraction (what fits in a budget)
+        cells = [
+            (model, fold, seed, fraction)
+            for fraction in args.fractions
+            for fold in args.folds
+            for seed in args.seeds
+            for model in ("P", "S")
+        ]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda cell: run_lpft(cell, args), cells))
+    rows = collect(args)
+    (args.sweep / "recipe-results.json").write_text(
+        json.dumps({"head_lr": args.head_lr, "rows": rows}, indent=1)
+    )
+    report(rows, args)
+
+
+if __name__ == "__main__":
+    main()
