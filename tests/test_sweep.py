@@ -59,10 +59,29 @@ def test_pretrained_models_share_one_pretraining_per_seed(tmp_path: Path, capsys
     assert "6 cells, 7 jobs" in out
 
 
+def test_scratch_models_finetune_a_fresh_encoder_and_pretrain_nothing(
+    tmp_path: Path, capsys
+) -> None:
+    """``scratch+full``: the recipe of ``<method>+full`` on pretrained=none, pretraining's
+    control; it waits for no pretraining and files under no-pretrain-dl."""
+    args = sweep_args(tmp_path, "--dry-run")
+    args[2] = "models=[scratch+full,simclr-rank+full]"
+    cells = run(args)
+    out = capsys.readouterr().out
+    assert "4 cells, 5 jobs" in out and out.count("] pretrain simclr-rank") == 1
+    scratch = [line for line in out.splitlines() if "/scratch+full/" in line]
+    assert len(scratch) == 2 and all("finetune full" in line for line in scratch)
+    assert all(" pretrained=none " in line for line in scratch)
+    groups = {c["model"]: c["group"] for c in cells}
+    assert groups == {"scratch+full": "no-pretrain-dl", "simclr-rank+full": "pretrained-dl"}
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
         ("models=[gbdt,lambdamart]", "unknown sweep model 'lambdamart'"),
+        ("models=[scratch+nope]", "unknown finetuning strategy 'nope'"),
+        ("models=[scratch+combine]", "a combination names two or more pretraining methods"),
         ("models=[nope+full]", "unknown pretraining method 'nope'"),
         ("modles=[gbdt]", "unknown config key 'modles'"),
         ("datasets=[mslr-web30k]", "mslr-web30k"),
