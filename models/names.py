@@ -16,8 +16,7 @@ owned by the layer that defines its concept; this module reads them all:
   mixes of the scores of other models (this module: the ``ensembles`` package above it builds
   its names with `ModelName`).
 
-Parsing is by form alone, so that any run's model parses (``scratch+full``, a combination of
-folder names); `ModelName.check` and ``group(strict=True)`` hold a sweep's models to the
+Parsing is by form alone, so that any run's model parses (a combination of folder names); `ModelName.check` and ``group(strict=True)`` hold a sweep's models to the
 methods, strategies and baselines that exist, naming the bad part. The forms are tried in the
 order the grammar nests them: a mix prefix holds the whole name (its members may be taught), then
 the teacher mark (a teacher may be an ensemble), then ``+combine``, then one ``+``.
@@ -187,7 +186,7 @@ class ModelName:
     def group(self, *, strict: bool = True) -> str:
         """The report group. An unknown part raises `UserError` when ``strict`` (a sweep's
         models), else the name falls into the group its form suggests (a run's own model name,
-        such as ``scratch+full`` or ``simclr-rank+simsiam+combine``)."""
+        such as ``simclr-rank+simsiam+combine``)."""
         if self.kind == SEED_ENSEMBLE:
             return self.parts[0].group(strict=strict)
         if self.mixes:

@@ -107,9 +107,9 @@ def test_model_groups() -> None:
     assert model_group("gbdt-ssl+simclr-rank+full") == "hybrid"
     assert model_group("ensemble:simclr-rank+full,gbdt") == "hybrid"
     assert model_group("seed-ensemble:gbdt") == "gbdt"
-    with pytest.raises(UserError, match="unknown pretraining method 'scratch'"):
-        model_group("scratch+full")  # not a sweep model
-    assert model_group("scratch+full", strict=False) == "no-pretrain-dl"
+    assert model_group("scratch+full") == "no-pretrain-dl"  # a fresh encoder: a sweep model
+    with pytest.raises(UserError, match="unknown pretraining method 'nope'"):
+        model_group("nope+full")  # not a sweep model
     assert model_group("simclr-rank+simsiam+combine", strict=False) == "pretrained-dl"
 
 
