@@ -23,90 +23,37 @@ paired t-tests, the alphas chosen, seconds per run) and writes ``<sweep>/l2sp-re
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+import ohsumed_folds
+from ohsumed_folds import (
+    finetune_args,
+    finished_report,
+    paired,
+    pretraining,
+    run_all,
+    run_dir,
+    run_finetuning,
+    units,
+)
 
-from scarce_ltr.sweeps.stats import paired_greater
-
-ROOT = Path(__file__).resolve().parents[1]
 SWEEP = "ohsumed-l2sp"
-# The five folds in ../shared/data beside the project root (as configs/sweep/ohsumed-l2sp.yaml).
-DATA = ["data=ohsumed", f"data.path={ROOT.parent / 'shared' / 'data' / 'ohsumed-letor3'}"]
 MODELS = {"a": "simclr-rank+full", "b": "simclr-rank+full+l2sp", "c": "resnet"}
 
 
-def run_dir(sweep: Path, model: str, fold: int, seed: int, fraction: float) -> Path:
-    stage = "baseline" if model == "resnet" else "finetune"
-    return (
-        sweep / "ohsumed" / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
-    )
-
-
-def pretraining(sweep: Path, fold: int, seed: int) -> Path:
-    return sweep / "ohsumed" / f"fold={fold}" / "pretrain" / "simclr-rank" / f"seed={seed}"
-
-
-def l2sp_args(fold: int, seed: int, fraction: float, grid: list[float], sweep: Path) -> list[str]:
-    """The sweep's (a) job for this cell, with the alpha grid."""
-    splits = [f"data.splits.{s}=Fold{fold}/{s}" for s in ("train", "vali", "test")]
-    return [
-        "finetune",
-        "full",
-        *DATA,
-        *splits,
-        "logger=none",
-        f"seed={seed}",
-        f"scarcity.fraction={fraction}",
-        "scarcity.val=full",
-        f"pretrained={pretraining(sweep, fold, seed)}",
-        "optimizer.lr=2.0e-4",
-        "l2sp_grid=[" + ",".join(f"{a:g}" for a in grid) + "]",
-    ]
-
-
 def run_l2sp(cell: tuple[int, int, float], args) -> None:
+    """The sweep's (a) job for this cell, with the alpha grid."""
     fold, seed, fraction = cell
-    out = run_dir(args.sweep, MODELS["b"], fold, seed, fraction)
-    if (out / "DONE").is_file():
-        return
-    done = pretraining(args.sweep, fold, seed) / "DONE"
-    while not done.is_file():  # the sweep pretrains it (when both run at once)
-        time.sleep(10)
-    out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    command = [
-        sys.executable,
-        "-m",
-        "scarce_ltr",
-        *l2sp_args(fold, seed, fraction, args.grid, args.sweep),
-    ]
-    start = time.perf_counter()
-    with open(out / "log.txt", "ab") as log:
-        command += [f"run_dir={out}"]
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
-    print(
-        f"  l2sp fold {fold} seed {seed} frac {fraction:g}: exit {code}, "
-        f"{time.perf_counter() - start:.0f} s",
-        flush=True,
+    encoder = pretraining(args.sweep, fold, seed)
+    grid = "l2sp_grid=[" + ",".join(f"{a:g}" for a in args.grid) + "]"
+    run_finetuning(
+        run_dir(args.sweep, MODELS["b"], fold, seed, fraction),
+        [*finetune_args(fold, seed, fraction, encoder), grid],
+        f"l2sp fold {fold} seed {seed} frac {fraction:g}",
+        wait_for=encoder,
     )
-
-
-def fit_seconds(folder: Path, report: dict) -> float:
-    """Seconds of training and vali scoring: a finetuning run's epochs (every grid point's, for
-    an alpha grid: a killed and resumed run counts as one), a baseline's own ``seconds``."""
-    if "seconds" in report:
-        return report["seconds"]
-    points = [json.loads(p.read_text()) for p in folder.glob("grid/*/result.json")] or [report]
-    return sum(p["seconds_per_epoch"] * p["epochs_trained"] for p in points)
 
 
 def seconds(folder: Path) -> float:
@@ -132,12 +79,11 @@ def collect(args) -> list[dict]:
                 row = {"fraction": fraction, "fold": fold, "seed": seed}
                 for key, model in MODELS.items():
                     folder = run_dir(args.sweep, model, fold, seed, fraction)
-                    if not (folder / "DONE").is_file():
+                    report = finished_report(folder)
+                    if report is None:
                         continue
-                    report = json.loads((folder / "report.json").read_text())
-                    row[key] = report["metrics"]["test"]["ndcg@5"]
-                    row[f"{key}_vali"] = report["metrics"]["vali"]["ndcg@5"]
-                    row[f"{key}_seconds"] = fit_seconds(folder, report)
+                    row[key], row[f"{key}_vali"] = report["_test"], report["_vali"]
+                    row[f"{key}_seconds"] = report["_seconds"]
                     if key == "b":
                         row["alpha"] = report["l2sp"]
                         row["grid_vali"] = {
@@ -153,18 +99,6 @@ def collect(args) -> list[dict]:
                     row["pretrain_seconds"] = seconds(pre)
                 rows.append(row)
     return rows
-
-
-def paired(x: list[float], y: list[float]) -> str:
-    """The paired margin of x over y: the report's one-sided test (`paired_greater`) and the
-    two-sided one beside it."""
-    mean, std, n, one = paired_greater(dict(enumerate(x)), dict(enumerate(y)))
-    if n < 2:
-        return "n < 2"
-    two = stats.ttest_rel(x, y).pvalue
-    wins = f"{int((np.asarray(x) > np.asarray(y)).sum())}/{n} > 0"
-    tests = f"one-sided p={one:.3f}, two-sided p={two:.3f}"
-    return f"{mean:+.3f} ± {std:.3f} ({tests}; {wins})"
 
 
 def report(rows: list[dict], args) -> None:
@@ -217,44 +151,11 @@ def report(rows: list[dict], args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.05, 0.2])
+    parser = ohsumed_folds.parser(__doc__, SWEEP)
     parser.add_argument("--grid", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0])
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / SWEEP)
-    parser.add_argument("--no-sweep", action="store_true", help="(a), (c) ran or run elsewhere")
-    parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
-    if not args.report_only:
-        if not args.no_sweep:
-            folds = "folds=[" + ",".join(map(str, args.folds)) + "]"
-            seeds = "seeds=[" + ",".join(map(str, args.seeds)) + "]"
-            fractions = "fractions=[" + ",".join(f"{f:g}" for f in args.fractions) + "]"
-            subprocess.run(
-                [
-                    str(ROOT / "run.sh"),
-                    "sweep",
-                    SWEEP,
-                    folds,
-                    seeds,
-                    fractions,
-                    "logger=none",
-                    f"workers={args.jobs}",
-                    f"run_dir={args.sweep}",
-                ],
-                check=True,
-            )
-        # every fold at the first fraction before the next fraction (what fits in a budget)
-        cells = [
-            (fold, seed, fraction)
-            for fraction in args.fractions
-            for fold in args.folds
-            for seed in args.seeds
-        ]
-        with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda cell: run_l2sp(cell, args), cells))
+    cells = units(args)
+    run_all(SWEEP, args, cells, lambda cell: run_l2sp(cell, args))
     rows = collect(args)
     (args.sweep / "l2sp-results.json").write_text(
         json.dumps({"grid": args.grid, "rows": rows}, indent=1)

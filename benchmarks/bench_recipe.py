@@ -26,21 +26,22 @@ paired t-tests, seconds per run) and writes ``<sweep>/recipe-results.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
-from bench_l2sp import fit_seconds, paired, pretraining, run_dir
+import ohsumed_folds
+from ohsumed_folds import (
+    finetune_args,
+    finished_report,
+    paired,
+    pretraining,
+    run_all,
+    run_dir,
+    run_finetuning,
+    units,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
 SWEEP = "ohsumed-recipe"
-DATA = ["data=ohsumed", f"data.path={ROOT.parent / 'shared' / 'data' / 'ohsumed-letor3'}"]
 LPFT = "+lpft"  # the folder suffix of an LP-FT run
 MODELS = {
     "p": "simclr-rank+full",
@@ -68,44 +69,15 @@ MARGINS = [
 ]
 
 
-def lpft_args(model: str, fold: int, seed: int, fraction: float, args) -> list[str]:
-    """The sweep's job for this cell, with the head phase at ``args.head_lr``."""
-    splits = [f"data.splits.{s}=Fold{fold}/{s}" for s in ("train", "vali", "test")]
-    encoder = pretraining(args.sweep, fold, seed) if model == "P" else "none"
-    return [
-        "finetune",
-        "full",
-        *DATA,
-        *splits,
-        "logger=none",
-        f"seed={seed}",
-        f"scarcity.fraction={fraction}",
-        "scarcity.val=full",
-        f"pretrained={encoder}",
-        "optimizer.lr=2.0e-4",
-        f"head_lr={args.head_lr:g}",
-    ]
-
-
 def run_lpft(cell: tuple[str, int, int, float], args) -> None:
+    """The sweep's job of (p) or (s) for this cell, with the head phase at ``args.head_lr``."""
     model, fold, seed, fraction = cell
-    out = run_dir(args.sweep, MODELS[model], fold, seed, fraction)
-    if (out / "DONE").is_file():
-        return
-    done = pretraining(args.sweep, fold, seed) / "DONE"
-    while model == "P" and not done.is_file():  # the sweep pretrains it (both running)
-        time.sleep(10)
-    out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "scarce_ltr", *lpft_args(model, fold, seed, fraction, args)]
-    start = time.perf_counter()
-    with open(out / "log.txt", "ab") as log:
-        command += [f"run_dir={out}"]
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
-    print(
-        f"  {MODELS[model]} fold {fold} seed {seed} frac {fraction:g}: exit {code}, "
-        f"{time.perf_counter() - start:.0f} s",
-        flush=True,
+    encoder = pretraining(args.sweep, fold, seed) if model == "P" else None
+    run_finetuning(
+        run_dir(args.sweep, MODELS[model], fold, seed, fraction),
+        [*finetune_args(fold, seed, fraction, encoder or "none"), f"head_lr={args.head_lr:g}"],
+        f"{MODELS[model]} fold {fold} seed {seed} frac {fraction:g}",
+        wait_for=encoder,
     )
 
 
@@ -116,13 +88,11 @@ def collect(args) -> list[dict]:
             for seed in args.seeds:
                 row = {"fraction": fraction, "fold": fold, "seed": seed}
                 for key, model in MODELS.items():
-                    folder = run_dir(args.sweep, model, fold, seed, fraction)
-                    if not (folder / "DONE").is_file():
+                    report = finished_report(run_dir(args.sweep, model, fold, seed, fraction))
+                    if report is None:
                         continue
-                    report = json.loads((folder / "report.json").read_text())
-                    row[key] = report["metrics"]["test"]["ndcg@5"]
-                    row[f"{key}_vali"] = report["metrics"]["vali"]["ndcg@5"]
-                    row[f"{key}_seconds"] = fit_seconds(folder, report)
+                    row[key], row[f"{key}_vali"] = report["_test"], report["_vali"]
+                    row[f"{key}_seconds"] = report["_seconds"]
                     if key != "r":  # the vali-best epoch in the head-only phase
                         head = report["phases"][0]["epochs"]
                         row[f"{key}_head_epoch"] = report["best_epoch"] <= head
@@ -159,45 +129,11 @@ def report(rows: list[dict], args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.05, 0.2])
+    parser = ohsumed_folds.parser(__doc__, SWEEP)
     parser.add_argument("--head-lr", type=float, default=1e-2)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / SWEEP)
-    parser.add_argument("--no-sweep", action="store_true", help="(p), (s), (r) ran elsewhere")
-    parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
-    if not args.report_only:
-        if not args.no_sweep:
-            listed = {
-                "folds": ",".join(map(str, args.folds)),
-                "seeds": ",".join(map(str, args.seeds)),
-                "fractions": ",".join(f"{f:g}" for f in args.fractions),
-            }
-            subprocess.run(
-                [
-                    str(ROOT / "run.sh"),
-                    "sweep",
-                    SWEEP,
-                    *(f"{key}=[{value}]" for key, value in listed.items()),
-                    "logger=none",
-                    f"workers={args.jobs}",
-                    f"run_dir={args.sweep}",
-                ],
-                check=True,
-            )
-        # every fold at the first fraction before the next fraction (what fits in a budget)
-        cells = [
-            (model, fold, seed, fraction)
-            for fraction in args.fractions
-            for fold in args.folds
-            for seed in args.seeds
-            for model in ("P", "S")
-        ]
-        with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda cell: run_lpft(cell, args), cells))
+    cells = [(model, *unit) for unit in units(args) for model in ("P", "S")]
+    run_all(SWEEP, args, cells, lambda cell: run_lpft(cell, args))
     rows = collect(args)
     (args.sweep / "recipe-results.json").write_text(
         json.dumps({"head_lr": args.head_lr, "rows": rows}, indent=1)

@@ -1,0 +1,149 @@
+"""What the five-fold OHSUMED benchmarks share (bench_l2sp.py, bench_recipe.py): a sweep's run
+folders, one finetuning run through the CLI beside it, the results a run reports, and the paired
+margin they print.
+
+Each benchmark runs its sweep first (``configs/sweep/<name>.yaml``: the models, one pretraining
+per (fold, seed)), then finetunes variants of its own on those pretrainings, one process per run,
+in ``<sweep>/ohsumed/fold=<k>/finetune/<variant>/frac=<f>/seed=<s>/``; a run holding ``DONE`` is
+skipped, so a benchmark resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from scarce_ltr.sweeps.stats import paired_greater
+
+ROOT = Path(__file__).resolve().parents[1]
+# The five folds in ../shared/data beside the project root (as configs/sweep/ohsumed-*.yaml).
+DATA = ["data=ohsumed", f"data.path={ROOT.parent / 'shared' / 'data' / 'ohsumed-letor3'}"]
+
+
+def run_dir(sweep: Path, model: str, fold: int, seed: int, fraction: float) -> Path:
+    stage = "baseline" if model == "resnet" else "finetune"
+    return (
+        sweep / "ohsumed" / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
+    )
+
+
+def pretraining(sweep: Path, fold: int, seed: int) -> Path:
+    return sweep / "ohsumed" / f"fold={fold}" / "pretrain" / "simclr-rank" / f"seed={seed}"
+
+
+def finetune_args(fold: int, seed: int, fraction: float, pretrained: Path | str) -> list[str]:
+    """The sweep's ``finetune full`` job of a cell (lr 2e-4, vali fully labeled)."""
+    splits = [f"data.splits.{s}=Fold{fold}/{s}" for s in ("train", "vali", "test")]
+    return [
+        "finetune",
+        "full",
+        *DATA,
+        *splits,
+        "logger=none",
+        f"seed={seed}",
+        f"scarcity.fraction={fraction}",
+        "scarcity.val=full",
+        f"pretrained={pretrained}",
+        "optimizer.lr=2.0e-4",
+    ]
+
+
+def parser(doc: str, sweep: str) -> argparse.ArgumentParser:
+    """The options every such benchmark takes; ``--sweep`` defaults to runs/sweeps/<sweep>."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--fractions", type=float, nargs="+", default=[0.05, 0.2])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / sweep)
+    parser.add_argument("--no-sweep", action="store_true", help="the sweep ran (or runs) already")
+    parser.add_argument("--report-only", action="store_true")
+    return parser
+
+
+def units(args) -> list[tuple[int, int, float]]:
+    """``(fold, seed, fraction)``: every fold at the first fraction before the next fraction
+    (what fits in a budget)."""
+    return [(f, s, frac) for frac in args.fractions for f in args.folds for s in args.seeds]
+
+
+def run_all(name: str, args, cells: list, train: Callable) -> None:
+    """The sweep ``name`` (unless ``--no-sweep``), then ``train`` on every cell, ``--jobs`` at a
+    time (beside the sweep's own workers when both run); nothing with ``--report-only``."""
+    if args.report_only:
+        return
+    if not args.no_sweep:
+        run_sweep(name, args)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(train, cells))
+
+
+def run_sweep(name: str, args) -> None:
+    """``./run.sh sweep <name>`` on the benchmark's folds, seeds and fractions."""
+    listed = {
+        "folds": ",".join(map(str, args.folds)),
+        "seeds": ",".join(map(str, args.seeds)),
+        "fractions": ",".join(f"{f:g}" for f in args.fractions),
+    }
+    command = [str(ROOT / "run.sh"), "sweep", name]
+    command += [f"{key}=[{value}]" for key, value in listed.items()]
+    command += ["logger=none", f"workers={args.jobs}", f"run_dir={args.sweep}"]
+    subprocess.run(command, check=True)
+
+
+def run_finetuning(out: Path, arguments: list[str], label: str, *, wait_for: Path | None) -> None:
+    """``python -m scarce_ltr <arguments> run_dir=<out>``, logged to ``out/log.txt``, unless
+    ``out`` is finished; waits for ``wait_for`` (a pretraining the sweep is still running)."""
+    if (out / "DONE").is_file():
+        return
+    while wait_for is not None and not (wait_for / "DONE").is_file():
+        time.sleep(10)
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "scarce_ltr", *arguments, f"run_dir={out}"]
+    start = time.perf_counter()
+    with open(out / "log.txt", "ab") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    print(f"  {label}: exit {code}, {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def fit_seconds(folder: Path, report: dict) -> float:
+    """Seconds of training and vali scoring: a finetuning run's epochs (every grid point's, for
+    a grid: a killed and resumed run counts as one), a baseline's own ``seconds``."""
+    if "seconds" in report:
+        return report["seconds"]
+    points = [json.loads(p.read_text()) for p in folder.glob("grid/*/result.json")] or [report]
+    return sum(p["seconds_per_epoch"] * p["epochs_trained"] for p in points)
+
+
+def finished_report(folder: Path) -> dict | None:
+    """A finished run's report.json, with its test and vali NDCG@5 and seconds; None before."""
+    if not (folder / "DONE").is_file():
+        return None
+    report = json.loads((folder / "report.json").read_text())
+    report["_test"] = report["metrics"]["test"]["ndcg@5"]
+    report["_vali"] = report["metrics"]["vali"]["ndcg@5"]
+    report["_seconds"] = fit_seconds(folder, report)
+    return report
+
+
+def paired(x: list[float], y: list[float]) -> str:
+    """The paired margin of x over y: the report's one-sided test (`paired_greater`) and the
+    two-sided one beside it."""
+    mean, std, n, one = paired_greater(dict(enumerate(x)), dict(enumerate(y)))
+    if n < 2:
+        return "n < 2"
+    two = stats.ttest_rel(x, y).pvalue
+    wins = f"{int((np.asarray(x) > np.asarray(y)).sum())}/{n} > 0"
+    tests = f"one-sided p={one:.3f}, two-sided p={two:.3f}"
+    return f"{mean:+.3f} ± {std:.3f} ({tests}; {wins})"
