@@ -16,10 +16,11 @@ owned by the layer that defines its concept; this module reads them all:
   mixes of the scores of other models (this module: the ``ensembles`` package above it builds
   its names with `ModelName`).
 
-Parsing is by form alone, so that any run's model parses (a combination of folder names); `ModelName.check` and ``group(strict=True)`` hold a sweep's models to the
-methods, strategies and baselines that exist, naming the bad part. The forms are tried in the
-order the grammar nests them: a mix prefix holds the whole name (its members may be taught), then
-the teacher mark (a teacher may be an ensemble), then ``+combine``, then one ``+``.
+Parsing is by form alone, so that any run's model parses (a combination of folder names);
+`ModelName.check` and ``group(strict=True)`` hold a sweep's models to the methods, strategies
+and baselines that exist (and ``scratch``, a fresh encoder), naming the bad part. The forms are
+tried in the order the grammar nests them: a mix prefix holds the whole name (its members may be
+taught), then the teacher mark (a teacher may be an ensemble), then ``+combine``, then one ``+``.
 """
 
 from __future__ import annotations
