@@ -1,0 +1,73 @@
+"""Pretraining against the same recipe from scratch on the synthetic default (issue 30, item 5).
+
+The quick sweep's `simclr-rank+full` and `resnet` beside `scratch+full` (the same finetuning on
+a fresh encoder, `pretrained=none`), seeds 0-5, at its 2 %, 10 % and 50 % labels: does the
+pretrained DL's lead over `resnet` on the synthetic default come from pretraining or from the
+finetuning recipe? benchmarks/bench_recipe.py asks the same on OHSUMED's five folds.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_scratch_synthetic.py [--seeds 0 1 2 3 4 5]
+        [--workers 1] [--report-only]
+
+``--workers`` sets the sweep's threads per job (cores / workers): the figures in BENCHMARKS.md
+ran at workers=1 on 2 cores, so they differ from the README's quick table (workers=2) in the
+last digits. Prints test NDCG@5 per model and the paired margins (one- and two-sided paired
+t-tests over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from ohsumed_folds import ROOT, paired
+
+MODELS = {"p": "simclr-rank+full", "s": "scratch+full", "r": "resnet"}
+STAGES = {"p": "finetune", "s": "finetune", "r": "baseline"}
+FRACTIONS = (0.02, 0.1, 0.5)  # configs/sweep/quick.yaml's
+MARGINS = [("p", "s", "pretraining, same recipe"), ("s", "r", "recipe"), ("p", "r", "both")]
+
+
+def test_ndcg(sweep: Path, key: str, fraction: float, seed: int) -> float | None:
+    folder = sweep / "synthetic" / STAGES[key] / MODELS[key] / f"frac={fraction:g}" / f"seed={seed}"
+    if not (folder / "DONE").is_file():
+        return None
+    return json.loads((folder / "report.json").read_text())["metrics"]["test"]["ndcg@5"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / "quick-scratch")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    if not args.report_only:
+        models = "models=[" + ",".join(MODELS.values()) + "]"
+        seeds = "seeds=[" + ",".join(map(str, args.seeds)) + "]"
+        command = [str(ROOT / "run.sh"), "sweep", "quick", models, seeds, "logger=none"]
+        command += [f"workers={args.workers}", "report=false", f"run_dir={args.sweep}"]
+        subprocess.run(command, check=True)
+    for fraction in FRACTIONS:
+        scores = {
+            key: {seed: test_ndcg(args.sweep, key, fraction, seed) for seed in args.seeds}
+            for key in MODELS
+        }
+        print(f"\n### {fraction:.0%} labeled train QGs\n")
+        print("| model | test NDCG@5 (mean ± std over seeds) |\n|---|---|")
+        for key, model in MODELS.items():
+            done = [v for v in scores[key].values() if v is not None]
+            if len(done) > 1:
+                print(f"| ({key}) {model} | {np.mean(done):.3f} ± {np.std(done, ddof=1):.3f} |")
+        print("\n| paired margin | what it isolates | test NDCG@5 |\n|---|---|---|")
+        for first, second, what in MARGINS:
+            seeds = [s for s in args.seeds if None not in (scores[first][s], scores[second][s])]
+            x = [scores[first][s] for s in seeds]
+            y = [scores[second][s] for s in seeds]
+            print(f"| ({first}) - ({second}) | {what} | {paired(x, y)} |")
+
+
+if __name__ == "__main__":
+    main()
