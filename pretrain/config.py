@@ -141,6 +141,9 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     # Pretrain on the vali QGs' features too (no labels). Off: the paper's Table 5 keeps them
     # apart as SSL Val; on is a deviation (more data, but then SSL Val is seen in training).
     include_vali: bool = False
+    # The share of the train QGs pretraining reads, drawn at random with the seed: how much of
+    # the unlabeled pool pretraining needs. 1: every train QG (the paper).
+    pool_fraction: float = 1.0
     # The checkpoint finetuning loads: loss = the epoch of the lowest objective loss on the vali
     # QGs (SSL Val, labels unread), none = the last epoch (pretrain/ssl_val.py).
     ssl_val: str = "loss"
@@ -153,6 +156,8 @@ class PretrainConfig(DeviceKeys, CommonConfig):
         if self.method not in OBJECTIVES:
             raise ValueError(f"method must be one of {', '.join(OBJECTIVES)}, got {self.method}")
         self._refuse_unread(REPLACE_KEYS)
+        if not 0 < self.pool_fraction <= 1:
+            raise ValueError(f"pool_fraction must be in (0, 1], got {self.pool_fraction}")
         if self.item_budget < 2:
             raise ValueError(f"item_budget must be >= 2, got {self.item_budget}")
         if self.max_list_len is not None and self.max_list_len < 1:

@@ -16,11 +16,20 @@ from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, concatenate
 
 _FAKE_GROUP_STREAM = 7
+_POOL_STREAM = 11
 
 
-def pretraining_split(prepared: PreparedData, *, include_vali: bool) -> RankingSplit:
-    """Train (+ vali) features as one split, labels all 0."""
-    parts = [prepared.train, prepared.vali] if include_vali else [prepared.train]
+def pretraining_split(
+    prepared: PreparedData, *, include_vali: bool, pool_fraction: float = 1.0, seed: int = 0
+) -> RankingSplit:
+    """Train (+ vali) features as one split, labels all 0; of the train QGs only a seeded share
+    ``pool_fraction`` (at least one QG, in their order)."""
+    train = prepared.train
+    if pool_fraction < 1:
+        rng = np.random.default_rng([seed, _POOL_STREAM])
+        keep = max(1, round(pool_fraction * train.n_groups))
+        train = train.subset(np.sort(rng.choice(train.n_groups, size=keep, replace=False)))
+    parts = [train, prepared.vali] if include_vali else [train]
     split = concatenate(parts, "pretrain") if len(parts) > 1 else parts[0]
     return RankingSplit(
         split.features,

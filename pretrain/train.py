@@ -87,7 +87,9 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     out_dir = the_run.folder
     torch.manual_seed(cfg.seed)
     prepared = prepare_data(cfg)
-    split = pretraining_split(prepared, include_vali=cfg.include_vali)
+    split = pretraining_split(
+        prepared, include_vali=cfg.include_vali, pool_fraction=cfg.pool_fraction, seed=cfg.seed
+    )
     ssl_val = _ssl_val(cfg, prepared)
     objective, optimizer = _build(cfg, split.n_features, runtime)
     if objective.needs_training_items:  # SCARF's marginals: the whole pretraining set

@@ -11,13 +11,16 @@ import torch
 from tiny import tiny_pretraining
 
 from scarce_ltr.cli import run
+from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.pretrain.checkpoint import load_pretrained_encoder
+from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.monitor import effective_rank
 from scarce_ltr.pretrain.objectives import OBJECTIVES
-from scarce_ltr.pretrain.pretraining_set import check_pretraining_set
+from scarce_ltr.pretrain.pretraining_set import check_pretraining_set, pretraining_split
 from scarce_ltr.pretrain.train import CHECKPOINT, CRASH_ENV, SimulatedCrash
 
 METHODS = tuple(OBJECTIVES)
@@ -137,3 +140,26 @@ def test_effective_rank_sees_a_collapse():
     collapsed = gen.normal(size=(500, 1)) @ gen.normal(size=(1, 16))
     assert effective_rank(spread) > 12
     assert effective_rank(collapsed) == pytest.approx(1.0, abs=0.01)
+
+
+def test_pool_fraction_pretrains_on_a_seeded_share_of_the_train_qgs(tmp_path) -> None:
+    """``pool_fraction``: how much of the unlabeled pool pretraining needs. Half of tiny's 30
+    train QGs, the same ones for the same seed, others for another; 1 reads every QG."""
+    cfg, _ = load_config(PretrainConfig, TINY)
+    prepared = prepare_data(cfg)
+    qids = {
+        seed: pretraining_split(prepared, include_vali=False, pool_fraction=0.5, seed=seed).qids
+        for seed in (0, 0, 1)
+    }
+    whole = pretraining_split(prepared, include_vali=False, pool_fraction=1.0, seed=0)
+    assert len(qids[0]) == 15 and set(qids[0]) <= set(whole.qids) and len(whole.qids) == 30
+    assert list(qids[0]) == sorted(qids[0], key=list(whole.qids).index)  # in the train order
+    again = pretraining_split(prepared, include_vali=False, pool_fraction=0.5, seed=0)
+    assert np.array_equal(again.qids, qids[0]) and not np.array_equal(qids[1], qids[0])
+    tiny_pool = pretraining_split(prepared, include_vali=False, pool_fraction=0.01, seed=0)
+    assert tiny_pool.n_groups == 1
+    report = _pretrain("simsiam", tmp_path / "half", "epochs=1", "pool_fraction=0.5")
+    assert report["pretraining_set"]["groups"] == 15
+    with pytest.raises(UserError, match=r"pool_fraction must be in \(0, 1\]"):
+        _pretrain("simsiam", tmp_path / "none", "pool_fraction=0")
+    assert not (tmp_path / "none").exists()
