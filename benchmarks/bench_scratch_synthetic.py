@@ -3,7 +3,9 @@
 The quick sweep's `simclr-rank+full` and `resnet` beside `scratch+full` (the same finetuning on
 a fresh encoder, `pretrained=none`), seeds 0-5, at its 2 %, 10 % and 50 % labels: does the
 pretrained DL's lead over `resnet` on the synthetic default come from pretraining or from the
-finetuning recipe? benchmarks/bench_recipe.py asks the same on OHSUMED's five folds.
+finetuning recipe? benchmarks/bench_recipe.py asks the same on OHSUMED's five folds. And how
+much of the unlabeled pool does pretraining need: `simclr-rank@pool10+full` and
+`simclr-rank@pool30+full` pretrain on 10 % and 30 % of the train QGs (`pool_fraction`).
 
     nice -n 10 .venv/bin/python benchmarks/bench_scratch_synthetic.py [--seeds 0 1 2 3 4 5]
         [--workers 1] [--report-only]
@@ -24,14 +26,19 @@ from pathlib import Path
 import numpy as np
 from ohsumed_folds import ROOT, paired
 
+# Pretraining pools: a variant per share of the train QGs pretraining reads (pool_fraction).
+POOLS = {"p10": 0.1, "p30": 0.3}
 MODELS = {"p": "simclr-rank+full", "s": "scratch+full", "r": "resnet"}
-STAGES = {"p": "finetune", "s": "finetune", "r": "baseline"}
+MODELS |= {key: f"simclr-rank@pool{round(100 * share)}+full" for key, share in POOLS.items()}
 FRACTIONS = (0.02, 0.1, 0.5)  # configs/sweep/quick.yaml's
 MARGINS = [("p", "s", "pretraining, same recipe"), ("s", "r", "recipe"), ("p", "r", "both")]
+MARGINS += [(key, "s", f"pretraining on {share:.0%} of the pool") for key, share in POOLS.items()]
+MARGINS += [("p", key, f"the whole pool against {share:.0%}") for key, share in POOLS.items()]
 
 
 def test_ndcg(sweep: Path, key: str, fraction: float, seed: int) -> float | None:
-    folder = sweep / "synthetic" / STAGES[key] / MODELS[key] / f"frac={fraction:g}" / f"seed={seed}"
+    stage = "baseline" if MODELS[key] == "resnet" else "finetune"
+    folder = sweep / "synthetic" / stage / MODELS[key] / f"frac={fraction:g}" / f"seed={seed}"
     if not (folder / "DONE").is_file():
         return None
     return json.loads((folder / "report.json").read_text())["metrics"]["test"]["ndcg@5"]
@@ -48,6 +55,9 @@ def main() -> None:
         models = "models=[" + ",".join(MODELS.values()) + "]"
         seeds = "seeds=[" + ",".join(map(str, args.seeds)) + "]"
         command = [str(ROOT / "run.sh"), "sweep", "quick", models, seeds, "logger=none"]
+        command += [
+            f"variants.pool{round(100 * share)}=[pool_fraction={share}]" for share in POOLS.values()
+        ]
         command += [f"workers={args.workers}", "report=false", f"run_dir={args.sweep}"]
         subprocess.run(command, check=True)
     for fraction in FRACTIONS:
@@ -64,6 +74,8 @@ def main() -> None:
         print("\n| paired margin | what it isolates | test NDCG@5 |\n|---|---|---|")
         for first, second, what in MARGINS:
             seeds = [s for s in args.seeds if None not in (scores[first][s], scores[second][s])]
+            if len(seeds) < 2:
+                continue
             x = [scores[first][s] for s in seeds]
             y = [scores[second][s] for s in seeds]
             print(f"| ({first}) - ({second}) | {what} | {paired(x, y)} |")
