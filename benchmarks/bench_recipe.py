@@ -19,6 +19,10 @@ skipped, so the script resumes. Test is reported only, never chosen on.
 
     nice -n 10 .venv/bin/python benchmarks/bench_recipe.py [--folds 1 2 3 4 5] [--seeds 0 1 2]
         [--fractions 0.05 0.2] [--head-lr 1e-2] [--jobs 2] [--no-sweep] [--report-only]
+        [--methods scarf+full vime+full ...]
+
+``--methods``: other pretraining methods' ``<method>+full`` models the sweep ran (the command in
+configs/sweep/ohsumed-recipe.yaml), reported beside the others and paired against (s) and (p).
 
 Prints markdown tables (mean ± std over the units, paired margins with one- and two-sided
 paired t-tests, seconds per run) and writes ``<sweep>/recipe-results.json``.
@@ -69,6 +73,24 @@ MARGINS = [
 ]
 
 
+# Other pretraining methods with the same full finetuning, when the sweep ran them (the
+# command in configs/sweep/ohsumed-recipe.yaml); each against (s) and (p).
+OTHER_METHODS = ("scarf+full", "vime+full", "simsiam+full", "simclr-rank@zero0.7+full")
+
+
+def with_other_methods(args) -> tuple[dict, dict, list]:
+    """MODELS, LABELS and MARGINS with ``--methods``' models added."""
+    models = MODELS | {m: m for m in args.methods}
+    labels = LABELS | {m: f"({m}) {m}, lr 2e-4" for m in args.methods}
+    margins = [*MARGINS]
+    for m in args.methods:
+        margins += [
+            (m, "s", f"pretraining with {m.split('+')[0]}"),
+            (m, "p", "against simclr-rank"),
+        ]
+    return models, labels, margins
+
+
 def run_lpft(cell: tuple[str, int, int, float], args) -> None:
     """The sweep's job of (p) or (s) for this cell, with the head phase at ``args.head_lr``."""
     model, fold, seed, fraction = cell
@@ -87,7 +109,7 @@ def collect(args) -> list[dict]:
         for fold in args.folds:
             for seed in args.seeds:
                 row = {"fraction": fraction, "fold": fold, "seed": seed}
-                for key, model in MODELS.items():
+                for key, model in with_other_methods(args)[0].items():
                     report = finished_report(run_dir(args.sweep, model, fold, seed, fraction))
                     if report is None:
                         continue
@@ -109,7 +131,8 @@ def report(rows: list[dict], args) -> None:
             "| kept epoch in the head phase |"
         )
         print("|---|---|---|---|---|---|")
-        for key, label in LABELS.items():
+        _, labels, margins = with_other_methods(args)
+        for key, label in labels.items():
             have = [r for r in units if key in r]
             if not have:
                 continue
@@ -122,7 +145,7 @@ def report(rows: list[dict], args) -> None:
             print(f"| {label} | {len(have)} | {spread} | {vali:.3f} | {secs:.0f} | {head_share} |")
         print("\n| paired margin | what it isolates | n | test NDCG@5 |")
         print("|---|---|---|---|")
-        for first, second, what in MARGINS:
+        for first, second, what in margins:
             both = [r for r in units if first in r and second in r]
             margin = paired([r[first] for r in both], [r[second] for r in both])
             print(f"| ({first}) - ({second}) | {what} | {len(both)} | {margin} |")
@@ -131,6 +154,7 @@ def report(rows: list[dict], args) -> None:
 def main() -> None:
     parser = ohsumed_folds.parser(__doc__, SWEEP)
     parser.add_argument("--head-lr", type=float, default=1e-2)
+    parser.add_argument("--methods", nargs="*", default=list(OTHER_METHODS), help="reported only")
     args = parser.parse_args()
     cells = [(model, *unit) for unit in units(args) for model in ("P", "S")]
     run_all(SWEEP, args, cells, lambda cell: run_lpft(cell, args))
