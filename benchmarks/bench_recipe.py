@@ -104,12 +104,12 @@ def run_lpft(cell: tuple[str, int, int, float], args) -> None:
 
 
 def collect(args) -> list[dict]:
-    rows = []
+    rows, models = [], with_other_methods(args)[0]
     for fraction in args.fractions:
         for fold in args.folds:
             for seed in args.seeds:
                 row = {"fraction": fraction, "fold": fold, "seed": seed}
-                for key, model in with_other_methods(args)[0].items():
+                for key, model in models.items():
                     report = finished_report(run_dir(args.sweep, model, fold, seed, fraction))
                     if report is None:
                         continue
