@@ -99,8 +99,10 @@ class LabelSetting:
         }
 
 
-def draw_labeled_groups(n_groups: int, fraction: float, *, seed: int, stream: int) -> np.ndarray:
-    """``[n_groups]`` bool; nested across fractions for one (seed, stream)."""
+def draw_groups(n_groups: int, fraction: float, *, seed: int, stream: int) -> np.ndarray:
+    """``[n_groups]`` bool: a seeded share ``fraction`` of the QGs (at least one, rounded up),
+    nested across fractions for one (seed, stream). Draws the labeled QGs of a label budget
+    and the pretraining pool of ``pool_fraction``."""
     order = np.random.default_rng([seed, stream]).permutation(n_groups)
     n_labeled = min(n_groups, max(1, math.ceil(fraction * n_groups)))
     mask = np.zeros(n_groups, dtype=bool)
@@ -122,9 +124,9 @@ def apply_scarcity(
     train: RankingSplit, vali: RankingSplit, config: ScarcityConfig, *, seed: int
 ) -> LabelSetting:
     fraction, seed = config.fraction, config.label_seed(seed)
-    train_mask = draw_labeled_groups(train.n_groups, fraction, seed=seed, stream=_TRAIN_STREAM)
+    train_mask = draw_groups(train.n_groups, fraction, seed=seed, stream=_TRAIN_STREAM)
     if config.val == "same":
-        vali_mask = draw_labeled_groups(vali.n_groups, fraction, seed=seed, stream=_VALI_STREAM)
+        vali_mask = draw_groups(vali.n_groups, fraction, seed=seed, stream=_VALI_STREAM)
     else:
         vali_mask = np.ones(vali.n_groups, dtype=bool)
     if config.binary_tau is not None:

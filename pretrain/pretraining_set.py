@@ -14,6 +14,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, concatenate
+from scarce_ltr.data.scarcity import draw_groups
 
 _FAKE_GROUP_STREAM = 7
 _POOL_STREAM = 11
@@ -23,12 +24,12 @@ def pretraining_split(
     prepared: PreparedData, *, include_vali: bool, pool_fraction: float = 1.0, seed: int = 0
 ) -> RankingSplit:
     """Train (+ vali) features as one split, labels all 0; of the train QGs only a seeded share
-    ``pool_fraction`` (at least one QG, in their order)."""
+    ``pool_fraction`` (drawn as labeled QGs are, `draw_groups`: at least one, nested across
+    pool fractions; in their order)."""
     train = prepared.train
     if pool_fraction < 1:
-        rng = np.random.default_rng([seed, _POOL_STREAM])
-        keep = max(1, round(pool_fraction * train.n_groups))
-        train = train.subset(np.sort(rng.choice(train.n_groups, size=keep, replace=False)))
+        pool = draw_groups(train.n_groups, pool_fraction, seed=seed, stream=_POOL_STREAM)
+        train = train.subset(np.flatnonzero(pool))
     parts = [train, prepared.vali] if include_vali else [train]
     split = concatenate(parts, "pretrain") if len(parts) > 1 else parts[0]
     return RankingSplit(

@@ -12,7 +12,7 @@ from scarce_ltr.data.scarcity import (
     ScarcityConfig,
     apply_scarcity,
     binarize_labels,
-    draw_labeled_groups,
+    draw_groups,
 )
 from scarce_ltr.data.transforms import fit_transform, signed_log1p
 
@@ -71,13 +71,13 @@ def test_unknown_transform() -> None:
 
 
 def test_draws_are_nested_across_fractions_and_seeded() -> None:
-    masks = [draw_labeled_groups(1000, f, seed=3, stream=1) for f in (0.001, 0.005, 0.1, 0.5)]
+    masks = [draw_groups(1000, f, seed=3, stream=1) for f in (0.001, 0.005, 0.1, 0.5)]
     assert [m.sum() for m in masks] == [1, 5, 100, 500]
     for small, large in zip(masks, masks[1:], strict=False):
         assert np.all(large[small])
-    assert np.array_equal(masks[2], draw_labeled_groups(1000, 0.1, seed=3, stream=1))
-    assert not np.array_equal(masks[2], draw_labeled_groups(1000, 0.1, seed=4, stream=1))
-    assert draw_labeled_groups(5, 0.0001, seed=0, stream=1).sum() == 1
+    assert np.array_equal(masks[2], draw_groups(1000, 0.1, seed=3, stream=1))
+    assert not np.array_equal(masks[2], draw_groups(1000, 0.1, seed=4, stream=1))
+    assert draw_groups(5, 0.0001, seed=0, stream=1).sum() == 1
 
 
 def test_validation_full_or_same_fraction() -> None:

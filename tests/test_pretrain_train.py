@@ -144,7 +144,8 @@ def test_effective_rank_sees_a_collapse():
 
 def test_pool_fraction_pretrains_on_a_seeded_share_of_the_train_qgs(tmp_path) -> None:
     """``pool_fraction``: how much of the unlabeled pool pretraining needs. Half of tiny's 30
-    train QGs, the same ones for the same seed, others for another; 1 reads every QG."""
+    train QGs, the same ones for the same seed, others for another, nested across pool
+    fractions (a smaller pool is part of a larger one); 1 reads every QG."""
     cfg, _ = load_config(PretrainConfig, TINY)
     prepared = prepare_data(cfg)
     qids = {
@@ -157,7 +158,7 @@ def test_pool_fraction_pretrains_on_a_seeded_share_of_the_train_qgs(tmp_path) ->
     again = pretraining_split(prepared, include_vali=False, pool_fraction=0.5, seed=0)
     assert np.array_equal(again.qids, qids[0]) and not np.array_equal(qids[1], qids[0])
     tiny_pool = pretraining_split(prepared, include_vali=False, pool_fraction=0.01, seed=0)
-    assert tiny_pool.n_groups == 1
+    assert tiny_pool.n_groups == 1 and set(tiny_pool.qids) <= set(qids[0])
     report = _pretrain("simsiam", tmp_path / "half", "epochs=1", "pool_fraction=0.5")
     assert report["pretraining_set"]["groups"] == 15
     with pytest.raises(UserError, match=r"pool_fraction must be in \(0, 1\]"):
