@@ -17,7 +17,7 @@ import math
 from html import escape
 
 from scarce_ltr.core.metrics import compared_metrics
-from scarce_ltr.sweeps import choice, interactive
+from scarce_ltr.sweeps import choice, interactive, where
 from scarce_ltr.sweeps.stats import best_in_column
 
 CSS = """
@@ -43,6 +43,7 @@ def render(report: dict) -> str:
     tuned = report["summary"].get("tuned") or []
     parts.append(_tuned(tuned, k=k, select_k=report["select_k"], alpha=alpha))
     parts.append(choice.html(report.get("choice", {}).get("settings") or []))
+    parts.append(where.html(report.get("where") or []))
     if report.get("tsne_png") or report.get("tsne_errors"):
         parts.append("<h2>t-SNE of item embeddings (test QGs)</h2>")
         if report.get("tsne_png"):

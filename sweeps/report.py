@@ -3,7 +3,9 @@
 With a sweep name (or a sweep folder), the cells of ``runs/sweeps/<sweep>/manifest.json``;
 without, every finished run under ``runs/``. Writes ``results.csv`` (one row per cell),
 ``summary.csv`` (per model and per group: mean, std, Welch p-value, and the paired margin and
-p-value over (fold, seed) units against the validation-best GBDT: `sweeps.stats`), the PNGs
+p-value over (fold, seed) units against the validation-best GBDT: `sweeps.stats`),
+``choice.csv`` (`sweeps.choice`), ``where.csv`` (per test-QG bin, where the deep groups win or
+lose against that tree: `sweeps.where`), the PNGs
 and ``dashboard.html`` into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` without a sweep,
 or ``out=<folder>``), prints the group tables and ends with the dashboard's path. t-SNE plots
 are opt-in and slow: ``tsne=[<run dir or cell id>,...]`` (pretraining runs show their encoder,
@@ -37,6 +39,7 @@ from scarce_ltr.sweeps import (
     report_text,
     results,
     stats,
+    where,
 )
 
 SUMMARY_FIELDS = [
@@ -155,6 +158,10 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
     # Per (fold, seed) unit: the vali argmax beside the robust rule, on test (sweeps/choice.py).
     units = choice.unit_study(done)
     report["choice"] = {"units": units, "settings": choice.setting_summary(units)}
+    # Per test QG: where each deep group's member wins or loses against the vali-best tree.
+    report["where"] = where.study(
+        summary, done, k=cfg.k, policy=_only(done, "policy", default="skip")
+    )
     if tsne_dirs:
         report["tsne_png"], report["tsne_errors"] = report_figures.tsne_figure(tsne_dirs, cfg)
     report["outlier_figures"] = (
@@ -169,6 +176,8 @@ def write(report: dict, rows: list[dict], folder: Path, cfg: ReportConfig) -> No
     results.write_csv(summary_rows(report["summary"]), folder / "summary.csv", SUMMARY_FIELDS)
     choices = report.get("choice", {}).get("settings") or []
     results.write_csv(choices, folder / "choice.csv", list(choice.SUMMARY_FIELDS))
+    where_rows = where.csv_rows(report.get("where") or [])
+    results.write_csv(where_rows, folder / "where.csv", where.CSV_FIELDS)
     for section in report["sections"]:
         slug = _slug(f"{section['dataset']}_{section['series']}")
         atomic_write_bytes(folder / f"groups_{slug}.png", section["group_png"])

@@ -3,14 +3,15 @@
 Rows are model groups, columns label settings; each cell is the mean ± std of test NDCG@k (or
 Outlier-NDCG@k) with its Welch p and the paired margin against the validation-best GBDT
 (`sweeps.stats`), then the crossover sentence of each curve, the tuned models' chosen variants
-and the choice study (`sweeps.choice`). The dashboard shows the same numbers as HTML.
+the choice study (`sweeps.choice`) and where the deep rankers win or lose against the tree
+(`sweeps.where`). The dashboard shows the same numbers as HTML.
 """
 
 from __future__ import annotations
 
 import math
 
-from scarce_ltr.sweeps import choice, dashboard
+from scarce_ltr.sweeps import choice, dashboard, where
 
 
 def text_tables(report: dict) -> str:
@@ -40,6 +41,7 @@ def text_tables(report: dict) -> str:
         lines.append(section["crossover_text"])
     lines += _tuned_lines(report["summary"].get("tuned", []), k)
     lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
+    lines += where.text_lines(report.get("where") or [])
     return "\n".join(lines).lstrip("\n")
 
 

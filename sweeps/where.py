@@ -1,0 +1,226 @@
+"""Where the deep rankers win or lose against the tree, test QG by test QG (issue 30, item 5).
+
+For each data set and label setting of a report, the member of each deep group
+(``pretrained-dl``, ``no-pretrain-dl``; `sweeps.stats` chooses it on vali) meets the member of
+the ``gbdt`` group (the vali-best tree) on every test QG of every (fold, seed) unit both ran:
+per QG, the difference of their NDCG@k, read from the runs' ``scores.npz`` (QGs undefined for
+either model under the report's empty-QG policy are left out). The test QGs are split three
+ways (`ATTRIBUTES`): the paper's outlier QGs or not (``test_outliers``, `data.outliers`), size
+(items per QG) and the share of relevant items (label > 0), the last two in terciles of the
+setting's test QGs (pooled over its units; a tercile that repeats a cut point is dropped).
+
+Per bin: the QGs where the deep model wins, ties and loses (pooled over units), and its margin
+as a per-unit mean (each unit's mean margin over its QGs in the bin) averaged over the units,
+with the std over units and a two-sided one-sample t-test over them. Units, not QGs, are the
+replicates: the QGs of one unit share its label draw and its two training runs. Bin ``all``
+is the whole test set, whose margin is the report's paired margin of the two groups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from html import escape
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from scarce_ltr.core.metrics import ndcg_per_group
+from scarce_ltr.sweeps import stats
+
+DEEP_GROUPS = ("pretrained-dl", "no-pretrain-dl")
+ATTRIBUTES = ("outlier", "items", "relevant share")
+CSV_FIELDS = [
+    "dataset", "series", "setting", "group", "model", "reference", "attribute", "bin",
+    "n_qgs", "wins", "ties", "losses", "margin", "margin_std", "n_units", "p",
+]  # fmt: skip
+
+
+def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]:
+    """One entry per (data set, series, setting, deep group) with a tree to meet: the group's
+    member, the reference tree, the units both ran and the per-bin table (``bins``)."""
+    run_dirs = {(r["dataset"], r["setting"], r["model"], stats.unit_of(r)): r for r in done}
+    groups = defaultdict(dict)
+    for entry in summary["groups"]:
+        groups[(entry["dataset"], entry["series"], entry["setting"])][entry["group"]] = entry
+    out = []
+    for (dataset, series, setting), by_group in sorted(groups.items(), key=_order):
+        tree = by_group.get(stats.REFERENCE_GROUP)
+        for group in DEEP_GROUPS:
+            if tree is None or group not in by_group:
+                continue
+            model, reference = by_group[group]["member"], tree["member"]
+            units = _per_qg_units(run_dirs, dataset, setting, model, reference, k, policy)
+            if not units:
+                continue
+            entry = {"dataset": dataset, "series": series, "setting": setting, "group": group}
+            entry |= {"model": model, "reference": reference, "n_units": len(units)}
+            out.append(entry | {"bins": bins(units)})
+    return out
+
+
+def bins(units: list[dict]) -> list[dict]:
+    """The per-bin rows of `study` from per-unit arrays ``margin``, ``outlier``, ``items``,
+    ``relevant`` (one value per test QG defined for both models)."""
+    pooled = {key: np.concatenate([u[key] for u in units]) for key in ("items", "relevant")}
+    masks: list[tuple[str, str, list[np.ndarray]]] = [("all", "all", [u["keep"] for u in units])]
+    masks += [
+        ("outlier", name, [u["keep"] & (u["outlier"] == flag) for u in units])
+        for name, flag in (("outlier", True), ("not outlier", False))
+    ]
+    for attribute, key in (("items", "items"), ("relevant share", "relevant")):
+        kept = pooled[key][np.concatenate([u["keep"] for u in units])]
+        for low, high, shown in _terciles(kept):
+            chosen = [u["keep"] & (u[key] > low) & (u[key] <= high) for u in units]
+            name = "-".join(dict.fromkeys(_fmt(v, key) for v in shown))  # "6-8", or "4"
+            masks.append((attribute, name, chosen))
+    rows = [_bin_row(attribute, name, units, chosen) for attribute, name, chosen in masks]
+    return [row for row in rows if row["n_qgs"]]
+
+
+def csv_rows(entries: list[dict]) -> list[dict]:
+    """`study`'s entries flattened, one row per bin (``where.csv``)."""
+    keys = ("dataset", "series", "setting", "group", "model", "reference")
+    return [{key: e[key] for key in keys} | row for e in entries for row in e["bins"]]
+
+
+def text_lines(entries: list[dict]) -> list[str]:
+    """The report's printed section: one line per bin, under a line per comparison."""
+    if not entries:
+        return []
+    lines = [
+        "\nwhere the deep rankers win or lose against the vali-best tree (per test QG, "
+        "sweeps/where.py; margin: per-unit mean over the bin's QGs, mean ± std over units, "
+        "two-sided p; QGs won / tied / lost)"
+    ]
+    for entry in entries:
+        lines.append(
+            f"{entry['dataset']} · {entry['setting']} · {entry['model']} - {entry['reference']} "
+            f"({entry['n_units']} units)"
+        )
+        width = max(len(f"{r['attribute']}: {r['bin']}") for r in entry["bins"])
+        for row in entry["bins"]:
+            name = f"{row['attribute']}: {row['bin']}"
+            counts = f"{row['wins']} / {row['ties']} / {row['losses']}"
+            lines.append(f"  {name.ljust(width)}  {_margin_text(row)}  {counts}")
+    return lines
+
+
+def html(entries: list[dict]) -> str:
+    """The dashboard's section; nothing without an entry."""
+    if not entries:
+        return ""
+    rows = []
+    for entry in entries:
+        for row in entry["bins"]:
+            tds = [entry["dataset"], entry["setting"], f"{entry['model']} − {entry['reference']}"]
+            tds += [row["attribute"], row["bin"]]
+            cells = "".join(f"<td class='name'>{escape(str(t))}</td>" for t in tds)
+            mark = " class='sig'" if math.isfinite(row["p"]) and row["p"] < 0.05 else ""
+            cells += f"<td{mark}>{_margin_text(row)}</td>"
+            cells += f"<td>{row['wins']} / {row['ties']} / {row['losses']}</td>"
+            rows.append(f"<tr>{cells}</tr>")
+    names = ("data set", "setting", "deep − tree", "by", "QGs")
+    header = "".join(f"<th class='name'>{n}</th>" for n in names)
+    header += "<th>margin ± std over units (two-sided p, units)</th><th>QGs won / tied / lost</th>"
+    return (
+        "<h2 id='where'>Where the deep rankers win or lose against the tree</h2><p class='note'>"
+        "Each deep group's vali-chosen member against the vali-best tree on every test QG of "
+        "every unit both ran: the NDCG margin per QG, by outlier flag, QG size and share of "
+        "relevant items (terciles). Margin: per-unit mean over the bin's QGs, averaged over "
+        "units; p: two-sided t-test over units.</p>"
+        f"<table id='where-table'><tr>{header}</tr>{''.join(rows)}</table>"
+    )
+
+
+def _per_qg_units(
+    rows: dict, dataset: str, setting: str, model: str, reference: str, k: int, policy: str
+) -> list[dict]:
+    """Per unit both models ran: each test QG's margin and attributes; units whose scores.npz
+    is missing or predates the test labels, or whose test QGs differ, are left out."""
+    units = []
+    mine = sorted({u for d, s, m, u in rows if (d, s, m) == (dataset, setting, model)}, key=str)
+    for unit in mine:
+        pair = rows[(dataset, setting, model, unit)], rows.get((dataset, setting, reference, unit))
+        if pair[1] is None:
+            continue
+        loaded = [_test_qgs(Path(r["run_dir"]), k, policy) for r in pair]
+        if None in loaded or not np.array_equal(loaded[0]["qids"], loaded[1]["qids"]):
+            continue
+        deep, tree = loaded
+        margin = deep["ndcg"] - tree["ndcg"]
+        units.append(
+            {"unit": unit, "margin": margin, "keep": np.isfinite(margin)}
+            | {key: tree[key] for key in ("outlier", "items", "relevant")}
+        )
+    return units
+
+
+def _test_qgs(run_dir: Path, k: int, policy: str) -> dict | None:
+    try:
+        with np.load(run_dir / "scores.npz", allow_pickle=False) as stored:
+            if "test_labels" not in stored.files:
+                return None
+            scores, labels = stored["test"], stored["test_labels"]
+            offsets, qids = stored["test_offsets"], stored["test_qids"]
+            outlier = np.asarray(stored["test_outliers"], dtype=bool)
+    except (OSError, ValueError, KeyError):
+        return None
+    sizes = np.diff(offsets)
+    relevant = np.add.reduceat(labels > 0, offsets[:-1]) / np.maximum(sizes, 1)
+    ndcg = ndcg_per_group(scores, labels, offsets, k=k, policy=policy)
+    return {"qids": qids, "ndcg": ndcg, "outlier": outlier, "items": sizes, "relevant": relevant}
+
+
+def _bin_row(attribute: str, name: str, units: list[dict], masks: list[np.ndarray]) -> dict:
+    margins = [u["margin"][m] for u, m in zip(units, masks, strict=True)]
+    pooled = np.concatenate(margins)
+    per_unit = [float(np.mean(m)) for m in margins if len(m)]
+    mean, std, n = stats.mean_std(per_unit)
+    p = math.nan
+    if n > 1 and std <= 1e-12 * max(1.0, abs(mean)):
+        # The same margin in every unit (up to rounding), as `stats.paired_greater` reads it.
+        p = 0.0 if abs(mean) > 1e-12 else math.nan
+    elif n > 1:
+        p = float(scipy_stats.ttest_1samp(per_unit, 0.0).pvalue)
+    return {
+        "attribute": attribute, "bin": name, "n_qgs": int(len(pooled)),
+        "wins": int(np.sum(pooled > 0)), "ties": int(np.sum(pooled == 0)),
+        "losses": int(np.sum(pooled < 0)),
+        "margin": mean, "margin_std": std, "n_units": n, "p": p,
+    }  # fmt: skip
+
+
+def _terciles(values: np.ndarray) -> list[tuple[float, float, tuple[float, float]]]:
+    """``(low, high, (smallest, largest))``: the bins ``low < v <= high`` cut at the terciles of
+    ``values`` and the values each holds; a repeated cut point merges two bins."""
+    cuts = np.unique(np.quantile(values, [1 / 3, 2 / 3])) if len(values) else []
+    edges = [-math.inf, *list(cuts), math.inf]
+    out = []
+    for low, high in zip(edges[:-1], edges[1:], strict=True):
+        inside = values[(values > low) & (values <= high)]
+        if len(inside):
+            out.append((float(low), float(high), (float(inside.min()), float(inside.max()))))
+    return out
+
+
+def _fmt(value: float, key: str) -> str:
+    """``120 items``-style bin ends: item counts, or relevant shares in percent."""
+    return f"{value:.0f}" if key == "items" else f"{100 * value:.0f}%"
+
+
+def _margin_text(row: dict) -> str:
+    if not math.isfinite(row["margin"]):
+        return "–"
+    text = f"{row['margin']:+.4f}"
+    if math.isfinite(row["margin_std"]):
+        text += f" ± {row['margin_std']:.4f}"
+    p = "–" if not math.isfinite(row["p"]) else f"{row['p']:.3f}"
+    return text + f" (p={p}, {row['n_units']})"
+
+
+def _order(item: tuple) -> tuple:
+    (dataset, series, setting), by_group = item
+    x = next(iter(by_group.values())).get("x", 0.0)
+    return dataset, series, x, setting

@@ -1,0 +1,165 @@
+"""Where the deep rankers win or lose against the tree, per test QG (`sweeps.where`): the bins
+against a hand-computed example, and ``./run.sh report`` on a tiny fake sweep whose deep ranker
+wins on the outlier QGs and loses on the largest ones."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scarce_ltr.core.metrics import ndcg_per_group
+from scarce_ltr.sweeps import where
+from scarce_ltr.sweeps.report import ReportConfig
+from scarce_ltr.sweeps.report import main as report_main
+
+
+def _unit(margin: list[float], outlier: list[bool], items: list[int]) -> dict:
+    margin_array = np.array(margin)
+    return {
+        "margin": margin_array,
+        "keep": np.isfinite(margin_array),
+        "outlier": np.array(outlier),
+        "items": np.array(items),
+        "relevant": 1.0 / np.array(items),
+    }
+
+
+def test_bins_by_hand() -> None:
+    # Two units of three defined QGs; unit A has a fourth QG undefined for a model (NaN), which
+    # no bin counts and no tercile sees.
+    units = [
+        _unit([0.2, 0.0, -0.1, math.nan], [True, False, False, False], [10, 20, 30, 40]),
+        _unit([0.4, -0.2, 0.1], [True, False, False], [10, 20, 30]),
+    ]
+    rows = {(r["attribute"], r["bin"]): r for r in where.bins(units)}
+    # all: per-unit means 1/30 and 1/10, mean 1/15, std sqrt(2) / 30; t = 2 with one degree of
+    # freedom, whose two-sided p has the closed form 1 - (2 / pi) atan(|t|).
+    everything = rows[("all", "all")]
+    assert (everything["n_qgs"], everything["n_units"]) == (6, 2)
+    assert (everything["wins"], everything["ties"], everything["losses"]) == (3, 1, 2)
+    assert everything["margin"] == pytest.approx(1 / 15)
+    assert everything["margin_std"] == pytest.approx(math.sqrt(2) / 30)
+    assert everything["p"] == pytest.approx(1 - 2 / math.pi * math.atan(2.0))
+    # outlier: 0.2 and 0.4, mean 0.3, std 0.1 sqrt(2), t = 3.
+    outlier = rows[("outlier", "outlier")]
+    assert (outlier["n_qgs"], outlier["wins"], outlier["losses"]) == (2, 2, 0)
+    assert outlier["p"] == pytest.approx(1 - 2 / math.pi * math.atan(3.0))
+    # not outlier: -0.05 in both units: no spread, t is infinite (p 0, as in the paired test).
+    inlier = rows[("outlier", "not outlier")]
+    assert inlier["margin"] == pytest.approx(-0.05) and inlier["p"] == 0.0
+    assert rows[("items", "30")]["p"] == pytest.approx(1.0)  # margins -0.1 and 0.1: t = 0
+    # Terciles of 10, 20, 30 (the undefined QG's 40 items are not among them): one size each.
+    assert [name for attribute, name in rows if attribute == "items"] == ["10", "20", "30"]
+    largest = rows[("items", "30")]
+    assert (largest["wins"], largest["losses"], largest["margin"]) == (1, 1, pytest.approx(0.0))
+    assert [n for a, n in rows if a == "relevant share"] == ["3%", "5%", "10%"]
+    # A single repeated value is one bin, not three.
+    flat = where.bins([_unit([0.1, 0.2], [False, False], [5, 5])])
+    assert [r["bin"] for r in flat if r["attribute"] == "items"] == ["5"]
+    assert not [r for r in flat if r["bin"] == "outlier"]  # an empty bin is not shown
+
+
+# A fake sweep: 2 folds x 2 seeds; six test QGs of 4, 4, 6, 6, 8 and 8 items (labels 2, 1, 0,
+# ...), the first two flagged outliers. The tree ranks the outliers backwards and the rest right
+# (on fold 2 also the fourth QG); the pretrained DL ranks everything right but the two largest
+# QGs; the ResNet ranks as the tree does.
+SIZES = [4, 4, 6, 6, 8, 8]
+OUTLIERS = [True, True, False, False, False, False]
+BACKWARDS = {"gbdt": {0, 1}, "simclr-rank+full": {4, 5}, "resnet": {0, 1}}
+STAGES = {"gbdt": ("baseline", "gbdt"), "resnet": ("baseline", "no-pretrain-dl")}
+STAGES["simclr-rank+full"] = ("finetune", "pretrained-dl")
+
+
+def _scores(model: str, fold: int) -> dict:
+    offsets = np.concatenate([[0], np.cumsum(SIZES)])
+    labels = np.concatenate([[2.0, 1.0] + [0.0] * (n - 2) for n in SIZES])
+    backwards = BACKWARDS[model] | ({3} if fold == 2 and model != "simclr-rank+full" else set())
+    scores = np.concatenate(
+        [np.arange(n) if i in backwards else -np.arange(n) for i, n in enumerate(SIZES)]
+    ).astype(float)
+    split = {"offsets": offsets, "qids": np.arange(len(SIZES)) + 100}
+    arrays = {f"{s}_{key}": value for s in ("vali", "test") for key, value in split.items()}
+    arrays |= {"test": scores, "vali": scores, "test_labels": labels, "vali_labels": labels}
+    arrays |= {"test_outliers": np.array(OUTLIERS), "vali_labeled": np.ones(len(SIZES), bool)}
+    return arrays
+
+
+def _backwards_ndcg(n: int) -> float:
+    labels = np.array([2.0, 1.0] + [0.0] * (n - 2))
+    return float(ndcg_per_group(np.arange(n, dtype=float), labels, np.array([0, n]), k=5)[0])
+
+
+def _fake_sweep(root: Path) -> Path:
+    folder, cells = root / "sweeps" / "demo", []
+    for fold in (1, 2):
+        for seed in (0, 1):
+            for model, (stage, group) in STAGES.items():
+                run_dir = folder / f"ohsumed/fold={fold}/{stage}/{model}/frac=0.2/seed={seed}"
+                run_dir.mkdir(parents=True)
+                arrays = _scores(model, fold)
+                np.savez(run_dir / "scores.npz", **arrays)
+                ndcg = float(
+                    np.mean(ndcg_per_group(arrays["test"], arrays["test_labels"],
+                                           arrays["test_offsets"], k=5))
+                )  # fmt: skip
+                metrics = {s: {f"ndcg@{k}": ndcg for k in (1, 3, 5, 10)} for s in ("vali", "test")}
+                report = {"stage": stage, "seed": seed, "method": model, "metrics": metrics}
+                (run_dir / "report.json").write_text(json.dumps(report))
+                config = {"data": {"name": "ohsumed"}, "seed": seed}
+                config["scarcity"] = {"fraction": 0.2, "val": "full"}
+                (run_dir / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
+                (run_dir / "DONE").write_text("")
+                cells.append(
+                    {"id": f"{fold}/{model}/{seed}", "dataset": "ohsumed", "model": model,
+                     "group": group, "stage": stage, "setting": "frac=0.2", "fraction": 0.2,
+                     "binary_tau": None, "seed": seed, "fold": fold, "run_dir": str(run_dir),
+                     "job_key": f"{fold}/{model}/{seed}", "status": "done", "error": None,
+                     "seconds": 1.0}
+                )  # fmt: skip
+    manifest = {"sweep": "demo", "updated": "2026-01-01T00:00:00", "cells": cells}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+# The fake's DL scores the same in every unit: scipy's Welch test in the summary warns of it.
+@pytest.mark.filterwarnings("ignore:Precision loss occurred:RuntimeWarning")
+def test_report_shows_where_the_deep_rankers_win_and_lose(tmp_path: Path) -> None:
+    folder = _fake_sweep(tmp_path / "runs")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report = report_main(
+            ReportConfig(sweep="demo", runs_root=str(tmp_path / "runs"), outlier_figure=False)
+        )
+    entries = {e["group"]: e for e in report["where"]}
+    assert set(entries) == {"pretrained-dl", "no-pretrain-dl"}
+    dl = entries["pretrained-dl"]
+    assert (dl["model"], dl["reference"], dl["n_units"]) == ("simclr-rank+full", "gbdt", 4)
+    rows = {(r["attribute"], r["bin"]): r for r in dl["bins"]}
+    # Bin "all" is the report's paired margin of the two groups.
+    group = next(g for g in report["summary"]["groups"] if g["group"] == "pretrained-dl")
+    assert rows[("all", "all")]["margin"] == pytest.approx(group["margin_test"])
+    outlier, largest = rows[("outlier", "outlier")], rows[("items", "8")]
+    backwards = {n: _backwards_ndcg(n) for n in (4, 8)}
+    assert outlier["margin"] == pytest.approx(1 - backwards[4])
+    assert largest["margin"] == pytest.approx(backwards[8] - 1)
+    assert (outlier["wins"], outlier["ties"], outlier["losses"]) == (8, 0, 0)
+    assert (largest["wins"], largest["losses"]) == (0, 8) and largest["margin"] < 0
+    middle = rows[("items", "6")]  # the tree's slip on fold 2: a win in 2 of its 8 QGs
+    assert (middle["wins"], middle["ties"], middle["losses"]) == (2, 6, 0)
+    backwards[6] = _backwards_ndcg(6)
+    assert middle["margin"] == pytest.approx((1 - backwards[6]) / 4)
+    # The ResNet ranks as the tree does: a tie everywhere.
+    assert all(r["margin"] == 0 for r in entries["no-pretrain-dl"]["bins"])
+    with (folder / "report" / "where.csv").open() as handle:
+        written = list(csv.DictReader(handle))
+    assert len(written) == len(dl["bins"]) + len(entries["no-pretrain-dl"]["bins"])
+    assert {r["model"] for r in written} == {"simclr-rank+full", "resnet"}
+    assert "id='where-table'" in (folder / "report" / "dashboard.html").read_text()
+    assert "where the deep rankers win or lose" in out.getvalue()
