@@ -5,7 +5,7 @@ For each data set and label setting of a report, the member of each deep group
 the ``gbdt`` group (the vali-best tree) on every test QG of every (fold, seed) unit both ran:
 per QG, the difference of their NDCG@k, read from the runs' ``scores.npz`` (QGs undefined for
 either model under the report's empty-QG policy are left out). The test QGs are split three
-ways (`ATTRIBUTES`): the paper's outlier QGs or not (``test_outliers``, `data.outliers`), size
+ways: the paper's outlier QGs or not (``test_outliers``, `data.outliers`), size
 (items per QG) and the share of relevant items (label > 0), the last two in terciles of the
 setting's test QGs (pooled over its units; a tercile that repeats a cut point is dropped).
 
@@ -30,7 +30,8 @@ from scarce_ltr.core.metrics import ndcg_per_group
 from scarce_ltr.sweeps import stats
 
 DEEP_GROUPS = ("pretrained-dl", "no-pretrain-dl")
-ATTRIBUTES = ("outlier", "items", "relevant share")
+# The tercile splits: (attribute as the tables name it, key of the per-unit arrays)
+TERCILE_ATTRIBUTES = (("items", "items"), ("relevant share", "relevant"))
 CSV_FIELDS = [
     "dataset", "series", "setting", "group", "model", "reference", "attribute", "bin",
     "n_qgs", "wins", "ties", "losses", "margin", "margin_std", "n_units", "p",
@@ -40,7 +41,7 @@ CSV_FIELDS = [
 def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]:
     """One entry per (data set, series, setting, deep group) with a tree to meet: the group's
     member, the reference tree, the units both ran and the per-bin table (``bins``)."""
-    run_dirs = {(r["dataset"], r["setting"], r["model"], stats.unit_of(r)): r for r in done}
+    rows = {(r["dataset"], r["setting"], r["model"], stats.unit_of(r)): r for r in done}
     groups = defaultdict(dict)
     for entry in summary["groups"]:
         groups[(entry["dataset"], entry["series"], entry["setting"])][entry["group"]] = entry
@@ -51,7 +52,7 @@ def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]
             if tree is None or group not in by_group:
                 continue
             model, reference = by_group[group]["member"], tree["member"]
-            units = _per_qg_units(run_dirs, dataset, setting, model, reference, k, policy)
+            units = _per_qg_units(rows, dataset, setting, model, reference, k, policy)
             if not units:
                 continue
             entry = {"dataset": dataset, "series": series, "setting": setting, "group": group}
@@ -61,15 +62,16 @@ def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]
 
 
 def bins(units: list[dict]) -> list[dict]:
-    """The per-bin rows of `study` from per-unit arrays ``margin``, ``outlier``, ``items``,
-    ``relevant`` (one value per test QG defined for both models)."""
+    """The per-bin rows of `study` from per-unit arrays over the unit's test QGs: ``margin``,
+    ``keep`` (defined for both models), ``outlier``, ``items``, ``relevant``. Empty bins are
+    dropped."""
     pooled = {key: np.concatenate([u[key] for u in units]) for key in ("items", "relevant")}
     masks: list[tuple[str, str, list[np.ndarray]]] = [("all", "all", [u["keep"] for u in units])]
     masks += [
         ("outlier", name, [u["keep"] & (u["outlier"] == flag) for u in units])
         for name, flag in (("outlier", True), ("not outlier", False))
     ]
-    for attribute, key in (("items", "items"), ("relevant share", "relevant")):
+    for attribute, key in TERCILE_ATTRIBUTES:
         kept = pooled[key][np.concatenate([u["keep"] for u in units])]
         for low, high, shown in _terciles(kept):
             chosen = [u["keep"] & (u[key] > low) & (u[key] <= high) for u in units]
