@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 import ohsumed_folds
 from ohsumed_folds import (
+    collect_rows,
     finetune_args,
-    finished_report,
+    head_phase_kept,
     paired,
     pretraining,
     run_all,
@@ -72,33 +73,20 @@ def moved(folder: Path, pretrained: Path) -> float:
 
 
 def collect(args) -> list[dict]:
-    rows = []
-    for fraction in args.fractions:
-        for fold in args.folds:
-            for seed in args.seeds:
-                row = {"fraction": fraction, "fold": fold, "seed": seed}
-                for key, model in MODELS.items():
-                    folder = run_dir(args.sweep, model, fold, seed, fraction)
-                    report = finished_report(folder)
-                    if report is None:
-                        continue
-                    row[key], row[f"{key}_vali"] = report["_test"], report["_vali"]
-                    row[f"{key}_seconds"] = report["_seconds"]
-                    if key == "b":
-                        row["alpha"] = report["l2sp"]
-                        row["grid_vali"] = {
-                            g["l2sp"]: g["best_vali_ndcg@5"] for g in report["lr_grid"]
-                        }
-                    if key in ("a", "b"):  # the vali-best epoch in the head-only phase
-                        row[f"{key}_head_epoch"] = (
-                            report["best_epoch"] <= report["phases"][0]["epochs"]
-                        )
-                        row[f"{key}_moved"] = moved(folder, pretraining(args.sweep, fold, seed))
-                pre = pretraining(args.sweep, fold, seed)
-                if (pre / "DONE").is_file():
-                    row["pretrain_seconds"] = seconds(pre)
-                rows.append(row)
-    return rows
+    def per_run(key: str, folder: Path, report: dict, row: dict) -> None:
+        if key == "b":
+            row["alpha"] = report["l2sp"]
+            row["grid_vali"] = {g["l2sp"]: g["best_vali_ndcg@5"] for g in report["lr_grid"]}
+        if key in ("a", "b"):
+            row[f"{key}_head_epoch"] = head_phase_kept(report)
+            row[f"{key}_moved"] = moved(folder, pretraining(args.sweep, row["fold"], row["seed"]))
+
+    def per_unit(row: dict) -> None:
+        pre = pretraining(args.sweep, row["fold"], row["seed"])
+        if (pre / "DONE").is_file():
+            row["pretrain_seconds"] = seconds(pre)
+
+    return collect_rows(args, MODELS, per_run, per_unit)
 
 
 def report(rows: list[dict], args) -> None:

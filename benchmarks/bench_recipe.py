@@ -35,8 +35,9 @@ import json
 import numpy as np
 import ohsumed_folds
 from ohsumed_folds import (
+    collect_rows,
     finetune_args,
-    finished_report,
+    head_phase_kept,
     paired,
     pretraining,
     run_all,
@@ -104,22 +105,11 @@ def run_lpft(cell: tuple[str, int, int, float], args) -> None:
 
 
 def collect(args) -> list[dict]:
-    rows, models = [], with_other_methods(args)[0]
-    for fraction in args.fractions:
-        for fold in args.folds:
-            for seed in args.seeds:
-                row = {"fraction": fraction, "fold": fold, "seed": seed}
-                for key, model in models.items():
-                    report = finished_report(run_dir(args.sweep, model, fold, seed, fraction))
-                    if report is None:
-                        continue
-                    row[key], row[f"{key}_vali"] = report["_test"], report["_vali"]
-                    row[f"{key}_seconds"] = report["_seconds"]
-                    if key != "r":  # the vali-best epoch in the head-only phase
-                        head = report["phases"][0]["epochs"]
-                        row[f"{key}_head_epoch"] = report["best_epoch"] <= head
-                rows.append(row)
-    return rows
+    def per_run(key: str, folder, report: dict, row: dict) -> None:
+        if key != "r":
+            row[f"{key}_head_epoch"] = head_phase_kept(report)
+
+    return collect_rows(args, with_other_methods(args)[0], per_run)
 
 
 def report(rows: list[dict], args) -> None:

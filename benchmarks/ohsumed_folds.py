@@ -1,6 +1,6 @@
 """What the five-fold OHSUMED benchmarks share (bench_l2sp.py, bench_recipe.py): a sweep's run
-folders, one finetuning run through the CLI beside it, the results a run reports, and the paired
-margin they print.
+folders, one finetuning run through the CLI beside it, the results a run reports and their rows
+per (fraction, fold, seed), and the paired margin they print.
 
 Each benchmark runs its sweep first (``configs/sweep/<name>.yaml``: the models, one pretraining
 per (fold, seed)), then finetunes variants of its own on those pretrainings, one process per run,
@@ -135,6 +135,41 @@ def finished_report(folder: Path) -> dict | None:
     report["_vali"] = report["metrics"]["vali"]["ndcg@5"]
     report["_seconds"] = fit_seconds(folder, report)
     return report
+
+
+def collect_rows(
+    args,
+    models: dict[str, str],
+    per_run: Callable[[str, Path, dict, dict], None] | None = None,
+    per_unit: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """One row per (fraction, fold, seed) of ``args``: for each finished run of ``models`` (row
+    key: model name), its test and vali NDCG@5 and seconds under ``key``, ``<key>_vali``,
+    ``<key>_seconds``; ``per_run(key, folder, report, row)`` adds what a benchmark reads from
+    a run, ``per_unit(row)`` what it reads once per unit."""
+    rows = []
+    for fraction in args.fractions:
+        for fold in args.folds:
+            for seed in args.seeds:
+                row = {"fraction": fraction, "fold": fold, "seed": seed}
+                for key, model in models.items():
+                    folder = run_dir(args.sweep, model, fold, seed, fraction)
+                    report = finished_report(folder)
+                    if report is None:
+                        continue
+                    row[key], row[f"{key}_vali"] = report["_test"], report["_vali"]
+                    row[f"{key}_seconds"] = report["_seconds"]
+                    if per_run is not None:
+                        per_run(key, folder, report, row)
+                if per_unit is not None:
+                    per_unit(row)
+                rows.append(row)
+    return rows
+
+
+def head_phase_kept(report: dict) -> bool:
+    """Whether a ``full`` run's vali-best epoch lies in its head-only phase."""
+    return report["best_epoch"] <= report["phases"][0]["epochs"]
 
 
 def paired(x: list[float], y: list[float]) -> str:
