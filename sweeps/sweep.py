@@ -15,7 +15,9 @@ Each job is a separate process running ``cli`` (forked from a server that has im
 `scarce_ltr.sweeps.jobserver`), its output kept in ``log.txt`` in its run directory, so a
 crashing cell is recorded with its error and the sweep goes on. A job whose run directory holds
 ``DONE`` is skipped; an unfinished one resumes from its checkpoint.
-``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run directory;
+``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run directory, and keeps
+the cells an earlier run of the same folder listed beyond this plan (other models, settings or
+seeds, e.g. ``models=[...]`` given on the command line) while their run folders exist;
 ``./run.sh report <name>`` turns it into tables and plots.
 
 Every run is logged to wandb with group = the sweep and tags for model, label setting and seed
@@ -27,6 +29,7 @@ Every run is logged to wandb with group = the sweep and tags for model, label se
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -208,13 +211,15 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
         for stale in folder.glob(f".*{TEMP_SUFFIX}"):  # the manifest's; jobs clear their own
             stale.unlink(missing_ok=True)
         finished = sum(is_done(job.run_dir) for job in jobs)
+        earlier = earlier_cells(folder / MANIFEST, cells)
         if (folder / MANIFEST).is_file():
+            kept = f"; the manifest keeps {len(earlier)} cells of earlier runs" if earlier else ""
             print(
-                f"sweep {cfg.name}: resuming; {finished} of {len(jobs)} jobs finished before",
+                f"sweep {cfg.name}: resuming; {finished} of {len(jobs)} jobs finished before{kept}",
                 file=sys.stderr,
             )
         executor = make_executor(cfg, folder, jobs)
-        runner = _Runner(cfg, folder, jobs, cells, executor)
+        runner = _Runner(cfg, folder, jobs, cells, executor, earlier)
         runner.run()
         print(runner.summary_line())
         if cfg.report and any(c.status == "done" for c in runner.cells):
@@ -223,6 +228,26 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
 
             report(ReportConfig(sweep=str(folder)))
     return SweepResult(runner.cells, folder)
+
+
+def earlier_cells(path: Path, cells: list[SweepCell]) -> list[dict]:
+    """The cells of the manifest at ``path`` (an earlier run of this sweep folder) that ``cells``
+    do not hold, and whose run folders still exist: a sweep rerun with other ``models`` (or
+    settings, or seeds) adds its cells to the report instead of hiding the earlier ones; deleting
+    a cell's run folder drops it. Nothing for a missing or unreadable manifest."""
+    try:
+        previous = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not isinstance(previous, list):
+        return []
+    planned = {cell.id for cell in cells}
+    return [
+        cell
+        for cell in previous
+        if isinstance(cell, dict) and cell.get("id") not in planned
+        and isinstance(cell.get("run_dir"), str) and Path(cell["run_dir"]).is_dir()
+    ]  # fmt: skip
 
 
 class SweepResult(list):
@@ -252,8 +277,10 @@ class _Runner:
         jobs: list[Job],
         cells: list[SweepCell],
         executor: Executor,
+        earlier: list[dict] | None = None,
     ):
         self.cfg, self.folder, self.jobs, self.cells = cfg, folder, jobs, cells
+        self.earlier = earlier or []  # cells of earlier runs beyond this plan, as they were
         self.executor = executor
         self.results: dict[str, tuple[str, str | None, float]] = {}
         self.started = time.time()
@@ -330,7 +357,7 @@ class _Runner:
                     {"key": j.key, "status": self.results.get(j.key, ("pending",))[0]}
                     for j in self.jobs
                 ],
-                "cells": [c.to_dict() for c in self.cells],
+                "cells": [c.to_dict() for c in self.cells] + self.earlier,
             },
         )
 

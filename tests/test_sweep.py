@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from tiny import tiny_data
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.sweeps import results
 
 ROOT = Path(__file__).resolve().parents[1]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=15", "gbdt.early_stopping_rounds=5"]
@@ -175,3 +177,23 @@ def test_interrupted_sweep_resumes_without_redoing_cells(tmp_path: Path) -> None
         run_dir = Path(first[cell_id]["run_dir"])
         assert (run_dir / "log.txt").read_text() == log, f"{cell_id} was run again"
     assert len(cells) == len(first) == 4
+
+
+def test_a_rerun_with_other_models_keeps_the_earlier_cells_in_the_manifest(tmp_path: Path) -> None:
+    """``./run.sh sweep <name> models=[...]`` into a folder that ran other models adds its cells
+    to the manifest (and so to the report) instead of hiding the earlier ones; a cell whose run
+    folder was deleted is dropped."""
+    run([*sweep_args(tmp_path), "models=[gbdt]"])
+    cells = run([*sweep_args(tmp_path), "models=[gbdt-pca]"])
+    assert {c["model"] for c in cells} == {"gbdt-pca"}  # this run's own cells
+    listed = manifest(tmp_path)["cells"]
+    assert sorted(c["model"] for c in listed) == ["gbdt", "gbdt", "gbdt-pca", "gbdt-pca"]
+    assert all(c["status"] == "done" for c in listed)
+    rows = results.rows_from_manifest(tmp_path / "sweep" / "manifest.json", [5])
+    assert {r["model"] for r in rows if r["test_ndcg@5"] is not None} == {"gbdt", "gbdt-pca"}
+    dropped = next(c for c in listed if c["model"] == "gbdt")
+    shutil.rmtree(dropped["run_dir"])
+    run([*sweep_args(tmp_path), "models=[gbdt-pca]"])
+    assert [c["id"] for c in manifest(tmp_path)["cells"] if c["model"] == "gbdt"] == [
+        c["id"] for c in listed if c["model"] == "gbdt" and c["id"] != dropped["id"]
+    ]
