@@ -5,15 +5,17 @@ For each data set and label setting of a report, the member of each deep group
 the ``gbdt`` group (the vali-best tree) on every test QG of every (fold, seed) unit both ran:
 per QG, the difference of their NDCG@k, read from the runs' ``scores.npz`` (QGs undefined for
 either model under the report's empty-QG policy are left out). The test QGs are split three
-ways: the paper's outlier QGs or not (``test_outliers``, `data.outliers`), size
-(items per QG) and the share of relevant items (label > 0), the last two in terciles of the
+ways: the paper's outlier QGs or not (``test_outliers``, `data.outliers`), size (items
+per QG) and the share of relevant items (label > 0), the last two in terciles of the
 setting's test QGs (pooled over its units; a tercile that repeats a cut point is dropped).
 
 Per bin: the QGs where the deep model wins, ties and loses (pooled over units), and its margin
 as a per-unit mean (each unit's mean margin over its QGs in the bin) averaged over the units,
 with the std over units and a two-sided one-sample t-test over them. Units, not QGs, are the
 replicates: the QGs of one unit share its label draw and its two training runs. Bin ``all``
-is the whole test set, whose margin is the report's paired margin of the two groups.
+is the whole test set, whose margin is the report's paired margin of the two groups. The
+other bins (up to eight) test that many times, so they also get Holm's adjusted p (``p_holm``,
+family-wise over one comparison's bins): read a bin's lead by it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ DEEP_GROUPS = ("pretrained-dl", "no-pretrain-dl")
 TERCILE_ATTRIBUTES = (("items", "items"), ("relevant share", "relevant"))
 CSV_FIELDS = [
     "dataset", "series", "setting", "group", "model", "reference", "attribute", "bin",
-    "n_qgs", "wins", "ties", "losses", "margin", "margin_std", "n_units", "p",
+    "n_qgs", "wins", "ties", "losses", "margin", "margin_std", "n_units", "p", "p_holm",
 ]  # fmt: skip
 
 
@@ -78,7 +80,25 @@ def bins(units: list[dict]) -> list[dict]:
             name = "-".join(dict.fromkeys(_fmt(v, key) for v in shown))  # "6-8", or "4"
             masks.append((attribute, name, chosen))
     rows = [_bin_row(attribute, name, units, chosen) for attribute, name, chosen in masks]
-    return [row for row in rows if row["n_qgs"]]
+    rows = [row for row in rows if row["n_qgs"]]
+    split = [row for row in rows if row["attribute"] != "all"]
+    for row, adjusted in zip(split, holm([row["p"] for row in split]), strict=True):
+        row["p_holm"] = adjusted
+    for row in rows:
+        row.setdefault("p_holm", row["p"])  # bin all: one test, nothing to adjust
+    return rows
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error), in the input order; NaN stays
+    NaN and does not count in the family. Example: (0.01, 0.04, 0.03) -> (0.03, 0.06, 0.06)."""
+    finite = sorted((p, i) for i, p in enumerate(p_values) if math.isfinite(p))
+    out = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, (len(finite) - rank) * p))
+        out[i] = running
+    return out
 
 
 def csv_rows(entries: list[dict]) -> list[dict]:
@@ -94,7 +114,7 @@ def text_lines(entries: list[dict]) -> list[str]:
     lines = [
         "\nwhere the deep rankers win or lose against the vali-best tree (per test QG, "
         "sweeps/where.py; margin: per-unit mean over the bin's QGs, mean ± std over units, "
-        "two-sided p; QGs won / tied / lost)"
+        "two-sided p and Holm's over the comparison's bins; QGs won / tied / lost)"
     ]
     for entry in entries:
         lines.append(
@@ -119,19 +139,22 @@ def html(entries: list[dict]) -> str:
             tds = [entry["dataset"], entry["setting"], f"{entry['model']} − {entry['reference']}"]
             tds += [row["attribute"], row["bin"]]
             cells = "".join(f"<td class='name'>{escape(str(t))}</td>" for t in tds)
-            mark = " class='sig'" if math.isfinite(row["p"]) and row["p"] < 0.05 else ""
+            sig = math.isfinite(row["p_holm"]) and row["p_holm"] < 0.05
+            mark = " class='sig'" if sig else ""
             cells += f"<td{mark}>{_margin_text(row)}</td>"
             cells += f"<td>{row['wins']} / {row['ties']} / {row['losses']}</td>"
             rows.append(f"<tr>{cells}</tr>")
     names = ("data set", "setting", "deep − tree", "by", "QGs")
     header = "".join(f"<th class='name'>{n}</th>" for n in names)
-    header += "<th>margin ± std over units (two-sided p, units)</th><th>QGs won / tied / lost</th>"
+    header += "<th>margin ± std over units (two-sided p, Holm p, units)</th>"
+    header += "<th>QGs won / tied / lost</th>"
     return (
         "<h2 id='where'>Where the deep rankers win or lose against the tree</h2><p class='note'>"
         "Each deep group's vali-chosen member against the vali-best tree on every test QG of "
         "every unit both ran: the NDCG margin per QG, by outlier flag, QG size and share of "
         "relevant items (terciles). Margin: per-unit mean over the bin's QGs, averaged over "
-        "units; p: two-sided t-test over units.</p>"
+        "units; p: two-sided t-test over units, Holm: adjusted over the comparison's bins "
+        "(marked below 0.05).</p>"
         f"<table id='where-table'><tr>{header}</tr>{''.join(rows)}</table>"
     )
 
@@ -219,6 +242,8 @@ def _margin_text(row: dict) -> str:
     if math.isfinite(row["margin_std"]):
         text += f" ± {row['margin_std']:.4f}"
     p = "–" if not math.isfinite(row["p"]) else f"{row['p']:.3f}"
+    if row["attribute"] != "all" and math.isfinite(row.get("p_holm", math.nan)):
+        p += f", Holm {row['p_holm']:.3f}"
     return text + f" (p={p}, {row['n_units']})"
 
 

@@ -51,6 +51,13 @@ def test_bins_by_hand() -> None:
     outlier = rows[("outlier", "outlier")]
     assert (outlier["n_qgs"], outlier["wins"], outlier["losses"]) == (2, 2, 0)
     assert outlier["p"] == pytest.approx(1 - 2 / math.pi * math.atan(3.0))
+    # Holm over the bins but "all" (`holm` is checked by hand below).
+    split = [r for (attribute, _), r in rows.items() if attribute != "all"]
+    assert everything["p_holm"] == everything["p"]
+    assert outlier["p_holm"] == pytest.approx(
+        where.holm([r["p"] for r in split])[split.index(outlier)]
+    )
+    assert outlier["p_holm"] > outlier["p"]
     # not outlier: -0.05 in both units: no spread, t is infinite (p 0, as in the paired test).
     inlier = rows[("outlier", "not outlier")]
     assert inlier["margin"] == pytest.approx(-0.05) and inlier["p"] == 0.0
@@ -163,3 +170,12 @@ def test_report_shows_where_the_deep_rankers_win_and_lose(tmp_path: Path) -> Non
     assert {r["model"] for r in written} == {"simclr-rank+full", "resnet"}
     assert "id='where-table'" in (folder / "report" / "dashboard.html").read_text()
     assert "where the deep rankers win or lose" in out.getvalue()
+
+
+def test_holm_by_hand() -> None:
+    # Sorted 0.01, 0.03, 0.04 times 3, 2, 1: 0.03, 0.06, 0.04 -> step-down keeps the running max.
+    assert where.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    adjusted = where.holm([0.5, math.nan, 0.001])  # NaN is not part of the family of two
+    assert adjusted[0] == pytest.approx(0.5) and math.isnan(adjusted[1])
+    assert adjusted[2] == pytest.approx(0.002)
+    assert where.holm([0.6, 0.7]) == [1.0, 1.0]
