@@ -41,7 +41,7 @@ def text_tables(report: dict) -> str:
         lines.append(section["crossover_text"])
     lines += _tuned_lines(report["summary"].get("tuned", []), k)
     lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
-    lines += where.text_lines(report.get("where") or [])
+    lines += where.text_lines(report.get("where") or [], alpha=report["alpha"])
     return "\n".join(lines).lstrip("\n")
 
 

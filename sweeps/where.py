@@ -107,25 +107,29 @@ def csv_rows(entries: list[dict]) -> list[dict]:
     return [{key: e[key] for key in keys} | row for e in entries for row in e["bins"]]
 
 
-def text_lines(entries: list[dict]) -> list[str]:
-    """The report's printed section: one line per bin, under a line per comparison."""
+def text_lines(entries: list[dict], *, alpha: float = 0.05) -> list[str]:
+    """The report's printed section, short: per comparison its margin on all test QGs and the
+    bins whose Holm p is below ``alpha`` (every bin: the dashboard and ``where.csv``)."""
     if not entries:
         return []
     lines = [
-        "\nwhere the deep rankers win or lose against the vali-best tree (per test QG, "
-        "sweeps/where.py; margin: per-unit mean over the bin's QGs, mean ± std over units, "
-        "two-sided p and Holm's over the comparison's bins; QGs won / tied / lost)"
+        "\nwhere the deep rankers win or lose against the vali-best tree, per test QG (sweeps/"
+        "where.py): the margin on all test QGs (± std over units, two-sided p, units), then the "
+        f"bins by outlier flag, QG size and share of relevant items with Holm p < {alpha:g}; "
+        "every bin in the dashboard and where.csv"
     ]
     for entry in entries:
+        everything = next((r for r in entry["bins"] if r["attribute"] == "all"), None)
+        clear = [
+            f"{row['attribute']} {row['bin']} {row['margin']:+.4f} (Holm p={row['p_holm']:.3f})"
+            for row in entry["bins"]
+            if row["attribute"] != "all" and row["p_holm"] < alpha  # NaN compares False
+        ]
+        overall = f"all {_margin_text(everything)}" if everything else ""
         lines.append(
-            f"{entry['dataset']} · {entry['setting']} · {entry['model']} - {entry['reference']} "
-            f"({entry['n_units']} units)"
+            f"{entry['dataset']} · {entry['setting']} · {entry['model']} - {entry['reference']}: "
+            f"{overall}; " + ("; ".join(clear) if clear else f"no bin with Holm p < {alpha:g}")
         )
-        width = max(len(f"{r['attribute']}: {r['bin']}") for r in entry["bins"])
-        for row in entry["bins"]:
-            name = f"{row['attribute']}: {row['bin']}"
-            counts = f"{row['wins']} / {row['ties']} / {row['losses']}"
-            lines.append(f"  {name.ljust(width)}  {_margin_text(row)}  {counts}")
     return lines
 
 

@@ -169,7 +169,13 @@ def test_report_shows_where_the_deep_rankers_win_and_lose(tmp_path: Path) -> Non
     assert len(written) == len(dl["bins"]) + len(entries["no-pretrain-dl"]["bins"])
     assert {r["model"] for r in written} == {"simclr-rank+full", "resnet"}
     assert "id='where-table'" in (folder / "report" / "dashboard.html").read_text()
-    assert "where the deep rankers win or lose" in out.getvalue()
+    printed = next(
+        line for line in out.getvalue().splitlines() if "simclr-rank+full - gbdt:" in line
+    )
+    # Printed: the bins apart by Holm p (the same margin in every unit: p 0), not the others.
+    assert f"items 8 {largest['margin']:+.4f} (Holm p=0.000)" in printed
+    assert "outlier outlier" in printed and "items 6 " not in printed
+    assert "resnet - gbdt: all +0.0000" in out.getvalue()
 
 
 def test_holm_by_hand() -> None:
