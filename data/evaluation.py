@@ -157,6 +157,26 @@ def read_train_scores(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] |
         return stored["train"], stored["train_offsets"], stored["train_qids"]
 
 
+def read_test_per_group(path: Path, *, k: int, policy: str) -> dict[str, np.ndarray] | None:
+    """Each test QG of a ``scores.npz`` with its NDCG@k under ``policy`` (NaN where undefined),
+    as arrays: ``qids``, ``ndcg``, ``outlier`` (the paper's flag), ``items`` (its size) and
+    ``relevant`` (its share of items with label > 0). None for a file that is missing, broken
+    or written before test labels were kept; the report's per-QG views then leave the run out."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            if "test_labels" not in stored.files:
+                return None
+            scores, labels = stored["test"], stored["test_labels"]
+            offsets, qids = stored["test_offsets"], stored["test_qids"]
+            outlier = np.asarray(stored["test_outliers"], dtype=bool)
+    except (OSError, ValueError, KeyError):
+        return None
+    sizes = np.diff(offsets)
+    relevant = np.add.reduceat(labels > 0, offsets[:-1]) / np.maximum(sizes, 1)
+    ndcg = ndcg_per_group(scores, labels, offsets, k=k, policy=policy)
+    return {"qids": qids, "ndcg": ndcg, "outlier": outlier, "items": sizes, "relevant": relevant}
+
+
 def _check_length(scores: np.ndarray, n_items: int, split: str) -> None:
     if len(scores) != n_items:
         raise ValueError(f"{split}: {len(scores)} scores for {n_items} items")

@@ -20,10 +20,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from scarce_ltr.core.metrics import ndcg_per_group
 from scarce_ltr.core.runs import read_report
+from scarce_ltr.data.evaluation import read_test_per_group
 
 # Distinct colours, one per model (tab10, then tab20's lighter shades): two models of one group
 # never share a colour.
@@ -102,21 +100,14 @@ def _monitor(entry: dict, key: str) -> Any:
 
 def per_qg(folder: Path, *, k: int, policy: str) -> dict | None:
     """Each test QG's NDCG@k (None where undefined) and outlier flag; None for older runs."""
-    path = folder / "scores.npz"
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            if "test_labels" not in stored.files:
-                return None
-            ndcg = ndcg_per_group(
-                stored["test"], stored["test_labels"], stored["test_offsets"], k=k, policy=policy
-            )
-            return {
-                "qids": [int(q) for q in stored["test_qids"]],
-                "ndcg": [round(float(v), 5) if math.isfinite(v) else None for v in ndcg],
-                "outlier": [bool(o) for o in stored["test_outliers"]],
-            }
-    except (OSError, ValueError, KeyError):
+    loaded = read_test_per_group(folder / "scores.npz", k=k, policy=policy)
+    if loaded is None:
         return None
+    return {
+        "qids": [int(q) for q in loaded["qids"]],
+        "ndcg": [round(float(v), 5) if math.isfinite(v) else None for v in loaded["ndcg"]],
+        "outlier": [bool(o) for o in loaded["outlier"]],
+    }
 
 
 def _seconds(row: dict, report: dict) -> float | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
-from scarce_ltr.core.metrics import ndcg_per_group
+from scarce_ltr.data.evaluation import read_test_per_group
 from scarce_ltr.sweeps import stats
 
 DEEP_GROUPS = ("pretrained-dl", "no-pretrain-dl")
@@ -47,6 +47,7 @@ def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]
     groups = defaultdict(dict)
     for entry in summary["groups"]:
         groups[(entry["dataset"], entry["series"], entry["setting"])][entry["group"]] = entry
+    loaded = {}  # run folder -> its test QGs: the tree meets both deep groups, read it once
     out = []
     for (dataset, series, setting), by_group in sorted(groups.items(), key=_order):
         tree = by_group.get(stats.REFERENCE_GROUP)
@@ -54,7 +55,7 @@ def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]
             if tree is None or group not in by_group:
                 continue
             model, reference = by_group[group]["member"], tree["member"]
-            units = _per_qg_units(rows, dataset, setting, model, reference, k, policy)
+            units = _per_qg_units(rows, (dataset, setting), (model, reference), loaded, k, policy)
             if not units:
                 continue
             entry = {"dataset": dataset, "series": series, "setting": setting, "group": group}
@@ -164,42 +165,35 @@ def html(entries: list[dict]) -> str:
 
 
 def _per_qg_units(
-    rows: dict, dataset: str, setting: str, model: str, reference: str, k: int, policy: str
+    rows: dict, cell: tuple, pair: tuple, loaded: dict, k: int, policy: str
 ) -> list[dict]:
-    """Per unit both models ran: each test QG's margin and attributes; units whose scores.npz
-    is missing or predates the test labels, or whose test QGs differ, are left out."""
+    """Per unit both models of ``pair`` (deep, tree) ran in ``cell`` (data set, setting): each
+    test QG's margin and attributes; units whose scores.npz is missing or predates the test
+    labels, or whose test QGs differ, are left out. ``loaded`` caches runs read before."""
+
+    def test_qgs(row: dict) -> dict | None:
+        run_dir = row["run_dir"]
+        if run_dir not in loaded:
+            path = Path(run_dir) / "scores.npz"
+            loaded[run_dir] = read_test_per_group(path, k=k, policy=policy)
+        return loaded[run_dir]
+
     units = []
-    mine = sorted({u for d, s, m, u in rows if (d, s, m) == (dataset, setting, model)}, key=str)
+    model, reference = pair
+    mine = sorted({u for d, s, m, u in rows if (d, s, m) == (*cell, model)}, key=str)
     for unit in mine:
-        pair = rows[(dataset, setting, model, unit)], rows.get((dataset, setting, reference, unit))
-        if pair[1] is None:
+        tree_row = rows.get((*cell, reference, unit))
+        if tree_row is None:
             continue
-        loaded = [_test_qgs(Path(r["run_dir"]), k, policy) for r in pair]
-        if None in loaded or not np.array_equal(loaded[0]["qids"], loaded[1]["qids"]):
+        deep, tree = test_qgs(rows[(*cell, model, unit)]), test_qgs(tree_row)
+        if deep is None or tree is None or not np.array_equal(deep["qids"], tree["qids"]):
             continue
-        deep, tree = loaded
         margin = deep["ndcg"] - tree["ndcg"]
         units.append(
             {"unit": unit, "margin": margin, "keep": np.isfinite(margin)}
             | {key: tree[key] for key in ("outlier", "items", "relevant")}
         )
     return units
-
-
-def _test_qgs(run_dir: Path, k: int, policy: str) -> dict | None:
-    try:
-        with np.load(run_dir / "scores.npz", allow_pickle=False) as stored:
-            if "test_labels" not in stored.files:
-                return None
-            scores, labels = stored["test"], stored["test_labels"]
-            offsets, qids = stored["test_offsets"], stored["test_qids"]
-            outlier = np.asarray(stored["test_outliers"], dtype=bool)
-    except (OSError, ValueError, KeyError):
-        return None
-    sizes = np.diff(offsets)
-    relevant = np.add.reduceat(labels > 0, offsets[:-1]) / np.maximum(sizes, 1)
-    ndcg = ndcg_per_group(scores, labels, offsets, k=k, policy=policy)
-    return {"qids": qids, "ndcg": ndcg, "outlier": outlier, "items": sizes, "relevant": relevant}
 
 
 def _bin_row(attribute: str, name: str, units: list[dict], masks: list[np.ndarray]) -> dict:

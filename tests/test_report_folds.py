@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_sweep import run_cell, write_manifest
 from scipy import stats as scipy_stats
 
 from scarce_ltr.sweeps import results, stats
@@ -90,8 +90,6 @@ def _fold_sweep(root: Path, *, folds: bool = True) -> Path:
                 place = f"ohsumed/fold={fold}" if folds else f"ohsumed-{fold}"
                 stage = "ensemble" if model.startswith("ensemble") else "finetune"
                 stage = "baseline" if model == "gbdt" else stage
-                run_dir = folder / place / stage / model / "frac=0.2" / f"seed={seed}"
-                run_dir.mkdir(parents=True)
                 test = (
                     LEVEL[fold]
                     + WOBBLE[seed]
@@ -101,36 +99,15 @@ def _fold_sweep(root: Path, *, folds: bool = True) -> Path:
                 status = "failed" if model == "simclr-rank+full" and fold == 2 else "done"
                 # vali: the hybrid is best on validation, so select chooses it
                 vali = 0.5 + 0.02 * (model.startswith("ensemble")) - 0.01 * (model != "gbdt")
-                report = {"stage": stage, "seed": seed, "metrics": _metrics(vali, test)}
-                report["method"] = model
-                (run_dir / "report.json").write_text(json.dumps(report))
-                config = {"data": {"name": "ohsumed"}, "seed": seed}
-                config["scarcity"] = {"fraction": 0.2, "val": "full"}
-                (run_dir / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
-                (run_dir / "DONE").write_text("")
-                cell = {
-                    "id": f"{place}/{model}/frac=0.2/seed={seed}",
-                    "dataset": "ohsumed",
-                    "model": model,
-                    "group": group,
-                    "stage": stage,
-                    "setting": "frac=0.2",
-                    "fraction": 0.2,
-                    "binary_tau": None,
-                    "seed": seed,
-                    "run_dir": str(run_dir),
-                    "job_key": f"{place}/{model}/frac=0.2/seed={seed}",
-                    "status": status,
-                    "error": None if status == "done" else "boom",
-                    "seconds": 1.0,
-                }
-                if folds:
-                    cell["fold"] = fold
-                cells.append(cell)
+                cells.append(
+                    run_cell(
+                        folder, place, model, stage=stage, group=group, seed=seed,
+                        metrics=_metrics(vali, test), fold=fold if folds else None, status=status,
+                    )
+                )  # fmt: skip
     if not folds:  # an old manifest: two "folds" as two seeds sets would collide; keep fold 1
         cells = [c for c in cells if "ohsumed-1/" in c["run_dir"]]
-    manifest = {"sweep": "demo", "updated": "2026-01-01T00:00:00", "cells": cells}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(folder, cells)
     return folder
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_sweep import run_cell, write_manifest
 
 from scarce_ltr.core.metrics import ndcg_per_group
 from scarce_ltr.sweeps import where
@@ -108,30 +108,19 @@ def _fake_sweep(root: Path) -> Path:
     for fold in (1, 2):
         for seed in (0, 1):
             for model, (stage, group) in STAGES.items():
-                run_dir = folder / f"ohsumed/fold={fold}/{stage}/{model}/frac=0.2/seed={seed}"
-                run_dir.mkdir(parents=True)
                 arrays = _scores(model, fold)
-                np.savez(run_dir / "scores.npz", **arrays)
                 ndcg = float(
                     np.mean(ndcg_per_group(arrays["test"], arrays["test_labels"],
                                            arrays["test_offsets"], k=5))
                 )  # fmt: skip
                 metrics = {s: {f"ndcg@{k}": ndcg for k in (1, 3, 5, 10)} for s in ("vali", "test")}
-                report = {"stage": stage, "seed": seed, "method": model, "metrics": metrics}
-                (run_dir / "report.json").write_text(json.dumps(report))
-                config = {"data": {"name": "ohsumed"}, "seed": seed}
-                config["scarcity"] = {"fraction": 0.2, "val": "full"}
-                (run_dir / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
-                (run_dir / "DONE").write_text("")
-                cells.append(
-                    {"id": f"{fold}/{model}/{seed}", "dataset": "ohsumed", "model": model,
-                     "group": group, "stage": stage, "setting": "frac=0.2", "fraction": 0.2,
-                     "binary_tau": None, "seed": seed, "fold": fold, "run_dir": str(run_dir),
-                     "job_key": f"{fold}/{model}/{seed}", "status": "done", "error": None,
-                     "seconds": 1.0}
+                cell = run_cell(
+                    folder, f"ohsumed/fold={fold}", model,
+                    stage=stage, group=group, seed=seed, metrics=metrics, fold=fold,
                 )  # fmt: skip
-    manifest = {"sweep": "demo", "updated": "2026-01-01T00:00:00", "cells": cells}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+                np.savez(Path(cell["run_dir"]) / "scores.npz", **arrays)
+                cells.append(cell)
+    write_manifest(folder, cells)
     return folder
 
 
