@@ -15,6 +15,7 @@ import pytest
 from fake_sweep import run_cell, write_manifest
 
 from scarce_ltr.core.metrics import ndcg_per_group
+from scarce_ltr.data.evaluation import read_test_per_group
 from scarce_ltr.sweeps import where
 from scarce_ltr.sweeps.report import ReportConfig
 from scarce_ltr.sweeps.report import main as report_main
@@ -174,3 +175,24 @@ def test_holm_by_hand() -> None:
     assert adjusted[0] == pytest.approx(0.5) and math.isnan(adjusted[1])
     assert adjusted[2] == pytest.approx(0.002)
     assert where.holm([0.6, 0.7]) == [1.0, 1.0]
+
+
+def test_read_test_per_group_by_hand(tmp_path: Path) -> None:
+    # QG 7: 3 items, the relevant one ranked last; QG 8: 2 items, none relevant.
+    path = tmp_path / "scores.npz"
+    labels = np.array([0.0, 0.0, 1.0, 0.0, 0.0], dtype=np.float32)
+    arrays = {"test": np.array([3.0, 2.0, 1.0, 1.0, 0.0]), "test_labels": labels}
+    arrays |= {"test_offsets": np.array([0, 3, 5]), "test_qids": np.array([7, 8])}
+    np.savez(path, **arrays, test_outliers=np.array([False, True]))
+    loaded = read_test_per_group(path, k=5, policy="skip")
+    assert list(loaded["qids"]) == [7, 8] and list(loaded["outlier"]) == [False, True]
+    assert list(loaded["items"]) == [3, 2]
+    assert loaded["relevant"] == pytest.approx([1 / 3, 0.0])
+    assert loaded["ndcg"][0] == pytest.approx(1 / math.log2(4)) and math.isnan(loaded["ndcg"][1])
+    assert read_test_per_group(path, k=5, policy="zero")["ndcg"][1] == 0.0
+    # A run without scores, one written before test labels were kept, a broken file: left out.
+    assert read_test_per_group(tmp_path / "missing.npz", k=5, policy="skip") is None
+    np.savez(tmp_path / "old.npz", **{k: v for k, v in arrays.items() if k != "test_labels"})
+    assert read_test_per_group(tmp_path / "old.npz", k=5, policy="skip") is None
+    (tmp_path / "broken.npz").write_bytes(b"not a zip")
+    assert read_test_per_group(tmp_path / "broken.npz", k=5, policy="skip") is None
