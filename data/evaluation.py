@@ -177,6 +177,22 @@ def read_test_per_group(path: Path, *, k: int, policy: str) -> dict[str, np.ndar
     return {"qids": qids, "ndcg": ndcg, "outlier": outlier, "items": sizes, "relevant": relevant}
 
 
+class TestGroupReader:
+    """`read_test_per_group` of a run folder's ``scores.npz``, each folder read once: a report's
+    dashboard and its "where" section read the same member runs."""
+
+    def __init__(self, *, k: int, policy: str) -> None:
+        self.k, self.policy = k, policy
+        self._loaded: dict[str, dict[str, np.ndarray] | None] = {}
+
+    def __call__(self, run_dir: Path | str) -> dict[str, np.ndarray] | None:
+        key = str(run_dir)
+        if key not in self._loaded:
+            path = Path(run_dir) / "scores.npz"
+            self._loaded[key] = read_test_per_group(path, k=self.k, policy=self.policy)
+        return self._loaded[key]
+
+
 def _check_length(scores: np.ndarray, n_items: int, split: str) -> None:
     if len(scores) != n_items:
         raise ValueError(f"{split}: {len(scores)} scores for {n_items} items")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from scarce_ltr.core.runs import read_report
-from scarce_ltr.data.evaluation import read_test_per_group
+from scarce_ltr.data.evaluation import TestGroupReader
 
 # Distinct colours, one per model (tab10, then tab20's lighter shades): two models of one group
 # never share a colour.
@@ -35,8 +35,12 @@ def model_colours(models: list[str]) -> dict[str, str]:
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(set(models)))}
 
 
-def collect(rows: list[dict], *, k: int, policy: str = "skip") -> dict:
-    """What the script needs, JSON-ready: one entry per finished cell."""
+def collect(
+    rows: list[dict], *, k: int, policy: str = "skip", read: TestGroupReader | None = None
+) -> dict:
+    """What the script needs, JSON-ready: one entry per finished cell. ``read`` (NDCG@k under
+    ``policy`` per test QG of a run) may come from the caller, which reads the same runs again."""
+    read = read or TestGroupReader(k=k, policy=policy)
     runs = []
     for row in rows:
         if row.get("status") != "done" or not row.get("run_dir"):
@@ -57,7 +61,7 @@ def collect(rows: list[dict], *, k: int, policy: str = "skip") -> dict:
                 "seconds": _seconds(row, report),
                 "items_per_s": _items_per_s(report),
                 "curves": curves(report),
-                "qg": per_qg(folder, k=k, policy=policy),
+                "qg": per_qg(read(folder)),
             }
         )
     return {"k": k, "runs": runs, "colours": model_colours([r["model"] for r in runs])}
@@ -98,9 +102,9 @@ def _monitor(entry: dict, key: str) -> Any:
     return entry.get(key) if key in entry else (entry.get("monitor") or {}).get(key)
 
 
-def per_qg(folder: Path, *, k: int, policy: str) -> dict | None:
-    """Each test QG's NDCG@k (None where undefined) and outlier flag; None for older runs."""
-    loaded = read_test_per_group(folder / "scores.npz", k=k, policy=policy)
+def per_qg(loaded: dict | None) -> dict | None:
+    """A run's test QGs (`TestGroupReader`) for the page, NDCG@k rounded (None where undefined)
+    and the outlier flag; None for older runs."""
     if loaded is None:
         return None
     return {

@@ -29,6 +29,7 @@ from pathlib import Path
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
 from scarce_ltr.core.run_identity import runs_root as default_runs_root
+from scarce_ltr.data.evaluation import TestGroupReader
 from scarce_ltr.data.info import NO_OUTLIERS_HINT
 from scarce_ltr.sweeps import (
     choice,
@@ -128,6 +129,8 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
     """Everything the dashboard shows: tables, PNG bytes, problems."""
     summary = stats.summarize(rows, k=cfg.k, select_k=cfg.select_k)
     done = [r for r in rows if r.get("status") == "done"]
+    # Each run's test QGs, read once for the page's per-QG view and the "where" section.
+    read = TestGroupReader(k=cfg.k, policy=_only(done, "policy", default="skip"))
     sections = []
     keys = sorted({(m["dataset"], m["series"]) for m in summary["models"]})
     for dataset, series in keys:
@@ -151,17 +154,13 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
         "tsne_png": None,
         "tsne_errors": [],
         # Curves, costs and per-QG NDCG read from the run folders for the page's script.
-        "interactive": interactive.collect(
-            rows, k=cfg.k, policy=_only(done, "policy", default="skip")
-        ),
+        "interactive": interactive.collect(rows, k=cfg.k, read=read),
     }
     # Per (fold, seed) unit: the vali argmax beside the robust rule, on test (sweeps/choice.py).
     units = choice.unit_study(done)
     report["choice"] = {"units": units, "settings": choice.setting_summary(units)}
     # Per test QG: where each deep group's member wins or loses against the vali-best tree.
-    report["where"] = where.study(
-        summary, done, k=cfg.k, policy=_only(done, "policy", default="skip")
-    )
+    report["where"] = where.study(summary, done, read=read)
     if tsne_dirs:
         report["tsne_png"], report["tsne_errors"] = report_figures.tsne_figure(tsne_dirs, cfg)
     report["outlier_figures"] = (

@@ -23,12 +23,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from html import escape
-from pathlib import Path
 
 import numpy as np
 from scipy import stats as scipy_stats
 
-from scarce_ltr.data.evaluation import read_test_per_group
+from scarce_ltr.data.evaluation import TestGroupReader
 from scarce_ltr.sweeps import stats
 
 DEEP_GROUPS = ("pretrained-dl", "no-pretrain-dl")
@@ -40,14 +39,14 @@ CSV_FIELDS = [
 ]  # fmt: skip
 
 
-def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]:
+def study(summary: dict, done: list[dict], *, read: TestGroupReader) -> list[dict]:
     """One entry per (data set, series, setting, deep group) with a tree to meet: the group's
-    member, the reference tree, the units both ran and the per-bin table (``bins``)."""
+    member, the reference tree, the units both ran and the per-bin table (``bins``). ``read``
+    gives a run's test QGs (the tree meets both deep groups; the dashboard reads them too)."""
     rows = {(r["dataset"], r["setting"], r["model"], stats.unit_of(r)): r for r in done}
     groups = defaultdict(dict)
     for entry in summary["groups"]:
         groups[(entry["dataset"], entry["series"], entry["setting"])][entry["group"]] = entry
-    loaded = {}  # run folder -> its test QGs: the tree meets both deep groups, read it once
     out = []
     for (dataset, series, setting), by_group in sorted(groups.items(), key=_order):
         tree = by_group.get(stats.REFERENCE_GROUP)
@@ -55,7 +54,7 @@ def study(summary: dict, done: list[dict], *, k: int, policy: str) -> list[dict]
             if tree is None or group not in by_group:
                 continue
             model, reference = by_group[group]["member"], tree["member"]
-            units = _per_qg_units(rows, (dataset, setting), (model, reference), loaded, k, policy)
+            units = _per_qg_units(rows, (dataset, setting), (model, reference), read)
             if not units:
                 continue
             entry = {"dataset": dataset, "series": series, "setting": setting, "group": group}
@@ -164,20 +163,10 @@ def html(entries: list[dict]) -> str:
     )
 
 
-def _per_qg_units(
-    rows: dict, cell: tuple, pair: tuple, loaded: dict, k: int, policy: str
-) -> list[dict]:
+def _per_qg_units(rows: dict, cell: tuple, pair: tuple, read: TestGroupReader) -> list[dict]:
     """Per unit both models of ``pair`` (deep, tree) ran in ``cell`` (data set, setting): each
     test QG's margin and attributes; units whose scores.npz is missing or predates the test
-    labels, or whose test QGs differ, are left out. ``loaded`` caches runs read before."""
-
-    def test_qgs(row: dict) -> dict | None:
-        run_dir = row["run_dir"]
-        if run_dir not in loaded:
-            path = Path(run_dir) / "scores.npz"
-            loaded[run_dir] = read_test_per_group(path, k=k, policy=policy)
-        return loaded[run_dir]
-
+    labels, or whose test QGs differ, are left out."""
     units = []
     model, reference = pair
     mine = sorted({u for d, s, m, u in rows if (d, s, m) == (*cell, model)}, key=str)
@@ -185,7 +174,7 @@ def _per_qg_units(
         tree_row = rows.get((*cell, reference, unit))
         if tree_row is None:
             continue
-        deep, tree = test_qgs(rows[(*cell, model, unit)]), test_qgs(tree_row)
+        deep, tree = read(rows[(*cell, model, unit)]["run_dir"]), read(tree_row["run_dir"])
         if deep is None or tree is None or not np.array_equal(deep["qids"], tree["qids"]):
             continue
         margin = deep["ndcg"] - tree["ndcg"]

@@ -8,6 +8,7 @@ import contextlib
 import csv
 import io
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from fake_sweep import run_cell, write_manifest
 
 from scarce_ltr.core.metrics import ndcg_per_group
+from scarce_ltr.data import evaluation
 from scarce_ltr.data.evaluation import read_test_per_group
 from scarce_ltr.sweeps import where
 from scarce_ltr.sweeps.report import ReportConfig
@@ -127,8 +129,17 @@ def _fake_sweep(root: Path) -> Path:
 
 # The fake's DL scores the same in every unit: scipy's Welch test in the summary warns of it.
 @pytest.mark.filterwarnings("ignore:Precision loss occurred:RuntimeWarning")
-def test_report_shows_where_the_deep_rankers_win_and_lose(tmp_path: Path) -> None:
+def test_report_shows_where_the_deep_rankers_win_and_lose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = _fake_sweep(tmp_path / "runs")
+    reads = Counter()
+
+    def counted(path: Path, **kwargs) -> dict | None:
+        reads[path] += 1
+        return read_test_per_group(path, **kwargs)
+
+    monkeypatch.setattr(evaluation, "read_test_per_group", counted)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         report = report_main(
@@ -166,6 +177,8 @@ def test_report_shows_where_the_deep_rankers_win_and_lose(tmp_path: Path) -> Non
     assert f"items 8 {largest['margin']:+.4f} (Holm p=0.000)" in printed
     assert "outlier outlier" in printed and "items 6 " not in printed
     assert "resnet - gbdt: all +0.0000" in out.getvalue()
+    # The page's per-QG view and this section share one read of each run's scores.
+    assert len(reads) == 12 and set(reads.values()) == {1}
 
 
 def test_holm_by_hand() -> None:
