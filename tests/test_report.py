@@ -3,12 +3,12 @@ CSV and dashboard files, the dashboard rendered by headless Chromium, t-SNE of a
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_sweep import run_cell, write_manifest
 from scipy import stats as scipy_stats
 
 from scarce_ltr.cli import run
@@ -74,53 +74,21 @@ def make_sweep(
     cells = []
     for (model, key), per_seed in (values or VALUES).items():
         fraction, tau = (1.0, taus[key]) if taus else (key, None)
+        report = {"method": model}
+        if "+" in model:
+            method, strategy = model.split("+")
+            report = {"strategy": strategy, "pretrained": "/x", "pretraining_method": method}
         for seed, values in zip(SEEDS, per_seed, strict=True):
-            setting = f"tau={tau:g}" if taus else f"frac={fraction:g}"
-            stage = "finetune" if "+" in model else "baseline"
-            run_dir = folder / "synthetic" / stage / model / setting / f"seed={seed}"
-            run_dir.mkdir(parents=True)
-            status, error = "done", None
-            if values is None:
-                status, error = "failed", "exit code 1: error: LightGBM boom"
-            else:
-                report = {"stage": stage, "seed": seed, "metrics": _metrics(*values)}
-                if "+" in model:
-                    method, strategy = model.split("+")
-                    report |= {
-                        "strategy": strategy,
-                        "pretrained": "/x",
-                        "pretraining_method": method,
-                    }
-                else:
-                    report["method"] = model
-                (run_dir / "report.json").write_text(json.dumps(report))
-                config = {
-                    "data": {"name": "synthetic"},
-                    "seed": seed,
-                    "scarcity": {"fraction": fraction, "val": "full", "binary_tau": tau},
-                }
-                (run_dir / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
-                (run_dir / "DONE").write_text("")
             cells.append(
-                {
-                    "id": f"synthetic/{model}/{setting}/seed={seed}",
-                    "dataset": "synthetic",
-                    "model": model,
-                    "group": GROUP.get(model, "pretrained-dl"),
-                    "stage": stage,
-                    "setting": setting,
-                    "fraction": fraction,
-                    "binary_tau": tau,
-                    "seed": seed,
-                    "run_dir": str(run_dir),
-                    "status": status,
-                    "error": error,
-                    "seconds": 1.0,
-                }
-            )
-    manifest = {"sweep": name, "updated": "2024-01-01T00:00:00", "cells": cells}
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return folder
+                run_cell(
+                    folder, "synthetic", model, dataset="synthetic", fraction=fraction, tau=tau,
+                    stage="finetune" if "+" in model else "baseline",
+                    group=GROUP.get(model, "pretrained-dl"), seed=seed,
+                    metrics=_metrics(*values) if values else {}, report=report,
+                    status="failed" if values is None else "done",
+                )
+            )  # fmt: skip
+    return write_manifest(folder, cells)
 
 
 def column(model: str, fraction: float, index: int) -> list[float]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_sweep import run_cell, write_manifest
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.sweeps import stats
@@ -38,34 +39,21 @@ CHOSEN = {0.02: "simclr-rank+full", 0.5: "gbdt-pseudo", 1.0: "simclr-rank+full"}
 
 
 def make_sweep(root: Path, name: str = "demo") -> Path:
-    """Fake run dirs and a manifest under ``root/sweeps/<name>`` (as tests/test_report.py)."""
+    """Fake run dirs and a manifest under ``root/sweeps/<name>`` (tests/fake_sweep.py)."""
     folder = root / "sweeps" / name
     cells = []
     for (model, fraction), per_seed in VALUES.items():
         for seed, values in enumerate(per_seed):
-            setting, stage = f"frac={fraction:g}", "finetune" if "+" in model else "baseline"
-            run_dir = folder / "synthetic" / stage / model / setting / f"seed={seed}"
-            run_dir.mkdir(parents=True)
-            if values is not None:
-                vali, test = values
-                metrics = {"vali": {"ndcg@5": vali}, "test": {"ndcg@5": test}}
-                (run_dir / "report.json").write_text(json.dumps({"metrics": metrics}))
+            vali, test = values or (None, None)
             cells.append(
-                {
-                    "id": f"synthetic/{model}/{setting}/seed={seed}",
-                    "dataset": "synthetic",
-                    "model": model,
-                    "group": GROUP[model],
-                    "stage": stage,
-                    "setting": setting,
-                    "fraction": fraction,
-                    "seed": seed,
-                    "run_dir": str(run_dir),
-                    "status": "failed" if values is None else "done",
-                }
-            )
-    (folder / "manifest.json").write_text(json.dumps({"sweep": name, "cells": cells}))
-    return folder
+                run_cell(
+                    folder, "synthetic", model, dataset="synthetic", fraction=fraction,
+                    stage="finetune" if "+" in model else "baseline", group=GROUP[model],
+                    seed=seed, metrics={"vali": {"ndcg@5": vali}, "test": {"ndcg@5": test}},
+                    status="failed" if values is None else "done",
+                )
+            )  # fmt: skip
+    return write_manifest(folder, cells)
 
 
 @pytest.fixture
