@@ -290,8 +290,11 @@ def test_xgboost_ndcg_equals_the_project_ndcg_under_policy_one() -> None:
         ("gbdt-optuna", "gbdt.n_trials=0", "gbdt.n_trials must be >= 1"),
         ("gbdt", "gbdt.search=bayes", "gbdt.search must be one of paper-grid, optuna, random"),
         ("catboost", "catboost.search=tpe", "catboost.search must be one of paper-grid, optuna"),
-        ("xgboost", "xgboost.search=paper-grid", "rank:ndcg has no search 'paper-grid'; it offers "
-                                                 "optuna, random"),
+        (
+            "xgboost",
+            "xgboost.search=paper-grid",
+            "rank:ndcg has no search 'paper-grid'; it offers optuna, random",
+        ),
         ("gbdt", "gbdt.objective=rank_ndcg", "'rank_ndcg' is not one of lambdarank"),
         ("catboost", "catboost.params.dept=3", "catboost.params.dept: CatBoost has no"),
         ("catboost", "catboost.loss=LambdaMart", "catboost.loss must be one of YetiRank"),
