@@ -229,12 +229,12 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
     # No outlier QG flagged in any run of this curve: say so instead of drawing empty panels.
     has_outliers = any(math.isfinite(m["outlier_mean"]) for m in models)
     shown = plots.METRICS if has_outliers else plots.METRICS[:1]
-    crossovers = {}
-    if series.startswith("%"):
-        for metric in ("test", "outlier") if has_outliers else ("test",):
-            crossovers[metric] = stats.crossover(
-                summary["groups"], dataset=dataset, series=series, metric=f"{metric}_mean"
-            )
+    crossovers, gains = {}, {}
+    for metric in ("test", "outlier") if has_outliers else ("test",):
+        where = {"dataset": dataset, "series": series, "metric": f"{metric}_mean"}
+        if series.startswith("%"):
+            crossovers[metric] = stats.crossover(summary["groups"], **where)
+        gains[metric] = stats.pretraining_gain(summary["groups"], **where)
     title = f"{dataset} · {series}"
     return {
         "dataset": dataset,
@@ -244,6 +244,8 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
         "groups": groups,
         "crossovers": crossovers,
         "crossover_text": report_text.crossover_text(crossovers, cfg.k),
+        "pretraining_gain": gains,
+        "pretraining_text": report_text.pretraining_text(gains, cfg.k),
         "outlier_note": None if has_outliers else NO_OUTLIERS_HINT,
         "group_png": plots.group_curves(groups, crossovers, title=title, k=cfg.k, metrics=shown),
         "model_png": plots.model_curves(

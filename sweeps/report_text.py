@@ -39,6 +39,7 @@ def text_tables(report: dict) -> str:
             for row in table:
                 lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
         lines.append(section["crossover_text"])
+        lines.append(section.get("pretraining_text") or "")
     lines += _tuned_lines(report["summary"].get("tuned", []), k)
     lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
     lines += where.text_lines(report.get("where") or [], alpha=report["alpha"])
@@ -101,6 +102,30 @@ def crossover_text(crossovers: dict, k: int) -> str:
         "Crossover (paired margin of pretrained DL against the best other group of each "
         "fraction, over the (fold, seed) units both have; p: one-sided paired t-test in the "
         "margin's direction). "
+    )
+    return head + " ".join(texts) if texts else ""
+
+
+def pretraining_text(gains: dict, k: int) -> str:
+    """What pretraining adds, per label setting: the pretrained DL's member against the same
+    networks from scratch (`stats.pretraining_gain`); empty without both DL groups."""
+    names = {"test": f"NDCG@{k}", "outlier": f"Outlier-NDCG@{k}"}
+    texts = []
+    for metric, steps in gains.items():
+        parts = []
+        for step in steps:
+            p = step["p"]
+            tail = f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else ""
+            tail += f", n={step['n']}" if step["n"] else " (means)"
+            where = f"{step['x']:g}%" if step["setting"].startswith("frac=") else step["setting"]
+            pair = f"{step['member']} - {step['against']}"
+            parts.append(f"{where}: {pair} {step['margin']:+.4f}{tail}")
+        if parts:
+            texts.append(f"{names[metric]}: {'; '.join(parts)}.")
+    head = (
+        "What pretraining adds (paired margin of the pretrained DL's vali-chosen member over "
+        "the no-pretrain DL's, the networks from scratch, over the (fold, seed) units both "
+        "have; p: one-sided paired t-test in the margin's direction). "
     )
     return head + " ".join(texts) if texts else ""
 

@@ -33,6 +33,10 @@ Rows are the done rows of `sweeps.results` (one per data set, model, label setti
 - Crossover: along a curve of label fractions, from the lowest up, the first fraction at which
   the pretrained-DL group no longer beats the best other group (highest mean) of that fraction,
   by its paired margin over the units both have (by the means where no unit is shared).
+- What pretraining adds (`pretraining_gain`): at each label fraction, the pretrained-DL group's
+  paired margin over the no-pretrain-DL group (the same networks from scratch), each group
+  standing by its validation-chosen member: pretraining earns its place only where this is
+  positive.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from scarce_ltr.models.names import ModelName
 
 REFERENCE_GROUP = "gbdt"
 CHALLENGER_GROUP = "pretrained-dl"
+SCRATCH_GROUP = "no-pretrain-dl"  # the same networks without pretraining
 # The metrics shown beside NDCG (MRR, MAP, ERR@k, P@k) and their outlier versions: mean and std,
 # no test, never used to choose.
 EXTRA_METRICS = tuple(
@@ -279,28 +284,16 @@ def crossover(groups: list[dict], *, dataset: str, series: str, metric: str) -> 
     ``crossover`` (wins up to ``last_win``, loses at ``first_loss``; ``x_line`` their geometric
     mean), ``always`` (wins at every x), ``never`` (loses at the lowest x) or ``n/a`` (no
     pretrained-DL group or no other group to beat)."""
-    curve: dict[float, dict[str, dict]] = defaultdict(dict)
-    for g in groups:
-        if g["dataset"] == dataset and g["series"] == series and math.isfinite(g[metric]):
-            curve[g["x"]][g["group"]] = g
-    per_unit = metric.removesuffix("_mean")  # test | outlier: the per-unit list
+    curve = _curve(groups, dataset, series, metric)
     wins, paired = [], []
     for x in sorted(curve):
         others = [g for name, g in curve[x].items() if name != CHALLENGER_GROUP]
         if CHALLENGER_GROUP not in curve[x] or not others:
             continue
         challenger, best = curve[x][CHALLENGER_GROUP], max(others, key=lambda g: g[metric])
-        margin, std, n, p_win = paired_greater(
-            by_unit(challenger, per_unit), by_unit(best, per_unit)
-        )
-        if n == 0:  # no unit in common: the means decide
-            margin = challenger[metric] - best[metric]
-        p_loss = paired_greater(by_unit(best, per_unit), by_unit(challenger, per_unit))[3]
-        wins.append((x, margin > 0))
-        paired.append(
-            {"x": x, "against": best["group"], "margin": margin, "std": std, "n": n}
-            | {"p": p_win if margin > 0 else p_loss}  # one-sided, in the observed direction
-        )
+        step = paired_step(challenger, best, metric)
+        wins.append((x, step["margin"] > 0))
+        paired.append({"x": x, "against": best["group"]} | step)
     result = {
         "status": "n/a",
         "wins": wins,
@@ -324,6 +317,43 @@ def crossover(groups: list[dict], *, dataset: str, series: str, metric: str) -> 
         "first_loss": first_loss,
         "x_line": math.sqrt(last_win * first_loss) if last_win > 0 else first_loss,
     }
+
+
+def _curve(groups: list[dict], dataset: str, series: str, metric: str) -> dict:
+    """``{x: {group: entry}}`` of one curve, the entries with a finite ``metric``."""
+    curve: dict[float, dict[str, dict]] = defaultdict(dict)
+    for g in groups:
+        if g["dataset"] == dataset and g["series"] == series and math.isfinite(g[metric]):
+            curve[g["x"]][g["group"]] = g
+    return curve
+
+
+def paired_step(a: dict, b: dict, metric: str) -> dict:
+    """Group entry ``a`` against ``b`` on ``metric`` (``test_mean`` or ``outlier_mean``):
+    ``margin``, its ``std`` and ``n`` pairs over the units both have, and the one-sided paired
+    ``p`` in the direction of the margin; where they share no unit, the means' difference."""
+    per_unit = metric.removesuffix("_mean")  # test | outlier: the per-unit list
+    margin, std, n, p_win = paired_greater(by_unit(a, per_unit), by_unit(b, per_unit))
+    if n == 0:
+        margin = a[metric] - b[metric]
+    p_loss = paired_greater(by_unit(b, per_unit), by_unit(a, per_unit))[3]
+    return {"margin": margin, "std": std, "n": n, "p": p_win if margin > 0 else p_loss}
+
+
+def pretraining_gain(groups: list[dict], *, dataset: str, series: str, metric: str) -> list[dict]:
+    """Per x of one curve where both DL groups ran: the pretrained-DL member against the
+    no-pretrain-DL member (`paired_step` on ``metric``, plus ``x``, ``setting``, ``member``,
+    ``against``)."""
+    curve = _curve(groups, dataset, series, metric)
+    steps = []
+    for x in sorted(curve):
+        pretrained, scratch = curve[x].get(CHALLENGER_GROUP), curve[x].get(SCRATCH_GROUP)
+        if pretrained is None or scratch is None:
+            continue
+        step = {"x": x, "setting": pretrained["setting"], "member": pretrained["member"]}
+        step["against"] = scratch["member"]
+        steps.append(step | paired_step(pretrained, scratch, metric))
+    return steps
 
 
 def best_in_column(values: list[float], stds: list[float]) -> tuple[int | None, list[bool]]:

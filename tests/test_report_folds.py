@@ -57,13 +57,15 @@ def test_paired_greater_needs_two_pairs() -> None:
 # Per fold a level every model shares (fold 2 is an easy fold), per seed a small wobble: the
 # hybrid beats the tree by 0.01 (+-0.002) on every (fold, seed), which Welch over the pooled
 # values drowns in the fold's 0.4 spread. The pretrained DL trails the tree by 0.01 on every unit
-# but missed (failed) its two units of the easy fold: by the means it would beat the tree.
+# but missed (failed) its two units of the easy fold: by the means it would beat the tree. The
+# same network from scratch trails the tree by 0.005, without the DL's wobble.
 LEVEL = {1: 0.30, 2: 0.70}
 WOBBLE = {0: 0.000, 1: 0.004, 2: -0.003}
 OFFSET = {"gbdt": 0.0, "ensemble:simclr-rank+full,gbdt": 0.01, "simclr-rank+full": -0.01}
+OFFSET["scratch+full"] = -0.005
 OFFSET_NOISE = {0: 0.0, 1: 0.002, 2: -0.002}
 GROUPS = {"gbdt": "gbdt", "ensemble:simclr-rank+full,gbdt": "hybrid"}
-GROUPS["simclr-rank+full"] = "pretrained-dl"
+GROUPS |= {"simclr-rank+full": "pretrained-dl", "scratch+full": "no-pretrain-dl"}
 
 
 def _metrics(vali: float, test: float) -> dict:
@@ -94,7 +96,7 @@ def _fold_sweep(root: Path, *, folds: bool = True) -> Path:
                     LEVEL[fold]
                     + WOBBLE[seed]
                     + OFFSET[model]
-                    + OFFSET_NOISE[seed] * (model != "gbdt")
+                    + OFFSET_NOISE[seed] * (model not in ("gbdt", "scratch+full"))
                 )
                 status = "failed" if model == "simclr-rank+full" and fold == 2 else "done"
                 # vali: the hybrid is best on validation, so select chooses it
@@ -168,6 +170,20 @@ def test_crossover_follows_the_paired_margin_not_the_means(fold_report) -> None:
     paired = stats.paired_greater(stats.by_unit(dl, "test"), stats.by_unit(tree, "test"))
     assert paired[0] == pytest.approx(-0.01) and paired[2] == 3
     assert "20%: -0.0200 vs hybrid, p=" in report["sections"][0]["crossover_text"]
+
+
+def test_what_pretraining_adds_pairs_the_dl_with_the_network_from_scratch(fold_report) -> None:
+    report, folder, text = fold_report
+    (step,) = report["sections"][0]["pretraining_gain"]["test"]
+    assert (step["member"], step["against"], step["n"]) == ("simclr-rank+full", "scratch+full", 3)
+    # Fold 1 only (the DL failed on fold 2): d = -0.005 + (0, 0.002, -0.002); a loss, so p is
+    # P(T < t) with 2 degrees of freedom.
+    d = -0.005 + np.array([0.0, 0.002, -0.002])
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    assert step["margin"] == pytest.approx(-0.005) and step["std"] == pytest.approx(0.002)
+    assert step["p"] == pytest.approx(scipy_stats.t.cdf(t, df=2), rel=1e-6)
+    line = "20%: simclr-rank+full - scratch+full -0.0050, p=0.025, n=3"
+    assert line in text and line in (folder / "report" / "dashboard.html").read_text()
 
 
 def test_select_reports_the_paired_margin_against_the_tree(fold_report, capsys) -> None:
