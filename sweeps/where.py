@@ -1,8 +1,10 @@
-"""Where the deep rankers win or lose against the tree, test QG by test QG (issue 30, item 5).
+"""Where the deep rankers win or lose against the tree, and where pretraining helps, test QG
+by test QG (issue 30, item 5).
 
 For each data set and label setting of a report, the member of each deep group
 (``pretrained-dl``, ``no-pretrain-dl``; `sweeps.stats` chooses it on vali) meets the member of
-the ``gbdt`` group (the vali-best tree) on every test QG of every (fold, seed) unit both ran:
+the ``gbdt`` group (the vali-best tree), and the pretrained DL meets the same networks from
+scratch (``no-pretrain-dl``), on every test QG of every (fold, seed) unit both ran:
 per QG, the difference of their NDCG@k, read from the runs' ``scores.npz`` (QGs undefined for
 either model under the report's empty-QG policy are left out). The test QGs are split three
 ways: the paper's outlier QGs or not (``test_outliers``, `data.outliers`), size (items
@@ -30,34 +32,40 @@ from scipy import stats as scipy_stats
 from scarce_ltr.data.evaluation import TestGroupReader
 from scarce_ltr.sweeps import stats
 
-DEEP_GROUPS = ("pretrained-dl", "no-pretrain-dl")
+# (group, the group it meets): each deep group against the tree, then what pretraining adds
+COMPARISONS = (
+    (stats.CHALLENGER_GROUP, stats.REFERENCE_GROUP),
+    (stats.SCRATCH_GROUP, stats.REFERENCE_GROUP),
+    (stats.CHALLENGER_GROUP, stats.SCRATCH_GROUP),
+)
 # The tercile splits: (attribute as the tables name it, key of the per-unit arrays)
 TERCILE_ATTRIBUTES = (("items", "items"), ("relevant share", "relevant"))
 CSV_FIELDS = [
-    "dataset", "series", "setting", "group", "model", "reference", "attribute", "bin",
+    "dataset", "series", "setting", "group", "against", "model", "reference", "attribute", "bin",
     "n_qgs", "wins", "ties", "losses", "margin", "margin_std", "n_units", "p", "p_holm",
 ]  # fmt: skip
 
 
 def study(summary: dict, done: list[dict], *, read: TestGroupReader) -> list[dict]:
-    """One entry per (data set, series, setting, deep group) with a tree to meet: the group's
-    member, the reference tree, the units both ran and the per-bin table (``bins``). ``read``
-    gives a run's test QGs (the tree meets both deep groups; the dashboard reads them too)."""
+    """One entry per (data set, series, setting) and comparison of `COMPARISONS` whose groups
+    both ran: the group's member (``model``), the member of the group it meets (``against``,
+    ``reference``), the units both ran and the per-bin table (``bins``). ``read`` gives a run's
+    test QGs (a member meets two others; the dashboard reads them too)."""
     rows = {(r["dataset"], r["setting"], r["model"], stats.unit_of(r)): r for r in done}
     groups = defaultdict(dict)
     for entry in summary["groups"]:
         groups[(entry["dataset"], entry["series"], entry["setting"])][entry["group"]] = entry
     out = []
     for (dataset, series, setting), by_group in sorted(groups.items(), key=_order):
-        tree = by_group.get(stats.REFERENCE_GROUP)
-        for group in DEEP_GROUPS:
-            if tree is None or group not in by_group:
+        for group, against in COMPARISONS:
+            if group not in by_group or against not in by_group:
                 continue
-            model, reference = by_group[group]["member"], tree["member"]
+            model, reference = by_group[group]["member"], by_group[against]["member"]
             units = _per_qg_units(rows, (dataset, setting), (model, reference), read)
             if not units:
                 continue
             entry = {"dataset": dataset, "series": series, "setting": setting, "group": group}
+            entry["against"] = against
             entry |= {"model": model, "reference": reference, "n_units": len(units)}
             out.append(entry | {"bins": bins(units)})
     return out
@@ -103,7 +111,7 @@ def holm(p_values: list[float]) -> list[float]:
 
 def csv_rows(entries: list[dict]) -> list[dict]:
     """`study`'s entries flattened, one row per bin (``where.csv``)."""
-    keys = ("dataset", "series", "setting", "group", "model", "reference")
+    keys = ("dataset", "series", "setting", "group", "against", "model", "reference")
     return [{key: e[key] for key in keys} | row for e in entries for row in e["bins"]]
 
 
@@ -113,8 +121,9 @@ def text_lines(entries: list[dict], *, alpha: float = 0.05) -> list[str]:
     if not entries:
         return []
     lines = [
-        "\nwhere the deep rankers win or lose against the vali-best tree, per test QG (sweeps/"
-        "where.py): the margin on all test QGs (± std over units, two-sided p, units), then the "
+        "\nwhere the deep rankers win or lose against the vali-best tree, and the pretrained DL "
+        "against the networks from scratch, per test QG (sweeps/where.py): the margin on all "
+        "test QGs (± std over units, two-sided p, units), then the "
         f"bins by outlier flag, QG size and share of relevant items with Holm p < {alpha:g}; "
         "every bin in the dashboard and where.csv"
     ]
@@ -148,13 +157,14 @@ def html(entries: list[dict]) -> str:
             cells += f"<td{mark}>{_margin_text(row)}</td>"
             cells += f"<td>{row['wins']} / {row['ties']} / {row['losses']}</td>"
             rows.append(f"<tr>{cells}</tr>")
-    names = ("data set", "setting", "deep − tree", "by", "QGs")
+    names = ("data set", "setting", "model − reference", "by", "QGs")
     header = "".join(f"<th class='name'>{n}</th>" for n in names)
     header += "<th>margin ± std over units (two-sided p, Holm p, units)</th>"
     header += "<th>QGs won / tied / lost</th>"
     return (
         "<h2 id='where'>Where the deep rankers win or lose against the tree</h2><p class='note'>"
-        "Each deep group's vali-chosen member against the vali-best tree on every test QG of "
+        "Each deep group's vali-chosen member against the vali-best tree, and the pretrained "
+        "DL's against the networks from scratch (where pretraining helps), on every test QG of "
         "every unit both ran: the NDCG margin per QG, by outlier flag, QG size and share of "
         "relevant items (terciles). Margin: per-unit mean over the bin's QGs, averaged over "
         "units; p: two-sided t-test over units, Holm: adjusted over the comparison's bins "

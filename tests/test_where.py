@@ -145,9 +145,11 @@ def test_report_shows_where_the_deep_rankers_win_and_lose(
         report = report_main(
             ReportConfig(sweep="demo", runs_root=str(tmp_path / "runs"), outlier_figure=False)
         )
-    entries = {e["group"]: e for e in report["where"]}
-    assert set(entries) == {"pretrained-dl", "no-pretrain-dl"}
-    dl = entries["pretrained-dl"]
+    entries = {(e["group"], e["against"]): e for e in report["where"]}
+    assert set(entries) == {
+        ("pretrained-dl", "gbdt"), ("no-pretrain-dl", "gbdt"), ("pretrained-dl", "no-pretrain-dl")
+    }  # fmt: skip
+    dl = entries[("pretrained-dl", "gbdt")]
     assert (dl["model"], dl["reference"], dl["n_units"]) == ("simclr-rank+full", "gbdt", 4)
     rows = {(r["attribute"], r["bin"]): r for r in dl["bins"]}
     # Bin "all" is the report's paired margin of the two groups.
@@ -163,11 +165,16 @@ def test_report_shows_where_the_deep_rankers_win_and_lose(
     assert (middle["wins"], middle["ties"], middle["losses"]) == (2, 6, 0)
     backwards[6] = _backwards_ndcg(6)
     assert middle["margin"] == pytest.approx((1 - backwards[6]) / 4)
-    # The ResNet ranks as the tree does: a tie everywhere.
-    assert all(r["margin"] == 0 for r in entries["no-pretrain-dl"]["bins"])
+    # The ResNet ranks as the tree does: a tie everywhere, so what pretraining adds is the DL's
+    # margin over the tree, bin by bin.
+    assert all(r["margin"] == 0 for r in entries[("no-pretrain-dl", "gbdt")]["bins"])
+    gain = entries[("pretrained-dl", "no-pretrain-dl")]
+    assert (gain["model"], gain["reference"]) == ("simclr-rank+full", "resnet")
+    assert [r["margin"] for r in gain["bins"]] == pytest.approx([r["margin"] for r in dl["bins"]])
     with (folder / "report" / "where.csv").open() as handle:
         written = list(csv.DictReader(handle))
-    assert len(written) == len(dl["bins"]) + len(entries["no-pretrain-dl"]["bins"])
+    assert len(written) == sum(len(e["bins"]) for e in entries.values())
+    assert {r["against"] for r in written} == {"gbdt", "no-pretrain-dl"}
     assert {r["model"] for r in written} == {"simclr-rank+full", "resnet"}
     assert "id='where-table'" in (folder / "report" / "dashboard.html").read_text()
     printed = next(
@@ -177,6 +184,7 @@ def test_report_shows_where_the_deep_rankers_win_and_lose(
     assert f"items 8 {largest['margin']:+.4f} (Holm p=0.000)" in printed
     assert "outlier outlier" in printed and "items 6 " not in printed
     assert "resnet - gbdt: all +0.0000" in out.getvalue()
+    assert "simclr-rank+full - resnet: all " in out.getvalue()
     # The page's per-QG view and this section share one read of each run's scores.
     assert len(reads) == 12 and set(reads.values()) == {1}
 
