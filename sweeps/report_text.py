@@ -114,12 +114,9 @@ def pretraining_text(gains: dict, k: int) -> str:
     for metric, steps in gains.items():
         parts = []
         for step in steps:
-            p = step["p"]
-            tail = f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else ""
-            tail += f", n={step['n']}" if step["n"] else " (means)"
             where = f"{step['x']:g}%" if step["setting"].startswith("frac=") else step["setting"]
             pair = f"{step['member']} - {step['against']}"
-            parts.append(f"{where}: {pair} {step['margin']:+.4f}{tail}")
+            parts.append(f"{where}: {pair} {step['margin']:+.4f}{_p_and_n(step)}")
         if parts:
             texts.append(f"{names[metric]}: {'; '.join(parts)}.")
     head = (
@@ -132,17 +129,19 @@ def pretraining_text(gains: dict, k: int) -> str:
 
 def _paired_steps(info: dict) -> str:
     """Per fraction: the pretrained DL's paired margin against the best other group."""
-    steps = []
-    for step in info.get("paired", []):
-        if step["n"] == 0:
-            steps.append(f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']} (means)")
-            continue
-        p = step["p"]
-        tail = f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else ""
-        steps.append(
-            f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']}{tail}, n={step['n']}"
-        )
+    steps = [
+        f"{step['x']:g}%: {step['margin']:+.4f} vs {step['against']}{_p_and_n(step)}"
+        for step in info.get("paired", [])
+    ]
     return f" [{'; '.join(steps)}]" if steps else ""
+
+
+def _p_and_n(step: dict) -> str:
+    """``, p=0.012, n=15`` of a paired step; `` (means)`` where the groups share no unit."""
+    if step["n"] == 0:
+        return " (means)"
+    p = step["p"]
+    return (f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else "") + f", n={step['n']}"
 
 
 def _percents(xs: list[float]) -> str:

@@ -239,7 +239,7 @@ def _margin_text(row: dict) -> str:
     if math.isfinite(row["margin_std"]):
         text += f" ± {row['margin_std']:.4f}"
     p = "–" if not math.isfinite(row["p"]) else f"{row['p']:.3f}"
-    if row["attribute"] != "all" and math.isfinite(row.get("p_holm", math.nan)):
+    if row["attribute"] != "all" and math.isfinite(row["p_holm"]):
         p += f", Holm {row['p_holm']:.3f}"
     return text + f" (p={p}, {row['n_units']})"
 
