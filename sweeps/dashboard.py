@@ -103,7 +103,7 @@ def _section(section: dict, *, k: int, select_k: int, alpha: float) -> str:
     if note:  # in place of an Outlier-NDCG table and chart of n=0 everywhere
         parts.append(f"<p class='note'><b>Outlier-NDCG@{k}</b>: {escape(note)}.</p>")
     parts.append(f"<p>{escape(section['crossover_text'])}</p>")
-    if section.get("pretraining_text"):
+    if section["pretraining_text"]:
         parts.append(f"<p>{escape(section['pretraining_text'])}</p>")
     parts.append(_img(section["group_png"], f"group curves {section['dataset']}"))
     parts.append("<h3>Every model</h3>")

@@ -35,12 +35,9 @@ def model_colours(models: list[str]) -> dict[str, str]:
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(set(models)))}
 
 
-def collect(
-    rows: list[dict], *, k: int, policy: str = "skip", read: TestGroupReader | None = None
-) -> dict:
-    """What the script needs, JSON-ready: one entry per finished cell. ``read`` (NDCG@k under
-    ``policy`` per test QG of a run) may come from the caller, which reads the same runs again."""
-    read = read or TestGroupReader(k=k, policy=policy)
+def collect(rows: list[dict], *, k: int, read: TestGroupReader) -> dict:
+    """What the script needs, JSON-ready: one entry per finished cell; ``read`` gives a run's
+    per-test-QG NDCG@k (the report's reader, shared with its "where" section)."""
     runs = []
     for row in rows:
         if row.get("status") != "done" or not row.get("run_dir"):

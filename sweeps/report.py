@@ -231,10 +231,10 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
     shown = plots.METRICS if has_outliers else plots.METRICS[:1]
     crossovers, gains = {}, {}
     for metric in ("test", "outlier") if has_outliers else ("test",):
-        where = {"dataset": dataset, "series": series, "metric": f"{metric}_mean"}
+        curve = {"dataset": dataset, "series": series, "metric": f"{metric}_mean"}
         if series.startswith("%"):
-            crossovers[metric] = stats.crossover(summary["groups"], **where)
-        gains[metric] = stats.pretraining_gain(summary["groups"], **where)
+            crossovers[metric] = stats.crossover(summary["groups"], **curve)
+        gains[metric] = stats.pretraining_gain(summary["groups"], **curve)
     title = f"{dataset} · {series}"
     return {
         "dataset": dataset,

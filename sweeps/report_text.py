@@ -39,7 +39,8 @@ def text_tables(report: dict) -> str:
             for row in table:
                 lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
         lines.append(section["crossover_text"])
-        lines.append(section.get("pretraining_text") or "")
+        if section["pretraining_text"]:  # empty without both DL groups
+            lines.append(section["pretraining_text"])
     lines += _tuned_lines(report["summary"].get("tuned", []), k)
     lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
     lines += where.text_lines(report.get("where") or [], alpha=report["alpha"])

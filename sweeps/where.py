@@ -174,23 +174,23 @@ def html(entries: list[dict]) -> str:
 
 
 def _per_qg_units(rows: dict, cell: tuple, pair: tuple, read: TestGroupReader) -> list[dict]:
-    """Per unit both models of ``pair`` (deep, tree) ran in ``cell`` (data set, setting): each
-    test QG's margin and attributes; units whose scores.npz is missing or predates the test
+    """Per unit both models of ``pair`` (model, reference) ran in ``cell`` (data set, setting):
+    each test QG's margin and attributes; units whose scores.npz is missing or predates the test
     labels, or whose test QGs differ, are left out."""
     units = []
     model, reference = pair
-    mine = sorted({u for d, s, m, u in rows if (d, s, m) == (*cell, model)}, key=str)
-    for unit in mine:
-        tree_row = rows.get((*cell, reference, unit))
-        if tree_row is None:
+    model_units = sorted({u for d, s, m, u in rows if (d, s, m) == (*cell, model)}, key=str)
+    for unit in model_units:
+        reference_row = rows.get((*cell, reference, unit))
+        if reference_row is None:
             continue
-        deep, tree = read(rows[(*cell, model, unit)]["run_dir"]), read(tree_row["run_dir"])
-        if deep is None or tree is None or not np.array_equal(deep["qids"], tree["qids"]):
+        ours, theirs = read(rows[(*cell, model, unit)]["run_dir"]), read(reference_row["run_dir"])
+        if ours is None or theirs is None or not np.array_equal(ours["qids"], theirs["qids"]):
             continue
-        margin = deep["ndcg"] - tree["ndcg"]
+        margin = ours["ndcg"] - theirs["ndcg"]
         units.append(
             {"unit": unit, "margin": margin, "keep": np.isfinite(margin)}
-            | {key: tree[key] for key in ("outlier", "items", "relevant")}
+            | {key: theirs[key] for key in ("outlier", "items", "relevant")}
         )
     return units
 
