@@ -94,6 +94,7 @@ def prepare(method: str, split, *, budget: int, overrides: list[str], device: st
     from scarce_ltr.pretrain.config import PretrainConfig
     from scarce_ltr.pretrain.objectives import build_objective
     from scarce_ltr.pretrain.pretraining_set import make_batcher
+    from scarce_ltr.pretrain.train import _device_split
 
     base = [f"item_budget={budget}", "encoder.width=136", f"device={device}"]
     stage_file = CONFIG_ROOT / "pretrain" / f"{method}.yaml"
@@ -101,9 +102,11 @@ def prepare(method: str, split, *, budget: int, overrides: list[str], device: st
     runtime = setup_runtime(amp=device == "cuda", device=device, cpu_amp=cfg.cpu_amp)
     objective = build_objective(cfg, n_features=136).to(runtime.device)
     optimizer = torch.optim.Adam(objective.parameters(), lr=cfg.optimizer.lr)
+    on_device = _device_split(split, cfg, runtime)  # CUDA: batches gathered there
     batcher = make_batcher(
-        split, item_budget=budget, max_list_len=None, seed=0, rank=0, world_size=1
-    )
+        split, item_budget=budget, max_list_len=None, seed=0, rank=0, world_size=1,
+        length_buckets=cfg.length_buckets, on_device=on_device,
+    )  # fmt: skip
     for step, batch in zip(range(2), batcher, strict=False):
         gen = torch.Generator(runtime.device).manual_seed(step)
         with runtime.train_autocast():
@@ -153,8 +156,27 @@ def worker(args: argparse.Namespace) -> dict:
     }
     if runtime.device.type == "cuda":
         result["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
-        result["bf16_matmul_peak_gflop_per_s"] = matmul_peak(runtime.device, dtype=torch.bfloat16)
+        bf16_peak = matmul_peak(runtime.device, dtype=torch.bfloat16)
+        result["bf16_matmul_peak_gflop_per_s"] = bf16_peak
+        result["share_of_bf16_peak"] = achieved / bf16_peak
+        result.update(_input_seconds(batcher, runtime.device))
     return result
+
+
+def _input_seconds(batcher, device: torch.device) -> dict:
+    """Seconds of one epoch's collation alone, and of collation plus the host-to-device copies:
+    what the model's steps wait for when nothing overlaps them."""
+    start = time.perf_counter()
+    for _ in batcher:
+        pass
+    _sync(device)
+    collate = time.perf_counter() - start
+    start = time.perf_counter()
+    for batch in batcher:
+        batch.features.to(device, non_blocking=True)
+        batch.mask.to(device, non_blocking=True)
+    _sync(device)
+    return {"collate_seconds": collate, "collate_and_copy_seconds": time.perf_counter() - start}
 
 
 def _machine(device: str) -> str:
@@ -177,8 +199,10 @@ def _plan(device: str) -> list[tuple[str, int, int, list[str]]]:
     if device == "cuda":
         big, small, n = 200_000, 2_000, 2_300_000
         # Plain padding at 200,000 items costs 1.8 s of collating per epoch (bench_batching.py).
+        # Gathered on the GPU by default (gather_on_device); collated on the host for comparison.
         buckets = ["length_buckets=true"]
-        runs = [(m, big, n, buckets) for m in ("simclr-rank", "simsiam", "simclr-sample", "vime")]
+        runs = [(m, big, n, [*buckets, "gather_on_device=false"]) for m in HEADLINE]
+        runs += [(m, big, n, buckets) for m in ("simclr-rank", "simsiam", "simclr-sample", "vime")]
         runs += [("subtab", big, n // 4, buckets)]
         runs += [(m, small, n // 10, []) for m in ("simclr", "scarf", "dacl")]
         return runs + [(m, _SAME_BUDGET, n // 10, []) for m in ("simclr", "simclr-rank")]
@@ -198,8 +222,19 @@ def _print(result: dict) -> None:
         f"{result['seconds']:7.1f} s  "
         f"peak RSS {result['peak_rss_mb']:6.0f} MB  "
         f"{result['share_of_peak']:6.1%} of {result['matmul_peak_gflop_per_s']:.0f} GFLOP/s  "
-        f"(load {result['load_average']:.1f})",
+        + (_cuda_text(result) if "share_of_bf16_peak" in result else "")
+        + f"(load {result['load_average']:.1f})",
         flush=True,
+    )
+
+
+def _cuda_text(result: dict) -> str:
+    return (
+        f"{result['share_of_bf16_peak']:6.1%} of bf16 "
+        f"{result['bf16_matmul_peak_gflop_per_s']:.0f}  "
+        f"{result['cuda_max_allocated_mb']:.0f} MB on the GPU  "
+        f"collate {result['collate_seconds']:.2f} s "
+        f"(+copy {result['collate_and_copy_seconds']:.2f} s)  "
     )
 
 
@@ -223,8 +258,10 @@ def _run_worker(run: list[str], old: tuple[Path, Path] | None) -> dict | None:
     """One epoch in a fresh process, by today's code or (``old``) a worktree's."""
     script = __file__ if old is None else str(old[0] / "benchmarks" / Path(__file__).name)
     env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin"}
-    if old is not None:
-        env["PYTHONPATH"] = str(old[1])
+    paths = [str(old[1])] if old is not None else []
+    paths += [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []  # a GPU machine's
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
     command = [sys.executable, script, "--worker", *run]
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:

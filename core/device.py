@@ -1,6 +1,7 @@
 """Where a training stage runs: one CPU, one CUDA GPU, or several processes under DDP.
 
-``setup_runtime`` picks CUDA when present (bf16 autocast switchable with ``amp``), else the CPU,
+``setup_runtime`` picks CUDA when present (bf16 autocast of training steps switchable with
+``amp``), else the CPU,
 and joins the process group that ``torchrun`` describes in its environment variables (``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``): NCCL on CUDA, gloo on the CPU.
 Every stage calls it once inside ``main()`` and ``close()`` at the end. `check_device` refuses
@@ -28,7 +29,7 @@ class Runtime:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
-    amp: bool = False  # bf16 autocast of forward passes (CUDA only)
+    amp: bool = False  # bf16 autocast of training steps on CUDA (`train_autocast`)
     cpu_amp: bool = False  # bf16 autocast of training steps on the CPU (`cpu_bf16_supported`)
     owns_process_group: bool = False  # this runtime joined the group, so it leaves it
 
@@ -40,18 +41,15 @@ class Runtime:
     def is_main(self) -> bool:
         return self.rank == 0
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """bf16 autocast on CUDA when ``amp`` is on; a no-op otherwise."""
+    def train_autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast of training steps: on CUDA when ``amp`` is on, on the CPU when
+        ``cpu_amp`` is; a no-op otherwise. Scoring (vali selection, SSL Val, test, bundles) runs
+        in fp32 on every device, so a run's reported scores are those its bundle gives on a CPU."""
         if self.amp and self.device.type == "cuda":
             return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
-    def train_autocast(self) -> contextlib.AbstractContextManager:
-        """`autocast` for training steps: also bf16 on the CPU when ``cpu_amp`` is on.
-        Scoring (vali selection, test, bundles) keeps `autocast`, so it stays fp32 on a CPU."""
         if self.cpu_amp and self.device.type == "cpu":
             return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
-        return self.autocast()
+        return contextlib.nullcontext()
 
     def barrier(self) -> None:
         if self.distributed:
@@ -80,9 +78,8 @@ class Runtime:
             name += f" ({torch.cuda.get_device_name(self.device)})"
         if self.distributed:
             name += f", rank {self.rank} of {self.world_size}"
-        if self.amp and self.device.type == "cuda":
-            name += ", bf16 autocast"
-        return name + (", bf16 autocast in training" if self.cpu_amp else "")
+        bf16 = (self.amp and self.device.type == "cuda") or self.cpu_amp
+        return name + (", bf16 autocast in training" if bf16 else "")
 
     def close(self) -> None:
         if self.owns_process_group and dist.is_initialized():
@@ -146,6 +143,12 @@ def setup_runtime(*, amp: bool = True, device: str | None = None, cpu_amp: bool 
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     owns = False
+    if use_cuda and local_rank >= torch.cuda.device_count():
+        raise UserError(
+            f"process {local_rank} of this machine under torchrun wants GPU {local_rank}, but "
+            f"it has {torch.cuda.device_count()}: start at most that many processes a machine "
+            f"(--nproc-per-node), or give device=cpu"
+        )
     if dist.is_available() and dist.is_initialized():
         world_size, rank = dist.get_world_size(), dist.get_rank()
     elif world_size > 1:

@@ -14,6 +14,11 @@ padding. With buckets, the (shuffled) QG order is cut into chunks of ``_BUCKET_B
 worth of items, each chunk sorted by QG size, packed, and the batches shuffled again: batches of
 similar-size QGs, about 1.2x padding, still a different mix every epoch.
 
+``on_device``: a split held on a GPU (`DeviceSplit`, copied there once) is gathered there, batch
+by batch: only each batch's row indices cross from the host, not its padded features. At a GPU's
+200,000-item batches, host-side collation and copies otherwise take most of an epoch
+(BENCHMARKS.md, "The CUDA path"). The batches are the same, value for value.
+
 Under DDP each rank takes every ``world_size``-th batch, and all ranks stop at the same count.
 """
 
@@ -44,6 +49,25 @@ class Batch:
         return self.features, self.labels, self.mask, self.groups
 
 
+@dataclass(frozen=True)
+class DeviceSplit:
+    """A split's features and labels held on a device, for `QueryGroupBatcher` to gather from."""
+
+    features: torch.Tensor  # [n_items, d] float32
+    labels: torch.Tensor  # [n_items] float32
+
+    @classmethod
+    def of(cls, split: RankingSplit, device: torch.device) -> DeviceSplit:
+        return cls(
+            torch.from_numpy(np.ascontiguousarray(split.features, dtype=np.float32)).to(device),
+            torch.from_numpy(np.ascontiguousarray(split.labels, dtype=np.float32)).to(device),
+        )
+
+    @staticmethod
+    def nbytes(split: RankingSplit) -> int:
+        return split.n_items * (split.n_features + 1) * 4
+
+
 class QueryGroupBatcher:
     """Iterates over padded batches of whole QGs of `split`.
 
@@ -55,6 +79,7 @@ class QueryGroupBatcher:
         max_list_len: truncate longer QGs to this many items.
         rank, world_size: this process's share under DDP.
         length_buckets: batch QGs of similar size together (see the module docstring).
+        on_device: ``split`` held on a device: batches are gathered there (same values).
     """
 
     def __init__(
@@ -69,6 +94,7 @@ class QueryGroupBatcher:
         rank: int = 0,
         world_size: int = 1,
         length_buckets: bool = False,
+        on_device: DeviceSplit | None = None,
     ) -> None:
         if item_budget < 1:
             raise ValueError(f"item_budget must be >= 1, got {item_budget}")
@@ -86,6 +112,7 @@ class QueryGroupBatcher:
         self.rank = rank
         self.world_size = world_size
         self.length_buckets = length_buckets
+        self.on_device = on_device
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -153,6 +180,9 @@ class QueryGroupBatcher:
             )
         else:
             rows = np.repeat(starts, kept) + position
+        groups = torch.from_numpy(batch_groups.copy())
+        if self.on_device is not None:
+            return self._gather_on_device((b, width), slot, position, rows, groups)
         features = np.zeros((b, width, self.split.n_features), dtype=np.float32)
         labels = np.zeros((b, width), dtype=np.float32)
         mask = np.zeros((b, width), dtype=bool)
@@ -160,11 +190,22 @@ class QueryGroupBatcher:
         labels[slot, position] = self.split.labels[rows]
         mask[slot, position] = True
         return Batch(
-            torch.from_numpy(features),
-            torch.from_numpy(labels),
-            torch.from_numpy(mask),
-            torch.from_numpy(batch_groups.copy()),
+            torch.from_numpy(features), torch.from_numpy(labels), torch.from_numpy(mask), groups
         )
+
+    def _gather_on_device(self, shape, slot, position, rows, groups: torch.Tensor) -> Batch:
+        """`_collate`'s batch, padded on the device from the items held there."""
+        held = self.on_device
+        assert held is not None
+        device = held.features.device
+        slot, position, rows = (torch.from_numpy(a).to(device) for a in (slot, position, rows))
+        features = held.features.new_zeros((*shape, held.features.shape[1]))
+        labels = held.labels.new_zeros(shape)
+        mask = torch.zeros(shape, dtype=torch.bool, device=device)
+        features[slot, position] = held.features[rows]
+        labels[slot, position] = held.labels[rows]
+        mask[slot, position] = True
+        return Batch(features, labels, mask, groups.to(device))
 
 
 def _pick(size: int, keep: int, rng: np.random.Generator | None) -> np.ndarray:

@@ -47,8 +47,7 @@ class FrozenEncoderCache:
         kept, size = [], 0
         for batch in batches:
             b = batch.to(runtime.device)
-            with runtime.autocast():
-                items = model.encode(b.features, b.mask)
+            items = model.encode(b.features, b.mask)
             size += items.element_size() * items.numel()
             if size > self.max_bytes:
                 self.too_big = True
@@ -97,13 +96,11 @@ def _scored_batches(model, batches: QueryGroupBatcher, runtime: Runtime, frozen)
     kept = frozen.outputs(model, batches, runtime=runtime) if frozen is not None else None
     if kept is not None:
         for rows, mask, items in kept:
-            with runtime.autocast():
-                yield rows, mask, model.score_encoded(items, mask)
+            yield rows, mask, model.score_encoded(items, mask)
         return
     for batch in batches:
         b = batch.to(runtime.device)
-        with runtime.autocast():
-            out = model(b.features, b.mask)
+        out = model(b.features, b.mask)
         yield rows_of_groups(batches.split.offsets, batch.groups.numpy()), b.mask, out
 
 

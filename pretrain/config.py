@@ -138,6 +138,10 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     # Batch QGs of similar size together: far less padding at large item budgets (a GPU's
     # 200,000 items), so collating stops being the bottleneck; see data/batching.py.
     length_buckets: bool = False
+    # Hold the pretraining items on the training device and gather each batch there, so only
+    # row indices cross from the host (data/batching.py); the same batches. null: on CUDA when
+    # the items take at most a quarter of its memory; true: always (on the CPU too); false: never.
+    gather_on_device: bool | None = None
     # Pretrain on the vali QGs' features too (no labels). Off: the paper's Table 5 keeps them
     # apart as SSL Val; on is a deviation (more data, but then SSL Val is seen in training).
     include_vali: bool = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.batching import DeviceSplit, QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, concatenate
 from scarce_ltr.data.scarcity import draw_groups
@@ -76,8 +76,10 @@ def make_batcher(
     rank: int,
     world_size: int,
     length_buckets: bool = False,
+    on_device: DeviceSplit | None = None,
 ) -> QueryGroupBatcher:
-    """Shuffled batches of whole QGs of ``split``, this rank's share."""
+    """Shuffled batches of whole QGs of ``split``, this rank's share (gathered on the device
+    that holds ``on_device``, a copy of ``split``, when given)."""
     return QueryGroupBatcher(
         split,
         item_budget=item_budget,
@@ -87,6 +89,7 @@ def make_batcher(
         rank=rank,
         world_size=world_size,
         length_buckets=length_buckets,
+        on_device=on_device,
     )
 
 

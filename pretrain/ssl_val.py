@@ -65,7 +65,7 @@ class SslVal:
         self.n_groups, self.n_items = split.n_groups, split.n_items
 
     @torch.no_grad()
-    def loss(self, objective: Objective, *, device: torch.device, autocast) -> float:
+    def loss(self, objective: Objective, *, device: torch.device) -> float:
         """The item-weighted mean loss over SSL Val's batches; the objective is left in eval
         mode (training puts it back in train mode each epoch)."""
         objective.eval()
@@ -77,10 +77,8 @@ class SslVal:
                 continue
             features = batch.features.to(device, non_blocking=True)
             mask = batch.mask.to(device, non_blocking=True)
-            with autocast():
-                value = objective(
-                    features, mask, generator=generator(device, self.seed, _STREAM, step)
-                )
+            # fp32 on every device, as all scoring (`Runtime.train_autocast`)
+            value = objective(features, mask, generator=generator(device, self.seed, _STREAM, step))
             total, items = total + float(value) * n_items, items + n_items
         return total / items if items else math.nan
 

@@ -34,6 +34,7 @@ from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.seeding import derive_seed, generator
 from scarce_ltr.core.tracking import ProgressBar
 from scarce_ltr.core.training import Cadence, Position, train_phases
+from scarce_ltr.data.batching import DeviceSplit
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.pretrain.checkpoint import save_encoder
@@ -130,6 +131,7 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
         ssl_val,
         monitor,
         tracker,
+        _device_split(split, cfg, runtime),
     )
     # one phase, no early stopping (the SSL-Val choice keeps its best epoch); saved every epoch
     train_phases(task, progress, [cfg.n_epochs], patience=None, cadence=Cadence(0, phase_end=False))
@@ -175,7 +177,29 @@ def _measure(monitor: Monitor, objective: Objective, cfg: PretrainConfig, runtim
     return monitor.measure(objective, device=runtime.device, policy=cfg.metrics.policy)
 
 
-def _batcher(split: RankingSplit, cfg: PretrainConfig, runtime: Runtime, *, epoch: int):
+def _device_split(split: RankingSplit, cfg: PretrainConfig, runtime: Runtime):
+    """The pretraining items held on the training device, for batches gathered there
+    (``gather_on_device``; null: on CUDA when they take at most a quarter of its memory), or
+    None: batches collated on the host, as for methods that regroup the items every epoch."""
+    if cfg.gather_on_device is False or OBJECTIVES[cfg.method].fake_groups:
+        return None
+    if cfg.gather_on_device is None:
+        if runtime.device.type != "cuda":
+            return None
+        total = torch.cuda.get_device_properties(runtime.device).total_memory
+        if DeviceSplit.nbytes(split) > total // 4:
+            return None
+    return DeviceSplit.of(split, runtime.device)
+
+
+def _batcher(
+    split: RankingSplit,
+    cfg: PretrainConfig,
+    runtime: Runtime,
+    *,
+    epoch: int,
+    on_device: DeviceSplit | None = None,
+):
     if OBJECTIVES[cfg.method].fake_groups:
         split = fake_group_split(split, seed=cfg.seed, epoch=epoch)
     batcher = make_batcher(
@@ -186,6 +210,7 @@ def _batcher(split: RankingSplit, cfg: PretrainConfig, runtime: Runtime, *, epoc
         rank=runtime.rank,
         world_size=runtime.world_size,
         length_buckets=cfg.length_buckets,
+        on_device=on_device,
     )
     batcher.set_epoch(epoch)
     return batcher
@@ -220,6 +245,7 @@ class _Pretraining:
     ssl_val: SslVal | None
     monitor: Monitor | None  # the main process's, when cfg.monitor.enabled
     tracker: Any
+    on_device: DeviceSplit | None  # `_device_split`
     crash: _CrashAfter = field(default_factory=_CrashAfter)
     # the ETA: this process's pace since its first epoch
     first_epoch: int = field(init=False)
@@ -233,12 +259,12 @@ class _Pretraining:
 
     def run_epoch(self, position: Position) -> dict:
         cfg, runtime, epoch, objective = self.cfg, self.runtime, position.epoch, self.objective
-        batcher = _batcher(self.split, cfg, runtime, epoch=epoch)
+        batcher = _batcher(self.split, cfg, runtime, epoch=epoch, on_device=self.on_device)
         stats = _train_epoch(self.model, self.optimizer, batcher, cfg, runtime, epoch, self.crash)
         if self.monitor is not None and _monitor_due(cfg, epoch):
             stats["monitor"] = _measure(self.monitor, objective, cfg, runtime)
         if self.ssl_val is not None:
-            loss = self.ssl_val.loss(objective, device=runtime.device, autocast=runtime.autocast)
+            loss = self.ssl_val.loss(objective, device=runtime.device)
             stats["ssl_val_loss"] = loss
             self.progress.choice.offer(epoch + 1, loss, objective.encoder)
         return stats

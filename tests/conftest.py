@@ -28,6 +28,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=place)  # stable: the other modules, and each module's tests, keep their order
 
 
+def _hide_cuda_where_marked_cpu(node, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU machine every stage runs on CUDA (``device=auto``), so the suite tests the GPU
+    path too; a test marked ``cpu`` pins what the CPU computes (numbers measured on it, scores
+    bit-equal to a bundle's on the CPU, a child forked after CUDA started) and sees no CUDA."""
+    if node.get_closest_marker("cpu") is not None and torch.cuda.is_available():
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cpu_module(request):
+    """`_hide_cuda_where_marked_cpu` for a module marked ``cpu``: its module fixtures too."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _hide_cuda_where_marked_cpu(request.node, monkeypatch)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _cpu_test(request, monkeypatch):
+    _hide_cuda_where_marked_cpu(request.node, monkeypatch)
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Tiny models and tensors run fastest on one thread, above all on cores shared with other

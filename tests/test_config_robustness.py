@@ -213,6 +213,14 @@ def test_setup_runtime_refuses_cuda_with_the_same_line(monkeypatch) -> None:
         setup_runtime(device="cuda")
 
 
+def test_more_processes_than_gpus_is_one_clear_line(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(UserError, match=r"wants GPU 1, but it has 1: .*--nproc-per-node"):
+        setup_runtime()
+
+
 # --- --config files --------------------------------------------------------------------------
 
 

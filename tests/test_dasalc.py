@@ -23,6 +23,9 @@ from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.loop import train_epoch
 from scarce_ltr.models.names import model_group
 
+# Bundles score as their runs did, bit for bit: runs trained on the CPU (tests/conftest.py).
+pytestmark = pytest.mark.cpu
+
 DATA = [*tiny_data(), "logger=none"]
 SMALL = ["deep.hidden=16", "deep.n_heads=2", "deep.attention_layers=1", "deep.n_layers=2"]
 

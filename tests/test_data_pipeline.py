@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from scarce_ltr.data.batching import QueryGroupBatcher
+from scarce_ltr.data.batching import DeviceSplit, QueryGroupBatcher
 from scarce_ltr.data.ranking_split import RankingSplit, concatenate
 from scarce_ltr.data.scarcity import (
     ScarcityConfig,
@@ -219,6 +219,28 @@ def test_truncation_and_ddp_shards() -> None:
     assert len(shards[0]) == len(shards[1]) > 0
     groups = [set(b.groups.tolist()) for shard in shards for b in shard]
     assert all(a.isdisjoint(b) for i, a in enumerate(groups) for b in groups[i + 1 :])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"length_buckets": True}, {"max_list_len": 5}, {"rank": 1, "world_size": 2}],
+)
+def test_batches_gathered_from_a_device_copy_are_the_collated_ones(options) -> None:
+    sizes = np.random.default_rng(1).integers(1, 30, 60).tolist()
+    split = make_split(sizes)
+    held = DeviceSplit.of(split, torch.device("cpu"))
+    for epoch in (0, 1):
+        host = QueryGroupBatcher(split, item_budget=40, shuffle=True, seed=5, **options)
+        gathered = QueryGroupBatcher(
+            split, item_budget=40, shuffle=True, seed=5, on_device=held, **options
+        )
+        host.set_epoch(epoch)
+        gathered.set_epoch(epoch)
+        pairs = list(zip(host, gathered, strict=True))
+        assert pairs
+        for a, b in pairs:
+            for x, y in zip(a.tensors(), b.tensors(), strict=True):
+                assert x.dtype == y.dtype and torch.equal(x, y)
 
 
 def test_concatenate_and_subset() -> None:

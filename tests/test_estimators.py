@@ -58,6 +58,7 @@ def at_fraction(split, fraction: float, seed: int = 0):
     return (x[mask], y[mask], qid[mask]), (x[~mask], qid[~mask])
 
 
+@pytest.mark.cpu  # bit-equal to the bundle's CPU scores
 def test_an_estimator_gives_the_scores_of_the_run_sh_commands(splits, tmp_path) -> None:
     """pretrain + finetune at 10% labels: `./run.sh` on the synthetic data set and the
     estimator on its arrays give the same test scores, bit for bit."""

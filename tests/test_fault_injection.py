@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from tiny import tiny_data, tiny_pretraining
 
@@ -27,6 +28,9 @@ import scarce_ltr.pretrain.train
 import scarce_ltr.sweeps.sweep  # noqa: F401  (the stages are imported once, before any fork)
 from scarce_ltr import cli
 from scarce_ltr.core.files import FAULT_AT_ENV, FAULT_COUNTER_ENV, FAULT_KILL_ENV, TEMP_SUFFIX
+
+# Children forked mid-run: CUDA cannot start again in a fork, so they run on the CPU.
+pytestmark = pytest.mark.cpu
 
 KILLS = 3  # kill moments per chain
 FEW_ROUNDS = ["gbdt.num_threads=1", "gbdt.max_rounds=15", "gbdt.early_stopping_rounds=5"]

@@ -14,7 +14,8 @@ from tiny import tiny_pretraining
 from torch.nn import functional as F
 
 WORLD = 2
-TINY = [*tiny_pretraining(), "epochs=3", "item_budget=100"]
+# Two CPU ranks over gloo, also on a machine with one GPU (auto would give rank 1 no device).
+TINY = [*tiny_pretraining(), "epochs=3", "item_budget=100", "device=cpu"]
 
 
 def _free_port() -> int:

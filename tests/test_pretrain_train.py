@@ -82,6 +82,24 @@ def test_resume_after_a_crash_gives_the_same_weights(method, batching, tmp_path,
     assert resumed["epochs"] == 3 and len(resumed["loss_curve"]) == 3
 
 
+def test_batches_gathered_on_the_device_train_the_same_weights(tmp_path, monkeypatch):
+    """``gather_on_device`` (null: on CUDA) changes where batches are padded, not what they are."""
+    args = ("epochs=2", "item_budget=150", "length_buckets=true", "monitor.enabled=false")
+    _pretrain("simclr-rank", tmp_path / "host", *args)
+    gathered = []
+    gather = QueryGroupBatcher._gather_on_device
+    monkeypatch.setattr(
+        QueryGroupBatcher,
+        "_gather_on_device",
+        lambda self, *a: gathered.append(1) or gather(self, *a),
+    )
+    _pretrain("simclr-rank", tmp_path / "device", *args, "gather_on_device=true")
+    assert gathered
+    host, device = _state(tmp_path / "host"), _state(tmp_path / "device")
+    for key in host:
+        assert torch.equal(host[key], device[key]), key
+
+
 def test_bad_checkpoints_are_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv(CRASH_ENV, "2")  # one batch per epoch: a crash in epoch 2
     with pytest.raises(SimulatedCrash):

@@ -158,8 +158,8 @@ def test_ssl_val_keeps_the_best_epoch(tmp_path: Path, monkeypatch) -> None:
     curve = iter([3.0, 1.0, 2.0, 4.0])
     states: list[dict] = []
 
-    def scripted(self, objective, *, device, autocast) -> float:
-        states.append({k: v.clone() for k, v in objective.encoder.state_dict().items()})
+    def scripted(self, objective, *, device) -> float:
+        states.append({k: v.cpu().clone() for k, v in objective.encoder.state_dict().items()})
         return next(curve)
 
     monkeypatch.setattr(SslVal, "loss", scripted)

@@ -45,6 +45,7 @@ def _interrupted_at_finish(monkeypatch, command: list[str]) -> None:
             run(command)
 
 
+@pytest.mark.cpu  # resumed on the CPU, like the first part
 def test_pretraining_resumes_after_a_crash_on_another_device_and_logger(
     tmp_path, monkeypatch, capsys
 ) -> None:
@@ -122,4 +123,5 @@ def test_a_free_key_inside_a_backends_own_options_is_a_setting(tmp_path) -> None
     changed = first | {"xgboost": {"params": {"device": "cuda"}}}
     with pytest.raises(UserError, match=r"other settings \(xgboost.params.device differ\)"):
         Run(identity, tmp_path).start(OmegaConf.create(changed))
-    assert {"device", "amp", "cpu_amp", "eval_item_budget", "logger", "run_dir"} == set(FREE_KEYS)
+    assert {"device", "amp", "cpu_amp", "eval_item_budget", "logger", "run_dir",
+            "gather_on_device"} == set(FREE_KEYS)  # fmt: skip

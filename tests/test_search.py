@@ -21,6 +21,9 @@ from scarce_ltr.core.files import FAULT_AT_ENV, FAULT_COUNTER_ENV
 from scarce_ltr.sweeps.cells import plan_cells
 from scarce_ltr.sweeps.sweep import SweepConfig
 
+# Numbers measured on the CPU, and children forked mid-run (tests/conftest.py).
+pytestmark = pytest.mark.cpu
+
 DATA = [*tiny_data(), "logger=none"]
 RESNET = ["baseline", "resnet", *DATA, *(f"deep.{o}" for o in small_encoder())]
 # 3 trials of a few epochs each: a search of about a second

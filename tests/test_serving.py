@@ -20,6 +20,9 @@ from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.letor import write_letor
 from scarce_ltr.data.stage_config import CommonConfig
 
+# Bundles score as their runs did, bit for bit: runs trained on the CPU (tests/conftest.py).
+pytestmark = pytest.mark.cpu
+
 DATA = [*tiny_data(), "logger=none"]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=30", "gbdt.early_stopping_rounds=10"]
 DEEP = ["deep.lrs=[5e-3]", "deep.hidden=16", "epochs=2"]
