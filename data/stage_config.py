@@ -64,7 +64,7 @@ class DeviceKeys:
     """Where a training stage runs (`scarce_ltr.core.device.setup_runtime` reads them); a run may
     change them on resume (`scarce_ltr.core.run_config.FREE_KEYS`)."""
 
-    amp: bool = True  # bf16 autocast on CUDA
+    amp: bool = True  # bf16 autocast of training steps on CUDA (scoring stays fp32)
     # bf16 autocast of training steps on a CPU with native bf16 (AVX512-BF16, AMX): about 2x
     # faster matmuls; evaluation (vali/test scoring, SSL Val, the monitors) stays fp32
     cpu_amp: bool = False

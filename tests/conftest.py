@@ -34,6 +34,7 @@ def _hide_cuda_where_marked_cpu(node, monkeypatch: pytest.MonkeyPatch) -> None:
     bit-equal to a bundle's on the CPU, a child forked after CUDA started) and sees no CUDA."""
     if node.get_closest_marker("cpu") is not None and torch.cuda.is_available():
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a sweep's job processes too
 
 
 @pytest.fixture(autouse=True, scope="module")

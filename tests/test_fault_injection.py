@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tiny import tiny_data, tiny_pretraining
+from tiny import fork_or_skip, tiny_data, tiny_pretraining
 
 import scarce_ltr.baselines.run
 import scarce_ltr.finetune.train
@@ -46,7 +46,7 @@ def _cli(args: list[str], tmp_path: Path, *, kill_at: int | None = None, group=F
     env = {FAULT_COUNTER_ENV: str(counter), FAULT_AT_ENV: str(kill_at or 10**9)}
     if group:
         env[FAULT_KILL_ENV] = "group"
-    pid = os.fork()
+    pid = fork_or_skip()
     if pid == 0:  # the child: a process group of its own, so a group kill spares pytest
         code = 1
         try:

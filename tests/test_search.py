@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny import small_encoder, tiny_data
+from tiny import fork_or_skip, small_encoder, tiny_data
 
 import scarce_ltr.finetune.grid as grid
 from scarce_ltr.cli import STAGES, _load, run
@@ -119,7 +119,7 @@ def _killed_run(args: list[str], tmp_path: Path, kill_at: int) -> int:
     """Run the command in a forked child killed (SIGKILL) at its ``kill_at``-th write; its
     exit code, negative for the signal; ``kill_at`` 0: run to the end, return the writes."""
     counter = tmp_path / f"counter-{kill_at}"
-    pid = os.fork()
+    pid = fork_or_skip()
     if pid == 0:
         code = 1
         try:

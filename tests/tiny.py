@@ -71,3 +71,18 @@ def start_together(target, args_list: list[tuple]) -> list[int]:
     for p in procs:
         p.join(60)
     return [p.exitcode for p in procs]
+
+
+def fork_or_skip() -> int:
+    """`os.fork`, or skip the test where CUDA already ran in this process (an earlier test of
+    this worker on a GPU machine): a forked child cannot train then (PyTorch's Autograd-and-Fork
+    note). The tool itself forks only from processes that never touch CUDA (a sweep's job
+    server); these tests fork to kill a run mid-step."""
+    import os
+
+    import pytest
+    import torch
+
+    if torch.cuda.is_initialized():
+        pytest.skip("CUDA ran in this process before: a forked child cannot train")
+    return os.fork()
