@@ -12,9 +12,10 @@ study is a TPE sampler seeded with the run's seed, asked for every trial in orde
 finished before is read back and told to the study with its stored score instead of trained,
 so a resumed search asks exactly what an uninterrupted one asked and ends in the same trials.
 The first trials are the fixed recipe's points (``optimizer.lr``, or each rate of the grid),
-so the search never chooses worse on vali than the fixed recipe would have. The trial kept is
-`core.selection.select_best` over the trials' best vali NDCG@5; test is scored once, with it
-(`finetune.grid.finish_grid`).
+so the search never chooses worse on vali than the fixed recipe would have. With
+``recipe_from`` the run trains another run's chosen recipe as its one trial, no study. The
+trial kept is `core.selection.select_best` over the trials' best vali NDCG@5; test is scored
+once, with it (`finetune.grid.finish_grid`).
 
 No pruner: a trial's vali NDCG@5 per epoch exists, but the head-only phase of ``full`` at a
 low rate looks bad before its whole-network phase, trials differ in epochs and phases, and
@@ -24,6 +25,7 @@ trial's early stopping (``patience``) already cuts a hopeless one short.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -127,6 +129,29 @@ MakeTrial = Callable[[int, Any], tuple[GridTraining, Candidate]]
 TrialReportFn = Callable[..., tuple[dict, dict]]
 
 
+def chosen_recipe(space: Space) -> dict:
+    """The params the search of run ``space.config.recipe_from`` chose: what this run trains.
+    `UserError` naming the folder when it is no finished searched run of the same keys."""
+    folder = Path(space.config.recipe_from).expanduser()
+    try:
+        report = json.loads((folder / "report.json").read_text())
+    except (OSError, ValueError):
+        report = None
+    params = (report or {}).get("search", {}).get("chosen_params") if report else None
+    if not (folder / "DONE").is_file() or not isinstance(params, dict):
+        raise UserError(
+            f"recipe_from={folder}: not a finished run whose search chose a recipe (it needs "
+            f"DONE and report.json with search.chosen_params; run it with search.n_trials first)"
+        )
+    wanted = set(space.keys) | set(space.choices)
+    if set(params) != wanted:
+        raise UserError(
+            f"recipe_from={folder}: its search chose {sorted(params)}, this run searches "
+            f"{sorted(wanted)}; give the folder of a run of the same model and search keys"
+        )
+    return params
+
+
 def trial_folder(run_folder, number: int) -> GridPoint:
     return GridPoint.within(run_folder, f"trial={number}")
 
@@ -149,26 +174,31 @@ def run_search(
     A trial's result holds ``trial``, ``params`` and ``seconds`` beside the grid point's keys;
     ``on_trial(number, row)`` gets its params and vali score once it is done.
     """
-    optuna = _optuna()
-    sampler = optuna.samplers.TPESampler(seed=cfg.seed)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    n_trials = space.config.n_trials
-    for point in space.first[:n_trials]:
-        study.enqueue_trial(point)
+    recipe = chosen_recipe(space) if space.config.recipe_from else None
+    study, n_trials = None, 1
+    if recipe is None:
+        optuna = _optuna()
+        sampler = optuna.samplers.TPESampler(seed=cfg.seed)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        n_trials = space.config.n_trials
+        for point in space.first[:n_trials]:
+            study.enqueue_trial(point)
     results: list[dict] = []
     trainings: list[GridTraining] = []
     chosen: TrainedPoint | None = None
     for number in range(n_trials):
-        trial = study.ask()
-        params = space.suggest(trial)
+        trial = study.ask() if study is not None else None
+        params = space.suggest(trial) if recipe is None else recipe
         training, candidate = make_trial(number, with_params(cfg, params))
         candidate = _as_trial(candidate, run.folder, number, params, desc)
         start = time.perf_counter()
         point = train_point(training, candidate, in_grid=True)
         _check_params(candidate, point.result, params)
         value = point.result[BEST_VALI]
-        if not math.isfinite(value):  # nothing scored: the sampler learns nothing from it
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        if study is None:
+            pass
+        elif not math.isfinite(value):  # nothing scored: the sampler learns nothing from it
+            study.tell(trial, state=_optuna().trial.TrialState.FAIL)
         else:
             study.tell(trial, value)
         results.append(point.result)
@@ -234,9 +264,10 @@ def summary(results: list[dict], chosen: TrainedPoint, *, seed: int, space: Spac
         }
         for r in results
     ]
+    recipe_from = space.config.recipe_from
     return {
         "n_trials": len(results),
-        "sampler": f"optuna TPE, seed {seed}",
+        "sampler": f"the recipe {recipe_from} chose" if recipe_from else f"optuna TPE, seed {seed}",
         "searched": list(space.keys) + list(space.choices),
         "chosen_trial": chosen.result["trial"],
         "chosen_params": chosen.result["params"],

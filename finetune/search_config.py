@@ -52,6 +52,10 @@ class SearchConfig:
     # full on a pretrained encoder: L2-SP's alpha, 0 or [low, high] on a log scale (as
     # weight_decay); [] (the default): not searched, l2sp stays at the config's value
     l2sp: list[float] = field(default_factory=list)
+    # A searched run's folder: train the recipe its search chose, as one trial, instead of
+    # searching (a seed ensemble's other members take the recipe of the member of the cell's
+    # seed, as DASALC-ens repeats one tuned model); "" (the default): search
+    recipe_from: str = ""
 
     def check(self, prefix: str) -> None:
         """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
@@ -78,6 +82,11 @@ class SearchConfig:
             )
         if len(set(self.loss)) != len(self.loss):
             raise ValueError(f"{prefix}loss must list distinct losses")
+        if self.recipe_from and not self.n_trials:
+            raise ValueError(
+                f"{prefix}recipe_from trains a searched run's chosen recipe in place of this "
+                f"run's search: give {prefix}n_trials > 0 with it, as the searched run had"
+            )
 
     @property
     def on(self) -> bool:

@@ -10,9 +10,12 @@ the saved scores of its members' cells of the same data set, label setting and s
 after them, and every member must be a model of the sweep itself. ``seed-ensemble:<model>`` is
 the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of ``<model>`` with
 seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
-uses the encoder of seed s), averaged with uniform weights. ``stack:<model>,<model>,...`` is
-planned as ``ensemble:`` is, its job with ``normalize=rank weights=crossfit`` (after the sweep's
-ensemble overrides, so that they hold): rank-normalised scores with cross-fitted weights;
+uses the encoder of seed s), averaged with uniform weights; where ``<model>`` searches its recipe
+(``search.n_trials``), the member of seed s searches and the others train the recipe it chose
+(``search.recipe_from``), one tuned model repeated over seeds as DASALC-ens is.
+``stack:<model>,<model>,...`` is planned as ``ensemble:`` is, its job with ``normalize=rank
+weights=crossfit`` (after the sweep's ensemble overrides, so that they hold): rank-normalised
+scores with cross-fitted weights;
 ``topk:<model>,...`` likewise with ``normalize=rank weights=topk``: the plain average of the
 vali-best k of its models, k cross-fitted over the vali QGs (`ensembles.topk`).
 
@@ -143,17 +146,19 @@ class _Planner:
             member = str(name.members[0])
             # The members differ in their seed only: the labeled QGs stay the cell's.
             fixed = [*setting, f"scarcity.seed={seed}"]
-            members = [
-                self._training_job(
-                    dataset,
-                    member,
-                    seed + SEED_STRIDE * j,
-                    replace(scarcity, seed=seed).tag,
-                    fixed,
-                    pretrain_seed=seed,
+            members: list[Job] = []
+            for j in range(self.cfg.seed_ensemble_size):
+                members.append(
+                    self._training_job(
+                        dataset,
+                        member,
+                        seed + SEED_STRIDE * j,
+                        replace(scarcity, seed=seed).tag,
+                        fixed,
+                        pretrain_seed=seed,
+                        recipe_of=members[0] if members else None,
+                    )
                 )
-                for j in range(self.cfg.seed_ensemble_size)
-            ]
             return self._ensemble_job(
                 dataset, model, seed, tag, fixed, members, ["weights=uniform"]
             )
@@ -201,7 +206,10 @@ class _Planner:
         *,
         pretrain_seed: int | None = None,
         teacher: Job | None = None,
+        recipe_of: Job | None = None,
     ) -> Job:
+        """``recipe_of``: a seed ensemble's member of the cell's seed; when it searches its
+        recipe, this member trains the recipe it chose (``search.recipe_from``) after it."""
         method, stage, name = sweep_job(model)
         extra = list(getattr(self.cfg.overrides, stage))
         depends: list[str] = []
@@ -229,6 +237,11 @@ class _Planner:
             extra += self.cfg.overrides.per_model.get(student, [])
             depends = [*depends, teacher.key]
         extra += self.cfg.overrides.per_model.get(model, [])
+        searched = _search_section(recipe_of.overrides) if recipe_of is not None else None
+        if searched is not None:
+            assert recipe_of is not None
+            extra += [f"{searched}.recipe_from={json.dumps(str(recipe_of.run_dir))}"]
+            depends = [*depends, recipe_of.key]
         shared = self._shared(dataset, seed, setting)
         return self._add(dataset, model, stage, name, seed, tag, [*shared, *extra], depends)
 
@@ -277,6 +290,17 @@ class _Planner:
         job = Job(key, stage, name, [*overrides, f"run_dir={run_dir}"], run_dir, depends, tags)
         self.jobs[key] = job
         return job
+
+
+def _search_section(overrides: list[str]) -> str | None:
+    """``search`` or ``deep.search`` where a job's last ``n_trials`` override of either turns
+    its recipe search on; None where it trains a fixed recipe."""
+    section, trials = None, 0
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key in ("search.n_trials", "deep.search.n_trials"):
+            section, trials = key.rpartition(".")[0], int(value) if value.isdigit() else 0
+    return section if trials > 0 else None
 
 
 def _key_of(override: str) -> str:

@@ -207,3 +207,67 @@ def test_a_sweep_reaches_the_search_through_per_model(tmp_path: Path) -> None:
         search = job_cfg.search if job.stage == "finetune" else job_cfg.deep.search
         trials[job.name] = search.n_trials
     assert trials == {"full": 30, "resnet": 30}
+
+
+def test_recipe_from_trains_the_chosen_trial_of_a_searched_run(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    searched = finetune(tmp_path / "searched", pretrained, *SEARCH)
+    source = f"search.recipe_from={tmp_path / 'searched'}"
+    same_seed = finetune(tmp_path / "again", pretrained, *SEARCH, source)
+    assert same_seed["search"]["n_trials"] == 1
+    assert same_seed["search"]["chosen_params"] == searched["search"]["chosen_params"]
+    assert "recipe" in same_seed["search"]["sampler"]
+    # a trial trains from the run's seed: the same seed gives the searched run's chosen trial
+    assert _metrics(same_seed) == _metrics(searched)
+    other_seed = finetune(tmp_path / "seed1", pretrained, *SEARCH, source, "seed=1")
+    assert other_seed["search"]["chosen_params"] == searched["search"]["chosen_params"]
+    assert [p.name for p in (tmp_path / "seed1" / "grid").iterdir()] == ["trial=0"]
+    # a deep baseline takes its recipe the same way
+    run([*RESNET, *DEEP_SEARCH, f"run_dir={tmp_path / 'resnet'}"])
+    again = run([*RESNET, *DEEP_SEARCH, f"deep.search.recipe_from={tmp_path / 'resnet'}",
+                 "seed=1", f"run_dir={tmp_path / 'resnet1'}"])  # fmt: skip
+    chosen = json.loads((tmp_path / "resnet" / "report.json").read_text())["search"]
+    assert again["search"]["chosen_params"] == chosen["chosen_params"]
+
+
+def test_a_recipe_from_no_searched_run_is_one_clear_error(pretrained: Path, tmp_path: Path):
+    finetune(tmp_path / "fixed", pretrained, "epochs=1")
+    with pytest.raises(UserError, match=r"recipe_from=.*fixed: not a finished run whose search"):
+        finetune(tmp_path / "b", pretrained, *SEARCH, f"search.recipe_from={tmp_path / 'fixed'}")
+    with pytest.raises(UserError, match=r"search.recipe_from trains .* give search.n_trials > 0"):
+        finetune(tmp_path / "c", pretrained, f"search.recipe_from={tmp_path / 'fixed'}")
+    run([*RESNET, *DEEP_SEARCH, f"run_dir={tmp_path / 'resnet'}"])
+    with pytest.raises(UserError, match=r"its search chose .* this run searches"):
+        finetune(tmp_path / "d", pretrained, *SEARCH, f"search.recipe_from={tmp_path / 'resnet'}")
+
+
+def test_a_seed_ensemble_searches_its_first_member_and_the_others_take_its_recipe(
+    tmp_path: Path,
+) -> None:
+    models = ["seed-ensemble:simclr-rank+full", "seed-ensemble:resnet", "seed-ensemble:scratch+mp"]
+    per_model = {"simclr-rank+full": ["search.n_trials=30"], "resnet": ["deep.search.n_trials=30"]}
+    cfg, _ = load_config(
+        SweepConfig,
+        ["name=quick", f"models={json.dumps(models)}", "seeds=[0]", "fractions=[0.2]"]
+        + [f"overrides.per_model.{m}={json.dumps(o)}" for m, o in per_model.items()],
+        stage_file=CONFIG_ROOT / "sweep" / "quick.yaml",
+    )
+    jobs, _ = plan_cells(cfg, tmp_path)
+    trained = {j.key: j for j in jobs if j.stage in ("finetune", "baseline")}
+    for model, section in (
+        ("simclr-rank+full", "search"),
+        ("resnet", "deep.search"),
+        ("scratch+mp", None),
+    ):
+        first = next(j for k, j in trained.items() if f"/{model}/" in k and k.endswith("seed=0"))
+        others = [j for k, j in trained.items() if f"/{model}/" in k and j is not first]
+        assert len(others) == 2, model
+        for job in others:
+            taken = [o for o in job.overrides if ".recipe_from=" in o]
+            if section is None:  # a fixed recipe: the members are independent, as before
+                assert taken == [] and first.key not in job.depends_on
+            else:
+                assert taken == [f"{section}.recipe_from={json.dumps(str(first.run_dir))}"]
+                assert first.key in job.depends_on
+        assert not any(".recipe_from=" in o for o in first.overrides)
