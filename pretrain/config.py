@@ -141,6 +141,8 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     # Hold the pretraining items on the training device and gather each batch there, so only
     # row indices cross from the host (data/batching.py); the same batches. null: on CUDA when
     # the items take at most a quarter of its memory; true: always (on the CPU too); false: never.
+    # Methods that regroup the items every epoch (simclr, scarf, dacl, simclr-sample) collate on
+    # the host whatever it says.
     gather_on_device: bool | None = None
     # Pretrain on the vali QGs' features too (no labels). Off: the paper's Table 5 keeps them
     # apart as SSL Val; on is a deviation (more data, but then SSL Val is seen in training).
