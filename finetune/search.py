@@ -137,7 +137,7 @@ def chosen_recipe(space: Space) -> dict:
         report = json.loads((folder / "report.json").read_text())
     except (OSError, ValueError):
         report = None
-    params = (report or {}).get("search", {}).get("chosen_params") if report else None
+    params = report.get("search", {}).get("chosen_params") if isinstance(report, dict) else None
     if not (folder / "DONE").is_file() or not isinstance(params, dict):
         raise UserError(
             f"recipe_from={folder}: not a finished run whose search chose a recipe (it needs "
@@ -195,12 +195,10 @@ def run_search(
         point = train_point(training, candidate, in_grid=True)
         _check_params(candidate, point.result, params)
         value = point.result[BEST_VALI]
-        if study is None:
-            pass
-        elif not math.isfinite(value):  # nothing scored: the sampler learns nothing from it
-            study.tell(trial, state=_optuna().trial.TrialState.FAIL)
-        else:
+        if study is not None and math.isfinite(value):
             study.tell(trial, value)
+        elif study is not None:  # nothing scored: the sampler learns nothing from it
+            study.tell(trial, state=_optuna().trial.TrialState.FAIL)
         results.append(point.result)
         trainings.append(training)
         best = select_best([r[BEST_VALI] for r in results])
