@@ -182,7 +182,7 @@ class QueryGroupBatcher:
             rows = np.repeat(starts, kept) + position
         groups = torch.from_numpy(batch_groups.copy())
         if self.on_device is not None:
-            return self._gather_on_device((b, width), slot, position, rows, groups)
+            return _gather(self.on_device, (b, width), slot, position, rows, groups)
         features = np.zeros((b, width, self.split.n_features), dtype=np.float32)
         labels = np.zeros((b, width), dtype=np.float32)
         mask = np.zeros((b, width), dtype=bool)
@@ -193,19 +193,18 @@ class QueryGroupBatcher:
             torch.from_numpy(features), torch.from_numpy(labels), torch.from_numpy(mask), groups
         )
 
-    def _gather_on_device(self, shape, slot, position, rows, groups: torch.Tensor) -> Batch:
-        """`_collate`'s batch, padded on the device from the items held there."""
-        held = self.on_device
-        assert held is not None
-        device = held.features.device
-        slot, position, rows = (torch.from_numpy(a).to(device) for a in (slot, position, rows))
-        features = held.features.new_zeros((*shape, held.features.shape[1]))
-        labels = held.labels.new_zeros(shape)
-        mask = torch.zeros(shape, dtype=torch.bool, device=device)
-        features[slot, position] = held.features[rows]
-        labels[slot, position] = held.labels[rows]
-        mask[slot, position] = True
-        return Batch(features, labels, mask, groups.to(device))
+
+def _gather(held: DeviceSplit, shape, slot, position, rows, groups: torch.Tensor) -> Batch:
+    """`QueryGroupBatcher._collate`'s batch, padded on the device from the items ``held`` there."""
+    device = held.features.device
+    slot, position, rows = (torch.from_numpy(a).to(device) for a in (slot, position, rows))
+    features = held.features.new_zeros((*shape, held.features.shape[1]))
+    labels = held.labels.new_zeros(shape)
+    mask = torch.zeros(shape, dtype=torch.bool, device=device)
+    features[slot, position] = held.features[rows]
+    labels[slot, position] = held.labels[rows]
+    mask[slot, position] = True
+    return Batch(features, labels, mask, groups.to(device))
 
 
 def _pick(size: int, keep: int, rng: np.random.Generator | None) -> np.ndarray:

@@ -237,9 +237,7 @@ class _Planner:
             extra += self.cfg.overrides.per_model.get(student, [])
             depends = [*depends, teacher.key]
         extra += self.cfg.overrides.per_model.get(model, [])
-        searched = _search_section(recipe_of.overrides) if recipe_of is not None else None
-        if searched is not None:
-            assert recipe_of is not None
+        if recipe_of is not None and (searched := _search_section(recipe_of.overrides)):
             extra += [f"{searched}.recipe_from={json.dumps(str(recipe_of.run_dir))}"]
             depends = [*depends, recipe_of.key]
         shared = self._shared(dataset, seed, setting)

@@ -13,6 +13,7 @@ from tiny import tiny_pretraining
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.data import batching
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -87,12 +88,8 @@ def test_batches_gathered_on_the_device_train_the_same_weights(tmp_path, monkeyp
     args = ("epochs=2", "item_budget=150", "length_buckets=true", "monitor.enabled=false")
     _pretrain("simclr-rank", tmp_path / "host", *args)
     gathered = []
-    gather = QueryGroupBatcher._gather_on_device
-    monkeypatch.setattr(
-        QueryGroupBatcher,
-        "_gather_on_device",
-        lambda self, *a: gathered.append(1) or gather(self, *a),
-    )
+    gather = batching._gather
+    monkeypatch.setattr(batching, "_gather", lambda *a: gathered.append(1) or gather(*a))
     _pretrain("simclr-rank", tmp_path / "device", *args, "gather_on_device=true")
     assert gathered
     host, device = _state(tmp_path / "host"), _state(tmp_path / "device")

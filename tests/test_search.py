@@ -183,8 +183,9 @@ def test_a_bad_search_space_is_named(tmp_path: Path, override: str, message: str
     assert not any(tmp_path.iterdir())
 
 
-def test_a_sweep_reaches_the_search_through_per_model(tmp_path: Path) -> None:
-    models = ["simclr-rank+full", "resnet"]
+def _planned_with_searches(models: list[str], folder: Path) -> list:
+    """The jobs of the quick sweep of ``models`` (seed 0, 20 %) where simclr-rank+full and
+    resnet search their recipes through ``per_model``."""
     per_model = {"simclr-rank+full": ["search.n_trials=30"], "resnet": ["deep.search.n_trials=30"]}
     cfg, _ = load_config(
         SweepConfig,
@@ -192,7 +193,12 @@ def test_a_sweep_reaches_the_search_through_per_model(tmp_path: Path) -> None:
         + [f"overrides.per_model.{m}={json.dumps(o)}" for m, o in per_model.items()],
         stage_file=CONFIG_ROOT / "sweep" / "quick.yaml",
     )
-    jobs, _ = plan_cells(cfg, tmp_path)
+    return plan_cells(cfg, folder)[0]
+
+
+def test_a_sweep_reaches_the_search_through_per_model(tmp_path: Path) -> None:
+    models = ["simclr-rank+full", "resnet"]
+    jobs = _planned_with_searches(models, tmp_path)
     trials = {}
     for job in (j for j in jobs if j.stage in ("finetune", "baseline")):
         stage = STAGES[job.stage]
@@ -246,14 +252,7 @@ def test_a_seed_ensemble_searches_its_first_member_and_the_others_take_its_recip
     tmp_path: Path,
 ) -> None:
     models = ["seed-ensemble:simclr-rank+full", "seed-ensemble:resnet", "seed-ensemble:scratch+mp"]
-    per_model = {"simclr-rank+full": ["search.n_trials=30"], "resnet": ["deep.search.n_trials=30"]}
-    cfg, _ = load_config(
-        SweepConfig,
-        ["name=quick", f"models={json.dumps(models)}", "seeds=[0]", "fractions=[0.2]"]
-        + [f"overrides.per_model.{m}={json.dumps(o)}" for m, o in per_model.items()],
-        stage_file=CONFIG_ROOT / "sweep" / "quick.yaml",
-    )
-    jobs, _ = plan_cells(cfg, tmp_path)
+    jobs = _planned_with_searches(models, tmp_path)
     trained = {j.key: j for j in jobs if j.stage in ("finetune", "baseline")}
     for model, section in (
         ("simclr-rank+full", "search"),
