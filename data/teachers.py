@@ -191,10 +191,13 @@ def check_same_labels(
     remedy: str = "give a run of the same seed, or fix the labels with scarcity.seed=<n> in both",
 ) -> None:
     """Same label setting; same label seed unless the setting labels every QG whatever the seed
-    (labels drawn with another seed would enlarge the label budget). ``use`` and ``remedy``
-    finish the message on a seed: what the caller does with the run, and what to do instead."""
+    (labels drawn with another seed would enlarge the label budget). The label seed is the one
+    that draws the labels, ``scarcity.seed`` or else the run's: a run of seed 3 and one of
+    ``scarcity.seed=3`` see the same labeled QGs (a seed ensemble's first member is the plain
+    run of its seed). ``use`` and ``remedy`` finish the message on a seed: what the caller does
+    with the run, and what to do instead."""
     mine, theirs = asdict(cfg.scarcity), dict(config.get("scarcity") or {})
-    differ = [k for k in mine if mine[k] != theirs.get(k)]
+    differ = [k for k in mine if k != "seed" and mine[k] != theirs.get(k)]
     if differ:
         found = " ".join(f"scarcity.{k}={theirs.get(k)}" for k in differ)
         raise UserError(

@@ -10,9 +10,11 @@ the saved scores of its members' cells of the same data set, label setting and s
 after them, and every member must be a model of the sweep itself. ``seed-ensemble:<model>`` is
 the seed ensemble (DASALC-ens): for sweep seed s, ``seed_ensemble_size`` runs of ``<model>`` with
 seeds s, s + 1000, ... and the labeled QGs of seed s (``scarcity.seed=s``; a pretrained model
-uses the encoder of seed s), averaged with uniform weights; where ``<model>`` searches its recipe
-(``search.n_trials``), the member of seed s searches and the others train the recipe it chose
-(``search.recipe_from``), one tuned model repeated over seeds as DASALC-ens is.
+uses the encoder of seed s), averaged with uniform weights. The member of seed s is the model's
+plain run of seed s, the same job as its own cell where the sweep has that model; where
+``<model>`` searches its recipe (``search.n_trials``), that member searches and the others train
+the recipe it chose (``search.recipe_from``), one tuned model repeated over seeds as DASALC-ens
+is.
 ``stack:<model>,<model>,...`` is planned as ``ensemble:`` is, its job with ``normalize=rank
 weights=crossfit`` (after the sweep's ensemble overrides, so that they hold): rank-normalised
 scores with cross-fitted weights;
@@ -144,10 +146,12 @@ class _Planner:
         tag, name = scarcity.tag, ModelName.parse(model)
         if name.kind == SEED_ENSEMBLE:
             member = str(name.members[0])
-            # The members differ in their seed only: the labeled QGs stay the cell's.
+            # The members differ in their seed only: the labeled QGs stay the cell's. The first
+            # is the plain run of the cell's seed (the model's own cell where the sweep has it).
             fixed = [*setting, f"scarcity.seed={seed}"]
-            members: list[Job] = []
-            for j in range(self.cfg.seed_ensemble_size):
+            first = self._training_job(dataset, member, seed, tag, setting)
+            members = [first]
+            for j in range(1, self.cfg.seed_ensemble_size):
                 members.append(
                     self._training_job(
                         dataset,
@@ -156,7 +160,7 @@ class _Planner:
                         replace(scarcity, seed=seed).tag,
                         fixed,
                         pretrain_seed=seed,
-                        recipe_of=members[0] if members else None,
+                        recipe_of=first,
                     )
                 )
             return self._ensemble_job(

@@ -212,9 +212,14 @@ def test_seed_ensembles_need_seed_free_labels(tmp_path) -> None:
         extra = [*DATA, "scarcity.fraction=0.5", "scarcity.seed=0", f"seed={seed}"]
         fixed.append(_fake_member(tmp_path / f"f{seed}", prepared, extra, y_vali, y_test))
     runs_arg = f"runs=[{','.join(map(str, fixed))}]"
-    with pytest.raises(UserError, match="another label setting .*scarcity.seed=0"):
-        run([*ens, runs_arg, f"run_dir={tmp_path / 'e'}"])  # the ensemble must say it too
-    report = run([*ens, "scarcity.seed=0", runs_arg, f"run_dir={tmp_path / 'e'}"])
+    # What counts is the seed that draws the labels, not where it is said: an ensemble of seed 1
+    # would mix other labeled QGs into its weights, one of seed 0 (or scarcity.seed=0) not.
+    with pytest.raises(UserError, match="seed 0 draws other labeled QGs than .*seed 1"):
+        run([*ens, "seed=1", runs_arg, f"run_dir={tmp_path / 'e1'}"])
+    assert run([*ens, "seed=0", runs_arg, f"run_dir={tmp_path / 'e0'}"])["label_setting"] == (
+        "frac=0.5"
+    )
+    report = run([*ens, "seed=1", "scarcity.seed=0", runs_arg, f"run_dir={tmp_path / 'e'}"])
     assert report["label_setting"] == "frac=0.5,labels=0"
     assert list(report["weights"].values()) == pytest.approx([1 / 3] * 3)
 

@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 from tiny import tiny_data
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.sweeps import results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,13 +134,16 @@ def test_seed_ensembles_average_other_seeds_on_the_cells_labels(tmp_path: Path) 
     ]
     report = json.loads((Path(cells[0]["run_dir"]) / "report.json").read_text())
     assert report["label_setting"] == "frac=0.2,labels=3" and report["weighting"] == "uniform"
-    members = [Path(run) for run in report["runs"]]  # their folder, frac=0.2,labels=3, has a comma
+    members = [Path(run) for run in report["runs"]]
+    # The first is the plain run of seed 3; the other fixes seed 3's labels in a folder whose
+    # name, frac=0.2,labels=3, has a comma.
+    assert [m.parent.name for m in members] == ["frac=0.2", "frac=0.2,labels=3"]
     assert [m.name for m in members] == ["seed=3", "seed=1003"]
+    settings = [json.loads((m / "report.json").read_text())["label_setting"] for m in members]
+    assert settings == ["frac=0.2", "frac=0.2,labels=3"]
     for member in members:  # the labeled QGs of seed 3, whatever the member's seed
-        assert "seed: 3" in (member / "config.yaml").read_text().split("scarcity:")[1]
-        assert (
-            json.loads((member / "report.json").read_text())["label_setting"] == "frac=0.2,labels=3"
-        )
+        config = OmegaConf.load(member / "config.yaml")
+        assert ScarcityConfig(**config.scarcity).label_seed(config.seed) == 3
     assert report["weights"] == {str(m): 0.5 for m in members}
     with pytest.raises(UserError, match="seed-ensemble:<one model>"):
         run([*sweep_args(tmp_path), 'models=["seed-ensemble:ensemble:gbdt,gbdt-pca"]'])

@@ -80,7 +80,6 @@ def test_without_folds_the_plan_is_the_one_before_folds() -> None:
         "synthetic/pretrain/simclr-rank/seed=0",
         "synthetic/gbdt/frac=0.2/seed=0",
         "synthetic/simclr-rank+full/frac=0.2/seed=0",
-        "synthetic/simclr-rank+full/frac=0.2,labels=0/seed=0",
         "synthetic/simclr-rank+full/frac=0.2,labels=0/seed=1000",
         "synthetic/ensemble:simclr-rank+full,gbdt/frac=0.2/seed=0",
         "synthetic/seed-ensemble:simclr-rank+full/frac=0.2/seed=0",
