@@ -34,12 +34,14 @@ from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Outcome, Run
+from scarce_ltr.core.trial_scores import write_trial_scores
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
+    labeled_vali_qids,
     save_scores,
     selection_rule,
-    vali_selection,
+    vali_selection_scores,
 )
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -102,14 +104,18 @@ def prepare_tree_data(cfg, check_labels: Callable[[RankingSplit, str], None]) ->
 
 
 def trainer(
-    backend: TreeBackend, train: Any, vali: Any, score_vali: Callable[[Any], float]
+    backend: TreeBackend,
+    train: Any,
+    vali: Any,
+    score_vali: Callable[[Any], tuple[float, np.ndarray]],
 ) -> TrainTrial:
     """One trial of a search: fit the choices, score the model with ``score_vali`` (the
-    project's NDCG@5 of the labeled vali QGs)."""
+    project's NDCG@5 of the labeled vali QGs, and per QG: `vali_selection_scores`)."""
 
-    def train_trial(choices: dict, report: Report | None) -> tuple[Any, int, float, float]:
+    def train_trial(choices: dict, report: Report | None) -> tuple:
         model, rounds, seconds = backend.fit(choices, train, vali, report)
-        return model, rounds, score_vali(model), seconds
+        value, per_group = score_vali(model)
+        return model, rounds, value, seconds, per_group
 
     return train_trial
 
@@ -129,6 +135,11 @@ def search(
         offers = ", ".join(offered)
         raise UserError(f"{backend.name} has no search '{strategy}'; it offers {offers}")
     return chosen.search(backend, seed=seed, train=train, on_trial=on_trial)
+
+
+def write_trials(run: Run, prepared: PreparedData, per_trial: list[np.ndarray | None]) -> None:
+    """Every trial's per-QG vali NDCG@5 in the run folder (`core.trial_scores`)."""
+    write_trial_scores(run.folder, labeled_vali_qids(prepared), per_trial)
 
 
 def score_and_save(
@@ -213,8 +224,9 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> Outc
     train, labeled_vali = labels.labeled_train(), labels.labeled_vali()
     tracker = run.open_tracker(asdict(cfg))
 
-    def score_vali(model: Any) -> float:
-        return vali_selection(prepared, backend.predict(model, prepared.vali.features), cfg.metrics)
+    def score_vali(model: Any) -> tuple[float, np.ndarray]:
+        scores = backend.predict(model, prepared.vali.features)
+        return vali_selection_scores(prepared, scores, cfg.metrics)
 
     outcome = search(
         backend,
@@ -224,6 +236,7 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> Outc
         on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
     )
     model, best = outcome.best_model, outcome.best_result
+    write_trials(run, prepared, [result.vali_per_group for result in outcome.results])
     scores = score_and_save(
         run, prepared, lambda x: backend.predict(model, x), lambda name: getattr(prepared, name)
     )

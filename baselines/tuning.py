@@ -80,7 +80,8 @@ def require_backend(module: str, package: str) -> ModuleType:
 
 @dataclass
 class TrialResult:
-    """One trained trial: its choices, rounds kept, vali NDCG@5 (``nan``: pruned or undefined)."""
+    """One trained trial: its choices, rounds kept, vali NDCG@5 (``nan``: pruned or undefined)
+    and that score per labeled vali QG (None: pruned; `core.trial_scores`)."""
 
     number: int
     choices: dict[str, Any]
@@ -88,6 +89,7 @@ class TrialResult:
     vali_ndcg: float
     seconds: float
     pruned: bool = False
+    vali_per_group: np.ndarray | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         return {
@@ -120,8 +122,10 @@ class Pruned(Exception):
 
 
 # One trial: (choices, a report(step, value) -> None that raises Pruned, or None when no pruner
-# watches) -> (model, rounds, vali ndcg@5, seconds).
-TrainTrial = Callable[[dict, Callable[[int, float], None] | None], tuple[Any, int, float, float]]
+# watches) -> (model, rounds, vali ndcg@5, seconds, vali ndcg@5 per labeled vali QG).
+TrainTrial = Callable[
+    [dict, Callable[[int, float], None] | None], tuple[Any, int, float, float, np.ndarray]
+]
 
 
 def keep_if_best(outcome: SearchOutcome, result: TrialResult, model: Any) -> None:

@@ -69,6 +69,22 @@ def vali_selection_per_group(
     )
 
 
+def vali_selection_scores(
+    prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg
+) -> tuple[float, np.ndarray]:
+    """``(vali_selection, vali_selection_per_group)`` of one model's vali scores: what a search
+    chooses its trial on, and what keeps the choice checkable (`core.trial_scores`)."""
+    return (
+        vali_selection(prepared, vali_scores, metrics_cfg),
+        vali_selection_per_group(prepared, vali_scores, metrics_cfg),
+    )
+
+
+def labeled_vali_qids(prepared: PreparedData) -> np.ndarray:
+    """The qids of the labeled vali QGs, in order: the columns of `vali_selection_per_group`."""
+    return np.asarray(prepared.vali.qids)[np.flatnonzero(prepared.labels.vali_labeled)]
+
+
 def selection_rule(metrics_cfg) -> str:
     """The choice's rule as reports write it: ``vali ndcg@5, policy skip``."""
     return f"vali {SELECTION_METRIC}, policy {metrics_cfg.policy}"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 from torch import nn
 
 from scarce_ltr.core.device import Runtime
@@ -28,8 +29,14 @@ from scarce_ltr.core.metrics import SELECTION_METRIC
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.core.selection import select_best
+from scarce_ltr.core.trial_scores import write_trial_scores
 from scarce_ltr.data.bundling import write_run_bundle
-from scarce_ltr.data.evaluation import evaluation_report, save_scores
+from scarce_ltr.data.evaluation import (
+    evaluation_report,
+    labeled_vali_qids,
+    save_scores,
+    vali_selection_per_group,
+)
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import Phase, TrainOptions
@@ -125,8 +132,8 @@ def run_grid(
     keys (``results``: every point's result, in grid order); ``on_point(index, result)`` is
     called after each point. Returns the finished report.
     """
-    chosen, results = train_grid(run.folder, training, candidates, on_point=on_point)
-    return finish_grid(run, training, chosen, results, report=report)
+    chosen, results, per_point = train_grid(run.folder, training, candidates, on_point=on_point)
+    return finish_grid(run, training, chosen, results, report=report, per_point=per_point)
 
 
 def train_grid(
@@ -135,20 +142,22 @@ def train_grid(
     candidates: Sequence[Candidate],
     *,
     on_point: Callable[[int, dict], None] | None = None,
-) -> tuple[TrainedPoint, list[dict]]:
-    """``(the vali-best point, every point's result)``; of the models only the best so far is
-    kept in memory (`select_best` on the results so far names the same point as on all)."""
-    chosen, results = None, []
+) -> tuple[TrainedPoint, list[dict], list[np.ndarray]]:
+    """``(the vali-best point, every point's result, every point's per-QG vali NDCG@5)``; of
+    the models only the best so far is kept in memory (`select_best` on the results so far names
+    the same point as on all)."""
+    chosen, results, per_point = None, [], []
     for index, candidate in enumerate(candidates):
         in_grid = candidate.folder != run_folder
         point = train_point(training, candidate, in_grid=in_grid)
         results.append(point.result)
+        per_point.append(point_vali_per_group(training, point))
         if on_point is not None:
             on_point(index, point.result)
         if select_best([r[BEST_VALI] for r in results]) == index:
             chosen = point
     assert chosen is not None, "a grid has at least one point"
-    return chosen, results
+    return chosen, results, per_point
 
 
 def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) -> TrainedPoint:
@@ -186,6 +195,28 @@ def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) 
     return TrainedPoint(candidate, result, model, spec, source)
 
 
+def point_vali_per_group(training: GridTraining, point: TrainedPoint) -> np.ndarray:
+    """The point's vali NDCG@5 per labeled vali QG (`core.trial_scores`), from its model in
+    memory or, for a point read back, its ``model.pt``; all NaN where the model's vali scores
+    are NaN (it diverged: its vali score is NaN too)."""
+    model = point.model
+    if model is None:
+        model, _ = load_model(point.folder, kinds=training.kinds)
+    model.to(training.runtime.device)
+    prepared = training.prepared
+    labeled = np.flatnonzero(prepared.labels.vali_labeled)
+    scores = predict(
+        model,
+        prepared.vali,
+        runtime=training.runtime,
+        item_budget=training.eval_item_budget,
+        groups=labeled,
+    )
+    if np.isnan(scores).any():
+        return np.full(len(labeled), np.nan)
+    return vali_selection_per_group(prepared, scores, training.cfg.metrics)
+
+
 def _fit_values(fitted: FitResult) -> dict:
     return {
         BEST_VALI: fitted.best_vali,
@@ -198,10 +229,18 @@ def _fit_values(fitted: FitResult) -> dict:
 
 
 def finish_grid(
-    run: Run, training: GridTraining, chosen: TrainedPoint, results: list[dict], *, report: ReportFn
+    run: Run,
+    training: GridTraining,
+    chosen: TrainedPoint,
+    results: list[dict],
+    *,
+    report: ReportFn,
+    per_point: list[np.ndarray],
 ) -> Outcome:
-    """Score vali and test once with the chosen model; write scores, model and bundle; the run's
-    outcome (its report body and summary)."""
+    """Score vali and test once with the chosen model; write scores, model and bundle, and with
+    two points or more each point's per-QG vali NDCG@5 (``trials.npz``); the run's outcome (its
+    report body and summary)."""
+    write_trial_scores(run.folder, labeled_vali_qids(training.prepared), per_point)
     if chosen.model is None:  # read back: its model is on disk
         chosen.model, payload = load_model(chosen.folder, kinds=training.kinds)
         chosen.spec, chosen.source = payload["spec"], payload["source"]

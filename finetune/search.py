@@ -35,6 +35,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
@@ -46,6 +48,7 @@ from scarce_ltr.finetune.grid import (
     GridTraining,
     TrainedPoint,
     finish_grid,
+    point_vali_per_group,
     train_point,
 )
 from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
@@ -185,6 +188,7 @@ def run_search(
             study.enqueue_trial(point)
     results: list[dict] = []
     trainings: list[GridTraining] = []
+    per_trial: list[np.ndarray] = []
     chosen: TrainedPoint | None = None
     for number in range(n_trials):
         trial = study.ask() if study is not None else None
@@ -201,6 +205,7 @@ def run_search(
             study.tell(trial, state=_optuna().trial.TrialState.FAIL)
         results.append(point.result)
         trainings.append(training)
+        per_trial.append(point_vali_per_group(training, point))
         best = select_best([r[BEST_VALI] for r in results])
         if best == number:
             chosen = point  # the earlier best's model is dropped
@@ -212,7 +217,7 @@ def run_search(
         _search_report, cfg=cfg, space=space, with_params=with_params, report=report
     )
     training = trainings[chosen.result["trial"]]
-    return finish_grid(run, training, chosen, results, report=search_report)
+    return finish_grid(run, training, chosen, results, report=search_report, per_point=per_trial)
 
 
 def _search_report(

@@ -1,5 +1,5 @@
 """Choosing among a sweep's models on small validation sets: the vali argmax beside the robust
-rule (`core.robust_choice.keep_simpler`), and what each picks on test.
+rule (`core.robust_choice.keep_simpler`) and the cross-fitted rule, and what each picks on test.
 
 Simplicity levels, from model names (`simplicity`), lowest first:
 
@@ -23,10 +23,23 @@ Per-QG vali NDCG@5 comes from each run's ``scores.npz`` (vali scores, ``vali_lab
 ``vali_labeled``, offsets) through `core.metrics.ndcg_per_group` under the run's empty-QG
 policy; a run whose ``scores.npz`` predates ``vali_labels`` is left out (named in ``left_out``).
 
-`unit_study` chooses per unit (data set, setting, fold, seed) among all the unit's models by both
-rules and pairs each pick's test NDCG@5 with the unit's vali-best tree (level 0);
+The cross-fitted rule (``crossfit``) takes the argmax of scores that a search's own choice did
+not see. A searched run (Optuna trials, a paper grid, a learning-rate grid) reports the vali
+score of its vali-best trial, the maximum of many noisy means: with 21 vali QGs, the more trials
+a model's search ran, the further its vali score lies above its test score, and the argmax
+follows the most-searched model. Each searched run keeps every trial's per-QG vali NDCG@5
+(``trials.npz``, `core.trial_scores`); its cross-fitted vali is the choice among its trials
+cross-fitted over ``crossfit_folds`` folds of the vali QGs (`ensembles.crossfit.crossfit`, the
+folds drawn from the unit's seed): each QG scored by the trial chosen without it. A run of one
+trial (a fixed recipe, an ensemble, whose weights are already cross-fitted where it says so)
+keeps its plain per-QG vali. What stays in every score alike: each trial's epoch or number of
+rounds is chosen on all vali QGs (early stopping), which the trials file does not undo.
+
+`unit_study` chooses per unit (data set, setting, fold, seed) among all the unit's models by the
+three rules and pairs each pick's test NDCG@5 with the unit's vali-best tree (level 0);
 `setting_summary` averages over the units of each setting. `choose_robust` is ``select``'s
-``rule=robust``: the same rule over the QGs of every unit of a setting, pooled.
+``rule=robust``: the same rule over the QGs of every unit of a setting, pooled; `choose_crossfit`
+is ``rule=crossfit``: the highest cross-fitted vali mean over the units.
 """
 
 from __future__ import annotations
@@ -40,13 +53,21 @@ import numpy as np
 from scarce_ltr.core.metrics import PRIMARY, SELECTION_K, ndcg_per_group
 from scarce_ltr.core.robust_choice import ALPHA, N_RESAMPLES, keep_simpler
 from scarce_ltr.core.selection import select_best
+from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.ranking_split import rows_of_groups
+from scarce_ltr.ensembles.crossfit import crossfit
 from scarce_ltr.models.names import COMBINED, ModelName
 from scarce_ltr.sweeps import stats
 
 LEVELS = ("single tree", "deep ranker", "built on other models", "mix of models")
 TREE_LEVELS = (0,)
 SCORES = "scores.npz"
+CROSSFIT_FOLDS = 5  # as ensembles' crossfit_folds
+PICKS = ("argmax", "robust", "crossfit")  # the rules unit_study compares
+PAIRS = (
+    ("argmax", "tree"), ("robust", "tree"), ("crossfit", "tree"), ("robust", "argmax"),
+    ("crossfit", "argmax"),
+)  # fmt: skip
 
 
 def simplicity(model: str) -> int:
@@ -88,11 +109,28 @@ def vali_per_group(
     return np.asarray(arrays["vali_qids"])[labeled], values
 
 
+def crossfit_per_group(
+    row: dict, plain: tuple[np.ndarray, np.ndarray], *, n_folds: int = CROSSFIT_FOLDS
+) -> tuple[np.ndarray, bool]:
+    """``(values, searched)``: a done row's per-QG vali NDCG@5 with its search's choice among
+    trials cross-fitted (module docstring), or ``plain`` (its `vali_per_group`) for a run
+    without ``trials.npz``, or whose trials are on other QGs or too few to cross-fit."""
+    trials = read_trial_scores(row["run_dir"])
+    if trials is None or not np.array_equal(trials[0], plain[0]):
+        return plain[1], False
+    try:
+        fitted = crossfit(trials[1], n_folds=n_folds, seed=stats.unit_of(row)[1])
+    except ValueError:  # fewer than two QGs with a defined value
+        return plain[1], False
+    return fitted.held_out, True
+
+
 def unit_study(
     done: list[dict], *, alpha: float = ALPHA, n_resamples: int = N_RESAMPLES, seed: int = 0
 ) -> list[dict]:
-    """Per unit of the done rows: the argmax pick, the robust pick and the vali-best tree, with
-    their test NDCG@5. Units without a tree or without two candidates are left out."""
+    """Per unit of the done rows: the argmax pick, the robust pick, the cross-fitted pick and the
+    vali-best tree, with their test NDCG@5. Units without a tree or without two candidates are
+    left out."""
     test_key = f"test_{PRIMARY.key(SELECTION_K)}"
     units: dict[tuple, list[dict]] = defaultdict(list)
     for row in done:
@@ -100,7 +138,7 @@ def unit_study(
     out = []
     for (dataset, setting, fold, unit_seed), rows in sorted(units.items(), key=_unit_key):
         rows = sorted(rows, key=lambda r: r["model"])
-        loaded, left_out = _load(rows)
+        loaded, left_out, qids = _load(rows)
         if len(loaded) < 2 or not any(simplicity(r["model"]) in TREE_LEVELS for r, _ in loaded):
             continue
         means = [_mean(values) for _, values in loaded]
@@ -111,9 +149,10 @@ def unit_study(
         trees = [i for i, level in enumerate(levels) if level in TREE_LEVELS]
         tree = trees[select_best([means[i] for i in trees])]
         argmax = select_best(means)
-        pick = {
-            name: loaded[i][0] for name, i in (("argmax", argmax), ("robust", robust.chosen))
-        } | {"tree": loaded[tree][0]}
+        fitted = [crossfit_per_group(r, (qids, v)) for r, v in loaded]
+        crossfitted = select_best([_mean(values) for values, _ in fitted])
+        picks = (("argmax", argmax), ("robust", robust.chosen), ("crossfit", crossfitted))
+        pick = {name: loaded[i][0] for name, i in picks} | {"tree": loaded[tree][0]}
         entry = {"dataset": dataset, "setting": setting, "fold": fold, "seed": unit_seed}
         for name, row in pick.items():
             entry |= {f"{name}_model": row["model"], f"{name}_test": _number(row.get(test_key))}
@@ -121,6 +160,7 @@ def unit_study(
             "n_candidates": len(loaded),
             "n_groups": robust.n_groups,
             "left_out": left_out,
+            "searched": [r["model"] for (r, _), (_, s) in zip(loaded, fitted, strict=True) if s],
             "challenges": [_challenge(c, loaded) for c in robust.challenges],
         }
         out.append(entry)
@@ -130,7 +170,7 @@ def unit_study(
 def setting_summary(units: list[dict]) -> list[dict]:
     """Per (data set, setting): the mean test NDCG@5 of each rule's picks and of the tree, and
     the paired margin (mean, std, n, one-sided paired t p) of each rule against the tree and of
-    robust against argmax, over the units."""
+    robust and crossfit against argmax, over the units."""
     settings: dict[tuple, list[dict]] = defaultdict(list)
     for unit in units:
         settings[(unit["dataset"], unit["setting"])].append(unit)
@@ -138,16 +178,17 @@ def setting_summary(units: list[dict]) -> list[dict]:
     for (dataset, setting), members in settings.items():
         test = {
             name: {(u["fold"], u["seed"]): u[f"{name}_test"] for u in members}
-            for name in ("argmax", "robust", "tree")
+            for name in (*PICKS, "tree")
         }
         entry = {"dataset": dataset, "setting": setting, "n_units": len(members)}
         for name in test:
             entry[f"{name}_test_mean"] = _number(stats.mean_std(test[name].values())[0])
-        for a, b in (("argmax", "tree"), ("robust", "tree"), ("robust", "argmax")):
+        for a, b in PAIRS:
             mean, std, n, p = stats.paired_greater(test[a], test[b])
             entry |= {f"{a}_vs_{b}": _number(mean), f"{a}_vs_{b}_std": _number(std)}
             entry |= {f"{a}_vs_{b}_n": n, f"{a}_vs_{b}_p": _number(p)}
         entry["n_differ"] = sum(u["argmax_model"] != u["robust_model"] for u in members)
+        entry["n_crossfit_differ"] = sum(u["argmax_model"] != u["crossfit_model"] for u in members)
         out.append(entry)
     return sorted(out, key=lambda e: (e["dataset"], e["setting"]))
 
@@ -213,7 +254,41 @@ def choose_robust(
     return pooled[robust.chosen][0], details
 
 
-RULES = ("argmax", "robust")
+def choose_crossfit(
+    entries: list[dict], runs: dict[tuple, dict], *, n_folds: int = CROSSFIT_FOLDS
+) -> tuple[dict, dict]:
+    """``(chosen entry, details)``: the argmax (`stats.choose_best`, its tie rule) of the
+    entries' cross-fitted vali NDCG@5 means over their units (`crossfit_per_group`). A unit whose
+    per-QG vali does not read keeps the vali score its run reported."""
+    scored, searched, plain = [], set(), set()
+    for entry in entries:
+        values = []
+        for unit, reported in zip(entry["units"], entry["vali"], strict=True):
+            row = runs[(entry["dataset"], entry["setting"], entry["model"], tuple(unit))]
+            per_group = _read(row)
+            if per_group is None:
+                plain.add(entry["model"])
+                values.append(reported)
+                continue
+            fitted, was_searched = crossfit_per_group(row, per_group, n_folds=n_folds)
+            values.append(_mean(fitted))
+            if was_searched:
+                searched.add(entry["model"])
+        scored.append(entry | {"vali": values, "vali_mean": _mean(np.array(values, dtype=float))})
+    chosen = stats.choose_best(scored)
+    details = {
+        "rule": "crossfit",
+        "n_folds": n_folds,
+        "argmax": stats.choose_best(entries)["model"],
+        "vali_crossfit": {e["model"]: _number(e["vali_mean"]) for e in scored},
+        "searched": sorted(searched),
+        "plain_vali": sorted(plain),
+    }
+    original = next(e for e in entries if e["model"] == chosen["model"])
+    return original, details
+
+
+RULES = ("argmax", "robust", "crossfit")
 
 
 def select_entry(
@@ -225,12 +300,16 @@ def select_entry(
     k: int = SELECTION_K,
 ) -> tuple[dict, dict | None]:
     """``select``'s choice among one setting's `sweeps.stats.model_table` entries under
-    ``rule``: ``argmax`` (`stats.choose_best`, no details) or ``robust`` (`choose_robust` on
-    vali NDCG@``k``)."""
+    ``rule``: ``argmax`` (`stats.choose_best`, no details), ``robust`` (`choose_robust` on
+    vali NDCG@``k``) or ``crossfit`` (`choose_crossfit`, vali NDCG@5: what trials keep)."""
     if rule == "argmax":
         return stats.choose_best(entries), None
     if rule == "robust":
         return choose_robust(entries, runs, alpha=alpha, k=k)
+    if rule == "crossfit":
+        if k != SELECTION_K:
+            raise ValueError(f"rule=crossfit chooses on vali NDCG@{SELECTION_K} (select_k={k})")
+        return choose_crossfit(entries, runs)
     raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
 
 
@@ -244,9 +323,9 @@ def _by_query(units: list[tuple], per_unit: list[tuple[np.ndarray, np.ndarray]])
     return np.array([_mean(np.array(values[key])) for key in sorted(values)])
 
 
-def _load(rows: list[dict]) -> tuple[list[tuple[dict, np.ndarray]], list[str]]:
+def _load(rows: list[dict]) -> tuple[list[tuple[dict, np.ndarray]], list[str], np.ndarray]:
     """The rows of one unit whose per-QG vali reads (on the first one's QGs), with it; the
-    models of the others."""
+    models of the others; the QGs' qids."""
     loaded, left_out, qids = [], [], None
     for row in rows:
         found = _read(row)
@@ -255,7 +334,7 @@ def _load(rows: list[dict]) -> tuple[list[tuple[dict, np.ndarray]], list[str]]:
             left_out.append(row["model"])
             continue
         loaded.append((row, found[1]))
-    return loaded, left_out
+    return loaded, left_out, qids
 
 
 def _read(row: dict | None, k: int = SELECTION_K) -> tuple[np.ndarray, np.ndarray] | None:
@@ -301,11 +380,9 @@ def _number(value) -> float | None:
 
 
 SUMMARY_FIELDS = (
-    "dataset", "setting", "n_units", "n_differ", "argmax_test_mean", "robust_test_mean",
-    "tree_test_mean", "argmax_vs_tree", "argmax_vs_tree_std", "argmax_vs_tree_n",
-    "argmax_vs_tree_p", "robust_vs_tree", "robust_vs_tree_std", "robust_vs_tree_n",
-    "robust_vs_tree_p", "robust_vs_argmax", "robust_vs_argmax_std", "robust_vs_argmax_n",
-    "robust_vs_argmax_p",
+    "dataset", "setting", "n_units", "n_differ", "n_crossfit_differ",
+    *(f"{name}_test_mean" for name in (*PICKS, "tree")),
+    *(f"{a}_vs_{b}{end}" for a, b in PAIRS for end in ("", "_std", "_n", "_p")),
 )  # fmt: skip
 
 
@@ -316,19 +393,19 @@ def text_lines(summary: list[dict]) -> list[str]:
         return []
     lines = [
         "\nchoice on small validation sets (per (fold, seed) unit, among all its models: the "
-        "vali argmax and the robust rule, sweeps/choice.py; test NDCG@5 of each pick, mean over "
-        "units; Δ: paired margin, one-sided paired p)"
+        "vali argmax, the robust rule and the cross-fitted rule, sweeps/choice.py; test NDCG@5 "
+        "of each pick, mean over units; Δ: paired margin, one-sided paired p; differ: units "
+        "where robust / crossfit pick another model than argmax)"
     ]
-    header = ["dataset", "setting", "units", "argmax", "robust", "tree", "argmax Δ tree",
-              "robust Δ tree", "robust Δ argmax", "picks differ"]  # fmt: skip
+    header = ["dataset", "setting", "units", *PICKS, "tree",
+              *(f"{a} Δ {b}" for a, b in PAIRS), "differ"]  # fmt: skip
     table = [header]
     for entry in summary:
         table.append(
             [entry["dataset"], entry["setting"], str(entry["n_units"]),
-             *(_cell(entry[f"{name}_test_mean"]) for name in ("argmax", "robust", "tree")),
-             *(_margin(entry, pair) for pair in ("argmax_vs_tree", "robust_vs_tree",
-                                                 "robust_vs_argmax")),
-             str(entry["n_differ"])]
+             *(_cell(entry[f"{name}_test_mean"]) for name in (*PICKS, "tree")),
+             *(_margin(entry, f"{a}_vs_{b}") for a, b in PAIRS),
+             f"{entry['n_differ']} / {entry['n_crossfit_differ']}"]
         )  # fmt: skip
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in table]
@@ -351,30 +428,29 @@ def html(summary: list[dict]) -> str:
     if not summary:
         return ""
     names = ("data set", "setting", "units")
-    numbers = ("argmax pick", "robust pick", "vali-best tree")
-    pairs = ("argmax Δ tree", "robust Δ tree", "robust Δ argmax")
+    numbers = (*(f"{name} pick" for name in PICKS), "vali-best tree")
+    pairs = tuple(f"{a} Δ {b}" for a, b in PAIRS)
     header = "".join(f"<th class='name'>{n}</th>" for n in names)
     header += "".join(f"<th>test NDCG@5, {n}</th>" for n in numbers)
-    header += "".join(f"<th>{escape(n)}</th>" for n in pairs) + "<th>picks differ</th>"
+    header += "".join(f"<th>{escape(n)}</th>" for n in pairs)
+    header += "<th>picks differ from argmax (robust / crossfit)</th>"
     rows = []
     for entry in summary:
         tds = "".join(
             f"<td class='name'>{escape(str(entry[key]))}</td>"
             for key in ("dataset", "setting", "n_units")
         )
-        tds += "".join(
-            f"<td>{_cell(entry[f'{n}_test_mean'])}</td>" for n in ("argmax", "robust", "tree")
-        )
-        tds += "".join(
-            f"<td>{escape(_margin(entry, pair))}</td>"
-            for pair in ("argmax_vs_tree", "robust_vs_tree", "robust_vs_argmax")
-        )
-        rows.append(f"<tr>{tds}<td>{entry['n_differ']}</td></tr>")
+        tds += "".join(f"<td>{_cell(entry[f'{n}_test_mean'])}</td>" for n in (*PICKS, "tree"))
+        tds += "".join(f"<td>{escape(_margin(entry, f'{a}_vs_{b}'))}</td>" for a, b in PAIRS)
+        differ = f"{entry['n_differ']} / {entry['n_crossfit_differ']}"
+        rows.append(f"<tr>{tds}<td>{differ}</td></tr>")
     return (
         "<h2 id='choice'>Choice on small validation sets</h2><p class='note'>Per (fold, seed) "
-        "unit, among all its models: the vali argmax, and the robust rule (the simpler model "
+        "unit, among all its models: the vali argmax, the robust rule (the simpler model "
         "unless a more complex one wins clearly: paired bootstrap over the unit's vali QGs, "
-        "one-sided p &lt; 0.05; tree &lt; deep ranker &lt; built on other models &lt; mix). "
+        "one-sided p &lt; 0.05; tree &lt; deep ranker &lt; built on other models &lt; mix), and "
+        "the cross-fitted rule (the argmax of vali scores in which each searched run's choice "
+        "among its trials is cross-fitted over 5 folds of the vali QGs). "
         "Test NDCG@5 of each pick, mean over units; Δ: paired margin (one-sided paired t p) "
         "against the unit's vali-best tree.</p>"
         f"<table id='choice-table'><tr>{header}</tr>{''.join(rows)}</table>"

@@ -23,6 +23,12 @@ bootstrap; simplicity levels from model names), for small validation sets where 
 favours the model whose vali score was maximised most; ``robust`` in each choice gives the
 challenges, their mean vali differences and p-values.
 
+``rule=crossfit`` chooses by `sweeps.choice.choose_crossfit`: the highest vali mean as above, but
+each searched run (Optuna trials, a grid) scored with its choice among trials cross-fitted over 5
+folds of the vali QGs (``trials.npz``), so a 30-trial search's vali maximum no longer outbids a
+one-recipe model's plain vali score; ``crossfit`` in each choice gives every candidate's
+cross-fitted vali mean and which were searched.
+
 Writes ``best.json`` (``<sweep folder>/report/best.json``, or ``out=<file>``): per setting the
 chosen model, its group, its validation mean and unit count, its test mean and std, the paired
 margin against the tree, and per unit (fold, seed) the run folder and its model bundle
@@ -58,6 +64,12 @@ ROBUST_RULE = (
     "units (per-QG vali NDCG@{select_k}) gives one-sided p < {alpha}; test metrics never enter"
 )
 
+CROSSFIT_RULE = (
+    "highest mean validation NDCG@5 over units, each searched run's choice among its trials "
+    "cross-fitted over {folds} folds of the vali QGs (trials.npz; a run of one trial: its vali "
+    "score); ties: more units, then alphabetical; test metrics never enter"
+)
+
 
 @dataclass(frozen=True)
 class SelectConfig:
@@ -67,7 +79,8 @@ class SelectConfig:
     k: int = 5  # test NDCG cutoff reported (for information only)
     select_k: int = 5  # validation NDCG cutoff that chooses
     # argmax: the highest vali mean | robust: the simpler model unless a more complex one wins
-    # clearly on the vali QGs of every unit pooled (paired bootstrap; sweeps/choice.py)
+    # clearly on the vali QGs of every unit pooled (paired bootstrap; sweeps/choice.py) |
+    # crossfit: the highest vali mean with each search's choice among trials cross-fitted
     rule: str = "argmax"
     alpha: float = 0.05  # rule=robust: the one-sided bootstrap p below which complexity wins
 
@@ -80,6 +93,8 @@ class SelectConfig:
             raise ValueError(f"rule must be one of {', '.join(choice.RULES)}, got {self.rule}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.rule == "crossfit" and self.select_k != 5:
+            raise ValueError("rule=crossfit chooses on vali NDCG@5: leave select_k at 5")
 
 
 def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
@@ -96,9 +111,9 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         "k": cfg.k,
         "select_k": cfg.select_k,
-        "rule": (RULE if cfg.rule == "argmax" else ROBUST_RULE).format(
-            select_k=cfg.select_k, alpha=cfg.alpha
-        ),
+        "rule": {"argmax": RULE, "robust": ROBUST_RULE, "crossfit": CROSSFIT_RULE}[
+            cfg.rule
+        ].format(select_k=cfg.select_k, alpha=cfg.alpha, folds=choice.CROSSFIT_FOLDS),
         "choices": choose(done, k=cfg.k, select_k=cfg.select_k, rule=cfg.rule, alpha=cfg.alpha),
     }
     path = Path(cfg.out) if cfg.out else manifest.parent / "report" / BEST
@@ -118,7 +133,7 @@ def choose(
     runs = {(r["dataset"], r["setting"], r["model"], stats.unit_of(r)): r for r in done}
     choices = []
     for (dataset, setting), entries in settings.items():
-        entry, robust = choice.select_entry(entries, runs, rule=rule, alpha=alpha, k=select_k)
+        entry, details = choice.select_entry(entries, runs, rule=rule, alpha=alpha, k=select_k)
         seeds = []
         units = zip(entry["units"], entry["vali"], entry["test"], strict=True)
         for (fold, seed), vali, test in units:
@@ -149,7 +164,7 @@ def choose(
                 "test_std": _number(entry["test_std"]),
                 "n_candidates": len(entries),
                 **_against_tree(entry, entries),
-                **({} if robust is None else {"robust": robust}),
+                **({} if details is None else {rule: details}),
                 "seeds": seeds,
             }
         )

@@ -18,6 +18,7 @@ from tiny import tiny_data
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.core.robust_choice import keep_simpler
+from scarce_ltr.core.trial_scores import read_trial_scores, write_trial_scores
 from scarce_ltr.data.evaluation import save_scores, vali_metrics
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
@@ -25,6 +26,7 @@ from scarce_ltr.models.names import model_group
 from scarce_ltr.sweeps import select, stats
 from scarce_ltr.sweeps.choice import (
     choose_robust,
+    crossfit_per_group,
     html,
     setting_summary,
     simplicity,
@@ -179,3 +181,72 @@ def test_unit_study_switches_when_the_complex_model_wins_clearly(tmp_path) -> No
     units = unit_study([*rows[:2], old])
     assert units[0]["left_out"] == ["xgboost"] and units[0]["n_candidates"] == 2
     json.dumps(units)  # plain data, for the report's JSON
+
+
+def test_a_trials_file_keeps_every_trial_of_two_or_more(tmp_path) -> None:
+    write_trial_scores(tmp_path, np.arange(3), [np.ones(3)])
+    assert read_trial_scores(tmp_path) is None  # one trial: its vali score is not a maximum
+    write_trial_scores(tmp_path, np.arange(3), [np.ones(3), None])  # None: a pruned trial
+    qids, per_trial = read_trial_scores(tmp_path)
+    assert qids.tolist() == [0, 1, 2] and per_trial.shape == (2, 3)
+    assert np.isnan(per_trial[1]).all()
+    with pytest.raises(ValueError, match=r"trial 1 has \(2,\) per-QG values, expected \(3,\)"):
+        write_trial_scores(tmp_path, np.arange(3), [np.ones(3), np.ones(2)])
+
+
+def _searched_rows(tmp_path: Path) -> tuple[list[dict], list[float]]:
+    """Two units of a 20-trial tree search whose trials are right on random halves of the QGs
+    (its vali-best trial wins by luck), beside a one-recipe ResNet right on 16 QGs of 30."""
+    rng = np.random.default_rng(0)
+    rows, searched_vali = [], []
+    for fold in (1, 2):
+        trials = [set(np.flatnonzero(rng.random(N_GROUPS) < 0.5).tolist()) for _ in range(20)]
+        per_trial = [_ndcgs(right) for right in trials]
+        best = int(np.argmax([p.mean() for p in per_trial]))
+        for model, right in (("gbdt-optuna", trials[best]), ("resnet", set(range(16)))):
+            folder = _run(tmp_path / f"{model}-{fold}", right)
+            if model == "gbdt-optuna":
+                write_trial_scores(folder, np.arange(N_GROUPS), per_trial)
+                searched_vali.append(per_trial[best].mean())
+            rows.append(
+                {"dataset": "ohsumed", "setting": "frac=1", "fraction": 1.0, "fold": fold,
+                 "seed": 0, "model": model, "group": model_group(model), "run_dir": str(folder),
+                 "policy": "skip", "vali_ndcg@5": _ndcgs(right).mean(),
+                 "test_ndcg@5": {"gbdt-optuna": 0.40, "resnet": 0.45}[model], "status": "done"}
+            )  # fmt: skip
+    return rows, searched_vali
+
+
+def test_crossfit_discounts_the_vali_maximum_of_a_search(tmp_path) -> None:
+    rows, searched_vali = _searched_rows(tmp_path)
+    plain = _ndcgs(set(range(16))).mean()
+    assert min(searched_vali) > plain  # the argmax follows the search's luckiest trial
+    units = unit_study(rows)
+    assert [u["argmax_model"] for u in units] == ["gbdt-optuna"] * 2
+    assert [u["crossfit_model"] for u in units] == ["resnet"] * 2
+    assert all(u["searched"] == ["gbdt-optuna"] for u in units)
+    (summary,) = setting_summary(units)
+    assert summary["crossfit_vs_argmax"] == pytest.approx(0.05)
+    assert summary["n_crossfit_differ"] == 2 and summary["n_differ"] == 0
+    assert "crossfit Δ argmax" in "\n".join(text_lines([summary]))
+    # select rule=crossfit: the cross-fitted vali of the search is about its trials' mean, below
+    # both its reported vali and the ResNet's plain one.
+    (chosen,) = select.choose(rows, k=5, select_k=5, rule="crossfit")
+    details = chosen["crossfit"]
+    assert chosen["model"] == "resnet" and details["argmax"] == "gbdt-optuna"
+    assert details["searched"] == ["gbdt-optuna"] and details["plain_vali"] == []
+    assert details["vali_crossfit"]["resnet"] == pytest.approx(plain)
+    assert details["vali_crossfit"]["gbdt-optuna"] < plain < np.mean(searched_vali)
+    (argmax,) = select.choose(rows, k=5, select_k=5)
+    assert argmax["model"] == "gbdt-optuna"
+    with pytest.raises(ValueError, match="rule=crossfit chooses on vali NDCG@5"):
+        select.SelectConfig(sweep="s", rule="crossfit", select_k=10)
+
+
+def test_crossfit_keeps_the_plain_vali_of_trials_on_other_qgs(tmp_path) -> None:
+    rows, _ = _searched_rows(tmp_path)
+    row = next(r for r in rows if r["model"] == "gbdt-optuna")
+    qids, values = vali_per_group(row["run_dir"])
+    _, per_trial = read_trial_scores(row["run_dir"])
+    write_trial_scores(Path(row["run_dir"]), qids + 100, list(per_trial))
+    assert crossfit_per_group(row, (qids, values)) == (values, False)

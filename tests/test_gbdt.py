@@ -169,7 +169,7 @@ def test_run_grid_keeps_the_vali_best_booster_when_test_prefers_another(monkeypa
         training=TRAINING,
         phase="labeled",
         pca_components=0,
-        score_vali=lambda m: ndcg(m, vali),
+        score_vali=lambda m: (ndcg(m, vali), None),
     )
     vali_scores = [ndcg(f, vali) for f in fits]
     test_scores = [ndcg(f, test) for f in fits]

@@ -9,6 +9,7 @@ import os
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from tiny import fork_or_skip, small_encoder, tiny_data
@@ -18,6 +19,7 @@ from scarce_ltr.cli import STAGES, _load, run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import FAULT_AT_ENV, FAULT_COUNTER_ENV
+from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.sweeps.cells import plan_cells
 from scarce_ltr.sweeps.sweep import SweepConfig
 
@@ -60,11 +62,16 @@ def test_search_off_is_the_fixed_recipe(pretrained: Path, tmp_path: Path) -> Non
     """Numbers of the code before the search existed: off (the default) changes nothing."""
     got = finetune(tmp_path / "full", pretrained, "epochs=4")
     assert "search" not in got and not (tmp_path / "full" / "grid").exists()
+    assert read_trial_scores(tmp_path / "full") is None  # one trial: nothing to cross-fit
     assert got["metrics"]["vali"]["ndcg@5"] == pytest.approx(0.23143515758643185, abs=1e-9)
     assert got["metrics"]["test"]["ndcg@5"] == pytest.approx(0.24737765238107673, abs=1e-9)
     assert '"search"' not in got["identity"]  # resumes and skips the runs made before it
     got = run([*RESNET, "epochs=3", f"run_dir={tmp_path / 'resnet'}"])
     assert "search" not in got and [p["lr"] for p in got["grid"]] == [1e-2, 1e-3, 1e-4]
+    _, per_point = read_trial_scores(tmp_path / "resnet")  # a grid's points are its trials
+    assert np.nanmean(per_point, axis=1) == pytest.approx(
+        [p["best_vali_ndcg@5"] for p in got["grid"]], abs=1e-9
+    )
     assert got["metrics"]["vali"]["ndcg@5"] == pytest.approx(0.45331623483043537, abs=1e-9)
     assert got["metrics"]["test"]["ndcg@5"] == pytest.approx(0.5368153420427116, abs=1e-9)
 
@@ -91,6 +98,10 @@ def test_search_is_seeded_and_keeps_the_vali_best_trial(
     chosen = first["search"]["chosen_trial"]
     assert chosen == vali.index(max(vali))
     assert first["metrics"]["vali"]["ndcg@5"] == pytest.approx(vali[chosen], abs=1e-9)
+    # Each trial's per-QG vali (trials.npz, for select rule=crossfit), scored from its model.
+    qids, per_trial = read_trial_scores(tmp_path / "a")
+    assert per_trial.shape == (3, len(qids))
+    assert np.nanmean(per_trial, axis=1) == pytest.approx(vali, abs=1e-9)
     params = first["search"]["chosen_params"]
     assert first["learning_rate"] == params["lr"] and first["loss"]["name"] == params["loss"]
     assert first["phases"][0]["epochs"] == params["head_epochs"]

@@ -29,6 +29,7 @@ from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import mean_ndcg
+from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.stage_config import CommonConfig
@@ -92,13 +93,16 @@ def test_the_search_keeps_the_vali_best_trial_even_when_test_prefers_another() -
         arm = choices["arm"]
         if arm == 1:
             raise Pruned(3)
-        return {"arm": arm, "test": test[arm]}, 10, vali[arm], 0.0
+        return {"arm": arm, "test": test[arm]}, 10, vali[arm], 0.0, np.array([vali[arm]])
 
     outcome = optuna_search(n_trials=4, sampler=tpe(0), suggest=suggest, train=train)
     assert outcome.best_model == {"arm": 2, "test": 0.45}
     assert outcome.best_result.choices == {"arm": 2}
     assert [r.pruned for r in outcome.results] == [False, True, False, False]
     assert outcome.results[1].as_dict()["vali_ndcg@5"] is None
+    # each trial keeps its per-QG vali values for trials.npz; the pruned one has none
+    per_group = [r.vali_per_group for r in outcome.results]
+    assert per_group[1] is None and [p.tolist() for p in per_group[::2]] == [[0.5], [0.7]]
 
 
 def test_the_search_is_seeded_and_starts_from_the_defaults() -> None:
@@ -106,7 +110,7 @@ def test_the_search_is_seeded_and_starts_from_the_defaults() -> None:
         return {"x": trial.suggest_float("x", 0.0, 1.0)}
 
     def train(choices: dict, report) -> tuple:
-        return None, 1, -((choices["x"] - 0.3) ** 2), 0.0
+        return None, 1, -((choices["x"] - 0.3) ** 2), 0.0, None
 
     draws = [
         [r.choices["x"] for r in optuna_search(n_trials=6, sampler=tpe(s), suggest=suggest,
@@ -125,7 +129,7 @@ def test_a_median_rule_prunes_a_trial_that_lags_behind() -> None:
         curve = next(curves)
         for step, value in enumerate(curve):
             report(step, float(value))
-        return None, len(curve), float(curve[-1]), 0.0
+        return None, len(curve), float(curve[-1]), 0.0, None
 
     outcome = optuna_search(n_trials=4, sampler=tpe(0), suggest=lambda t: {}, train=train,
                             warmup_steps=5)  # fmt: skip
@@ -152,7 +156,7 @@ def draws(strategy: str, seed: int) -> tuple[list[dict], object]:
     """Every trial's choices, and the kept model, of ``strategy`` on `Parabola`."""
 
     def train(choices: dict, report) -> tuple:
-        return dict(choices), 1, -((choices["x"] - 0.3) ** 2), 0.0
+        return dict(choices), 1, -((choices["x"] - 0.3) ** 2), 0.0, None
 
     seen: list = []
     outcome = SEARCHES[strategy].search(Parabola(), seed=seed, train=train, on_trial=seen.append)
@@ -242,6 +246,14 @@ def test_same_seed_same_scores_and_the_bundle_scores_as_the_run_did(runs, name) 
     chosen = report["selected"]["vali_ndcg@5"]
     assert chosen == max(t["vali_ndcg@5"] for t in trials if t["vali_ndcg@5"] is not None)
     assert report["metrics"]["vali"]["ndcg@5"] == pytest.approx(chosen)
+    # Every trial's per-QG vali (trials.npz): its mean is the trial's vali score, its argmax
+    # the chosen trial, and the same seed writes the same values.
+    qids, per_trial = read_trial_scores(first)
+    assert per_trial.shape == (len(trials), report["n_vali_labeled_groups"])
+    assert len(qids) == per_trial.shape[1]
+    means = [np.nanmean(row) if not np.isnan(row).all() else None for row in per_trial]
+    assert means == pytest.approx([t["vali_ndcg@5"] for t in trials], abs=1e-12)
+    np.testing.assert_array_equal(per_trial, read_trial_scores(second)[1])
 
 
 def test_the_tree_rankers_fall_into_the_gbdt_group() -> None:

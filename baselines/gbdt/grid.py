@@ -157,6 +157,7 @@ class LightGBMBackend:
             seconds=result.seconds,
             choices=choices,
             pruned=result.pruned,
+            vali_per_group=result.vali_per_group,
         )
 
 
@@ -173,6 +174,8 @@ class PointResult:
     seconds: float
     choices: dict = field(default_factory=dict)  # a search trial's other choices
     pruned: bool = False  # a search trial its pruner stopped: never chosen
+    # vali_ndcg per labeled vali QG (None: pruned), for trials.npz (`core.trial_scores`)
+    vali_per_group: np.ndarray | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         return {
@@ -206,7 +209,7 @@ def run_search(
     *,
     data: RankingData,
     training: BoosterOptions,
-    score_vali: Callable[[Fit], float],
+    score_vali: Callable[[Fit], tuple[float, np.ndarray]],
     phase: str,
     pca_components: int,
     on_point: Callable[[PointResult], None] = lambda result: None,
@@ -215,7 +218,8 @@ def run_search(
     """The vali-best LightGBM fit of ``options.search`` on ``data``, as grid rows.
 
     Args:
-        score_vali: a fit's NDCG@5 on the labeled vali QGs (the project's metric and policy).
+        score_vali: a fit's NDCG@5 on the labeled vali QGs (the project's metric and policy),
+            and per QG (`data.evaluation.vali_selection_scores`).
         on_point: called with each fit's row (progress bar, tracker).
     """
     backend = LightGBMBackend(options, training, data, points=points)

@@ -49,6 +49,7 @@ from scarce_ltr.baselines.tree_run import (
     score_and_save,
     tree_report,
     write_tree_run,
+    write_trials,
 )
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
@@ -56,7 +57,7 @@ from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Outcome, Run, run_model
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
-from scarce_ltr.data.evaluation import vali_selection
+from scarce_ltr.data.evaluation import vali_selection_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
 from scarce_ltr.data.teachers import (
@@ -199,10 +200,13 @@ def save_chosen(
     chosen PCA beside them (``pca.npz``).
 
     `features` is any feature set with ``split(name, k)`` and ``pca`` (raw + PCA columns, or
-    raw + embedding columns), `candidates` any with ``k`` and a grid ``outcome``.
+    raw + embedding columns), `candidates` any with ``k`` and a grid ``outcome``. The
+    choice is the vali-best of every candidate's final grid together, whose per-QG vali scores
+    are kept (``trials.npz``).
     """
     chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
     model = chosen.outcome.best_fit
+    write_trials(run, prepared, [r.vali_per_group for c in candidates for r in c.outcome.results])
     scores = score_and_save(
         run,
         prepared,
@@ -242,9 +246,9 @@ def _fit_features(
     labels = prepared.labels
     labeled_vali = vali.subset(np.flatnonzero(labels.vali_labeled))
 
-    def score_vali(model: Fit) -> float:
+    def score_vali(model: Fit) -> tuple[float, np.ndarray]:
         scores = model.predict(vali.features, num_threads=training.num_threads)
-        return vali_selection(prepared, scores, cfg.metrics)
+        return vali_selection_scores(prepared, scores, cfg.metrics)
 
     grid = dict(training=training, score_vali=score_vali, pca_components=k, on_point=on_point)
     unlabeled = rows_of_groups(train.offsets, np.flatnonzero(~labels.train_labeled))

@@ -37,7 +37,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import npz_bytes
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.tracking import Tracker
-from scarce_ltr.data.evaluation import vali_selection
+from scarce_ltr.data.evaluation import vali_selection_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit
 
@@ -135,9 +135,9 @@ def _fit(
     train, vali = features.split("train", k), features.split("vali", k)
     labels = prepared.labels
 
-    def score_vali(model: Fit) -> float:
+    def score_vali(model: Fit) -> tuple[float, np.ndarray]:
         scores = model.predict(vali.features, num_threads=training.num_threads)
-        return vali_selection(prepared, scores, cfg.metrics)
+        return vali_selection_scores(prepared, scores, cfg.metrics)
 
     def on_point(result: PointResult) -> None:
         tracker.log({"grid": {"embedding": name, **result.as_dict()}})

@@ -31,8 +31,8 @@ def grid_search(
     vali-best wins, the first of ties (the paper's LightGBM grid)."""
     outcome = SearchOutcome()
     for number, choices in enumerate(points):
-        model, rounds, vali, seconds = train(choices, None)
-        result = TrialResult(number, choices, rounds, vali, seconds)
+        model, rounds, vali, seconds, per_group = train(choices, None)
+        result = TrialResult(number, choices, rounds, vali, seconds, vali_per_group=per_group)
         keep_if_best(outcome, result, model)
         on_trial(result)
     return outcome

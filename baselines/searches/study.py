@@ -91,7 +91,7 @@ def optuna_search(
 
         start = time.perf_counter()
         try:
-            model, rounds, vali, seconds = train(choices, report)
+            model, rounds, vali, seconds, per_group = train(choices, report)
         except Pruned as stop:
             seconds = time.perf_counter() - start
             result = TrialResult(trial.number, choices, stop.rounds, math.nan, seconds, pruned=True)
@@ -99,7 +99,7 @@ def optuna_search(
             keep_if_best(outcome, result, None)
             on_trial(result)
             continue
-        result = TrialResult(trial.number, choices, rounds, vali, seconds)
+        result = TrialResult(trial.number, choices, rounds, vali, seconds, vali_per_group=per_group)
         if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing from it
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
