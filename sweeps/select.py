@@ -111,9 +111,9 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         "k": cfg.k,
         "select_k": cfg.select_k,
-        "rule": {"argmax": RULE, "robust": ROBUST_RULE, "crossfit": CROSSFIT_RULE}[
-            cfg.rule
-        ].format(select_k=cfg.select_k, alpha=cfg.alpha, folds=choice.CROSSFIT_FOLDS),
+        "rule": {"argmax": RULE, "robust": ROBUST_RULE, "crossfit": CROSSFIT_RULE}[cfg.rule].format(
+            select_k=cfg.select_k, alpha=cfg.alpha, folds=choice.CROSSFIT_FOLDS
+        ),
         "choices": choose(done, k=cfg.k, select_k=cfg.select_k, rule=cfg.rule, alpha=cfg.alpha),
     }
     path = Path(cfg.out) if cfg.out else manifest.parent / "report" / BEST
@@ -159,6 +159,11 @@ def choose(
                 "model": entry["model"],
                 "group": entry["group"],
                 "vali_mean": _number(entry["vali_mean"]),
+                **(
+                    {"vali_crossfit_mean": details["vali_crossfit"][entry["model"]]}
+                    if rule == "crossfit"
+                    else {}
+                ),
                 "n_seeds": len(stats.finite(entry["vali"])),  # the count that breaks ties
                 "test_mean": _number(entry["test_mean"]),
                 "test_std": _number(entry["test_std"]),
@@ -197,13 +202,16 @@ def _against_tree(entry: dict, entries: list[dict]) -> dict:
 def text_table(best: dict) -> str:
     """The choices as plain text, one line per (data set, setting)."""
     k, select_k = best["k"], best["select_k"]
-    header = ["dataset", "setting", "model", "group", f"vali NDCG@{select_k}", "units"]
+    crossfit = any("vali_crossfit_mean" in c for c in best["choices"])
+    vali_name = f"vali NDCG@{select_k}" + (" (cross-fitted)" if crossfit else "")
+    header = ["dataset", "setting", "model", "group", vali_name, "units"]
     extra = [f"test NDCG@{k}", "paired vs vali-best tree", "bundles"]
     table = [header + extra]
     for c in best["choices"]:
         std = "" if c["test_std"] is None else f" ± {c['test_std']:.4f}"
         test = "-" if c["test_mean"] is None else f"{c['test_mean']:.4f}{std}"
-        vali = "-" if c["vali_mean"] is None else f"{c['vali_mean']:.4f}"
+        shown = c.get("vali_crossfit_mean", c["vali_mean"])
+        vali = "-" if shown is None else f"{shown:.4f}"
         bundles = f"{sum(s['bundle_exists'] for s in c['seeds'])}/{len(c['seeds'])}"
         table.append(
             [c["dataset"], c["setting"], c["model"], c["group"], vali, str(c["n_seeds"])]

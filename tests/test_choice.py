@@ -237,6 +237,9 @@ def test_crossfit_discounts_the_vali_maximum_of_a_search(tmp_path) -> None:
     assert details["searched"] == ["gbdt-optuna"] and details["plain_vali"] == []
     assert details["vali_crossfit"]["resnet"] == pytest.approx(plain)
     assert details["vali_crossfit"]["gbdt-optuna"] < plain < np.mean(searched_vali)
+    assert chosen["vali_crossfit_mean"] == pytest.approx(plain)
+    table = select.text_table({"k": 5, "select_k": 5, "rule": "crossfit", "choices": [chosen]})
+    assert "vali NDCG@5 (cross-fitted)" in table and f"{plain:.4f}" in table
     (argmax,) = select.choose(rows, k=5, select_k=5)
     assert argmax["model"] == "gbdt-optuna"
     with pytest.raises(ValueError, match="rule=crossfit chooses on vali NDCG@5"):
