@@ -41,6 +41,9 @@ class WeightChoice:
     tried: list[dict]  # every vector with its (in-sample) vali NDCG@5
     report: dict = field(default_factory=dict)  # extra report keys (crossfit: its folds)
     vali_extra: dict = field(default_factory=dict)  # extra metrics.vali keys
+    # grid: every vector's per-QG vali NDCG@5, kept as the run's trials (`core.trial_scores`),
+    # since its vali score is the in-sample best of them; None where the score is honest already
+    per_trial: np.ndarray | None = None
 
 
 def choose_weights(cfg, prepared: PreparedData, vali: np.ndarray) -> WeightChoice:
@@ -56,7 +59,13 @@ def choose_weights(cfg, prepared: PreparedData, vali: np.ndarray) -> WeightChoic
     if cfg.weights != "crossfit":
         tried = [vali_selection(prepared, mix(vali, w), cfg.metrics) for w in grid]
         weights = grid[select_best(tried)]
-        return WeightChoice(weights, mix(vali, weights), _tried(grid, tried))
+        per_trial = None
+        if len(grid) > 1:
+            per_trial = np.stack(
+                [vali_selection_per_group(prepared, mix(vali, w), cfg.metrics) for w in grid]
+            )
+        chosen = mix(vali, weights)
+        return WeightChoice(weights, chosen, _tried(grid, tried), per_trial=per_trial)
     per_group = np.stack(
         [vali_selection_per_group(prepared, mix(vali, w), cfg.metrics) for w in grid]
     )

@@ -30,9 +30,10 @@ a model's search ran, the further its vali score lies above its test score, and 
 follows the most-searched model. Each searched run keeps every trial's per-QG vali NDCG@5
 (``trials.npz``, `core.trial_scores`); its cross-fitted vali is the choice among its trials
 cross-fitted over ``crossfit_folds`` folds of the vali QGs (`ensembles.crossfit.crossfit`, the
-folds drawn from the unit's seed): each QG scored by the trial chosen without it. A run of one
-trial (a fixed recipe, an ensemble, whose weights are already cross-fitted where it says so)
-keeps its plain per-QG vali. What stays in every score alike: each trial's epoch or number of
+folds drawn from the unit's seed): each QG scored by the trial chosen without it. An ensemble
+with ``weights=grid`` keeps each weight vector's per-QG vali the same way (its vali score is the
+in-sample best vector's). A run of one trial (a fixed recipe, uniform weights) or whose vali
+score is cross-fitted already (``weights=crossfit``, ``topk:``) keeps its plain per-QG vali. What stays in every score alike: each trial's epoch or number of
 rounds is chosen on all vali QGs (early stopping), which the trials file does not undo.
 
 `unit_study` chooses per unit (data set, setting, fold, seed) among all the unit's models by the

@@ -18,6 +18,7 @@ from tiny import tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.evaluation import save_scores
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.ensembles.config import EnsembleConfig
@@ -116,6 +117,13 @@ def test_crossfit_ensemble_reports_the_honest_score(tmp_path) -> None:
         assert saved["vali_labels"].tolist() == vali_y.tolist() and saved["vali_labeled"].all()
     with np.load(tmp_path / "grid" / "scores.npz") as saved:
         assert not np.allclose(mixed, saved["vali"])
+    # The grid's in-sample choice keeps every vector's per-QG vali (trials.npz): select
+    # rule=crossfit cross-fits it into the stack's honest score; the stack keeps none.
+    _, per_vector = read_trial_scores(tmp_path / "grid")
+    tried = [t["vali_ndcg@5"] for t in grid["tried"]]
+    assert np.nanmean(per_vector, axis=1) == pytest.approx(tried)
+    assert crossfit(per_vector, n_folds=5, seed=0).estimate == pytest.approx(fit["vali_ndcg@5"])
+    assert read_trial_scores(tmp_path / "stack") is None
 
 
 def test_crossfit_config_and_names(tmp_path) -> None:
