@@ -29,12 +29,14 @@ score of its vali-best trial, the maximum of many noisy means: with 21 vali QGs,
 a model's search ran, the further its vali score lies above its test score, and the argmax
 follows the most-searched model. Each searched run keeps every trial's per-QG vali NDCG@5
 (``trials.npz``, `core.trial_scores`); its cross-fitted vali is the choice among its trials
-cross-fitted over ``crossfit_folds`` folds of the vali QGs (`ensembles.crossfit.crossfit`, the
+cross-fitted over `CROSSFIT_FOLDS` folds of the vali QGs (`ensembles.crossfit.crossfit`, the
 folds drawn from the unit's seed): each QG scored by the trial chosen without it. An ensemble
 with ``weights=grid`` keeps each weight vector's per-QG vali the same way (its vali score is the
 in-sample best vector's). A run of one trial (a fixed recipe, uniform weights) or whose vali
-score is cross-fitted already (``weights=crossfit``, ``topk:``) keeps its plain per-QG vali. What stays in every score alike: each trial's epoch or number of
-rounds is chosen on all vali QGs (early stopping), which the trials file does not undo.
+score is cross-fitted already (``weights=crossfit``, ``topk:``) keeps its plain per-QG vali;
+so does a run searched before searches kept their trials, which the choice names
+(``uncorrected``). What stays in every score alike: each trial's epoch or number of rounds is
+chosen on all vali QGs (early stopping), which the trials file does not undo.
 
 `unit_study` chooses per unit (data set, setting, fold, seed) among all the unit's models by the
 three rules and pairs each pick's test NDCG@5 with the unit's vali-best tree (level 0);
@@ -53,6 +55,7 @@ import numpy as np
 
 from scarce_ltr.core.metrics import PRIMARY, SELECTION_K, ndcg_per_group
 from scarce_ltr.core.robust_choice import ALPHA, N_RESAMPLES, keep_simpler
+from scarce_ltr.core.runs import read_report
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.ranking_split import rows_of_groups
@@ -64,6 +67,8 @@ LEVELS = ("single tree", "deep ranker", "built on other models", "mix of models"
 TREE_LEVELS = (0,)
 SCORES = "scores.npz"
 CROSSFIT_FOLDS = 5  # as ensembles' crossfit_folds
+# how a run's vali enters rule=crossfit (`crossfit_per_group`)
+CROSS_FITTED, PLAIN, UNCORRECTED = "cross-fitted", "plain", "uncorrected"
 PICKS = ("argmax", "robust", "crossfit")  # the rules unit_study compares
 PAIRS = (
     ("argmax", "tree"), ("robust", "tree"), ("crossfit", "tree"), ("robust", "argmax"),
@@ -112,18 +117,35 @@ def vali_per_group(
 
 def crossfit_per_group(
     row: dict, plain: tuple[np.ndarray, np.ndarray], *, n_folds: int = CROSSFIT_FOLDS
-) -> tuple[np.ndarray, bool]:
-    """``(values, searched)``: a done row's per-QG vali NDCG@5 with its search's choice among
-    trials cross-fitted (module docstring), or ``plain`` (its `vali_per_group`) for a run
-    without ``trials.npz``, or whose trials are on other QGs or too few to cross-fit."""
+) -> tuple[np.ndarray, str]:
+    """``(values, how)``: a done row's per-QG vali NDCG@5 with its search's choice among trials
+    cross-fitted (module docstring; ``how`` is `CROSS_FITTED`), else ``plain`` (its
+    `vali_per_group`): `PLAIN` for a run of one trial or too few QGs to cross-fit,
+    `UNCORRECTED` for a run that chose among several trials but keeps no ``trials.npz`` on its
+    vali QGs (made before searches kept them: its vali is the in-sample best)."""
     trials = read_trial_scores(row["run_dir"])
-    if trials is None or not np.array_equal(trials[0], plain[0]):
-        return plain[1], False
+    if trials is None:
+        return plain[1], UNCORRECTED if searched_without_trials(row["run_dir"]) else PLAIN
+    if not np.array_equal(trials[0], plain[0]):
+        return plain[1], UNCORRECTED
     try:
         fitted = crossfit(trials[1], n_folds=n_folds, seed=stats.unit_of(row)[1])
     except ValueError:  # fewer than two QGs with a defined value
-        return plain[1], False
-    return fitted.held_out, True
+        return plain[1], PLAIN
+    return fitted.held_out, CROSS_FITTED
+
+
+def searched_without_trials(run_dir: str | Path) -> bool:
+    """Whether a run's report lists several trials, grid points or weight vectors chosen on
+    vali in sample (not ``weights=crossfit``/``topk``, which report an honest vali score)."""
+    report = read_report(run_dir) or {}
+    if report.get("weighting") in ("crossfit", "topk"):
+        return False
+    search = report.get("search")
+    listed = report.get("trials") or report.get("grid") or report.get("tried") or []
+    if isinstance(search, dict):
+        listed = search.get("trials") or listed
+    return isinstance(listed, list) and len(listed) > 1
 
 
 def unit_study(
@@ -161,7 +183,14 @@ def unit_study(
             "n_candidates": len(loaded),
             "n_groups": robust.n_groups,
             "left_out": left_out,
-            "searched": [r["model"] for (r, _), (_, s) in zip(loaded, fitted, strict=True) if s],
+            **{
+                key: [
+                    r["model"]
+                    for (r, _), (_, how) in zip(loaded, fitted, strict=True)
+                    if how == wanted
+                ]
+                for key, wanted in (("searched", CROSS_FITTED), ("uncorrected", UNCORRECTED))
+            },  # fmt: skip
             "challenges": [_challenge(c, loaded) for c in robust.challenges],
         }
         out.append(entry)
@@ -260,8 +289,9 @@ def choose_crossfit(
 ) -> tuple[dict, dict]:
     """``(chosen entry, details)``: the argmax (`stats.choose_best`, its tie rule) of the
     entries' cross-fitted vali NDCG@5 means over their units (`crossfit_per_group`). A unit whose
-    per-QG vali does not read keeps the vali score its run reported."""
-    scored, searched, plain = [], set(), set()
+    per-QG vali does not read keeps the vali score its run reported; ``uncorrected`` names the
+    models with a run searched before trials were kept (their vali stays the in-sample best)."""
+    scored, searched, plain, uncorrected = [], set(), set(), set()
     for entry in entries:
         values = []
         for unit, reported in zip(entry["units"], entry["vali"], strict=True):
@@ -271,10 +301,12 @@ def choose_crossfit(
                 plain.add(entry["model"])
                 values.append(reported)
                 continue
-            fitted, was_searched = crossfit_per_group(row, per_group, n_folds=n_folds)
+            fitted, how = crossfit_per_group(row, per_group, n_folds=n_folds)
             values.append(_mean(fitted))
-            if was_searched:
+            if how == CROSS_FITTED:
                 searched.add(entry["model"])
+            elif how == UNCORRECTED:
+                uncorrected.add(entry["model"])
         scored.append(entry | {"vali": values, "vali_mean": _mean(np.array(values, dtype=float))})
     chosen = stats.choose_best(scored)
     details = {
@@ -283,6 +315,7 @@ def choose_crossfit(
         "argmax": stats.choose_best(entries)["model"],
         "vali_crossfit": {e["model"]: _number(e["vali_mean"]) for e in scored},
         "searched": sorted(searched),
+        "uncorrected": sorted(uncorrected),
         "plain_vali": sorted(plain),
     }
     original = next(e for e in entries if e["model"] == chosen["model"])

@@ -39,6 +39,7 @@ path.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -116,11 +117,23 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
         ),
         "choices": choose(done, k=cfg.k, select_k=cfg.select_k, rule=cfg.rule, alpha=cfg.alpha),
     }
+    _warn_uncorrected(best["choices"])
     path = Path(cfg.out) if cfg.out else manifest.parent / "report" / BEST
     write_json(path, best)
     print(text_table(best))
     print(f"best models: {path}")
     return best
+
+
+def _warn_uncorrected(choices: list[dict]) -> None:
+    """rule=crossfit: name the models whose runs were searched before trials were kept."""
+    models = sorted({m for c in choices for m in c.get("crossfit", {}).get("uncorrected", [])})
+    if models:
+        print(
+            f"warning: rule=crossfit: runs of {', '.join(models)} chose among trials before "
+            "searches kept trials.npz; their vali is not cross-fitted (rerun those cells)",
+            file=sys.stderr,
+        )
 
 
 def choose(

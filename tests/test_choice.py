@@ -246,10 +246,22 @@ def test_crossfit_discounts_the_vali_maximum_of_a_search(tmp_path) -> None:
         select.SelectConfig(sweep="s", rule="crossfit", select_k=10)
 
 
-def test_crossfit_keeps_the_plain_vali_of_trials_on_other_qgs(tmp_path) -> None:
+def test_crossfit_keeps_the_plain_vali_of_trials_on_other_qgs(tmp_path, capsys) -> None:
     rows, _ = _searched_rows(tmp_path)
     row = next(r for r in rows if r["model"] == "gbdt-optuna")
     qids, values = vali_per_group(row["run_dir"])
     _, per_trial = read_trial_scores(row["run_dir"])
     write_trial_scores(Path(row["run_dir"]), qids + 100, list(per_trial))
-    assert crossfit_per_group(row, (qids, values)) == (values, False)
+    assert crossfit_per_group(row, (qids, values)) == (values, "uncorrected")
+    # A run that lists several trials but keeps no trials.npz (made before they were kept) is
+    # named, a run of one trial is not; rule=crossfit says so on stderr.
+    (Path(row["run_dir"]) / "trials.npz").unlink()
+    (Path(row["run_dir"]) / "report.json").write_text(json.dumps({"trials": [{}, {}]}))
+    assert crossfit_per_group(row, (qids, values))[1] == "uncorrected"
+    (Path(row["run_dir"]) / "report.json").write_text(json.dumps({"grid": [{}]}))
+    assert crossfit_per_group(row, (qids, values))[1] == "plain"
+    (Path(row["run_dir"]) / "report.json").write_text(json.dumps({"trials": [{}, {}]}))
+    (chosen,) = select.choose(rows, k=5, select_k=5, rule="crossfit")
+    assert chosen["crossfit"]["uncorrected"] == ["gbdt-optuna"]
+    select._warn_uncorrected([chosen])
+    assert "runs of gbdt-optuna chose among trials before" in capsys.readouterr().err
