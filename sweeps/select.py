@@ -131,7 +131,8 @@ def _warn_uncorrected(choices: list[dict]) -> None:
     if models:
         print(
             f"warning: rule=crossfit: runs of {', '.join(models)} chose among trials before "
-            "searches kept trials.npz; their vali is not cross-fitted (rerun those cells)",
+            "searches kept trials.npz; their vali is not cross-fitted (delete those run folders "
+            "and run the sweep again to cross-fit them)",
             file=sys.stderr,
         )
 
