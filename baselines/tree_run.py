@@ -34,14 +34,13 @@ from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Outcome, Run
-from scarce_ltr.core.trial_scores import write_trial_scores
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
-    labeled_vali_qids,
     save_scores,
     selection_rule,
     vali_selection_scores,
+    write_trials,
 )
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -135,11 +134,6 @@ def search(
         offers = ", ".join(offered)
         raise UserError(f"{backend.name} has no search '{strategy}'; it offers {offers}")
     return chosen.search(backend, seed=seed, train=train, on_trial=on_trial)
-
-
-def write_trials(run: Run, prepared: PreparedData, per_trial: list[np.ndarray | None]) -> None:
-    """Every trial's per-QG vali NDCG@5 in the run folder (`core.trial_scores`)."""
-    write_trial_scores(run.folder, labeled_vali_qids(prepared), per_trial)
 
 
 def score_and_save(
@@ -236,7 +230,7 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> Outc
         on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
     )
     model, best = outcome.best_model, outcome.best_result
-    write_trials(run, prepared, [result.vali_per_group for result in outcome.results])
+    write_trials(run.folder, prepared, [result.vali_per_group for result in outcome.results])
     scores = score_and_save(
         run, prepared, lambda x: backend.predict(model, x), lambda name: getattr(prepared, name)
     )

@@ -11,6 +11,7 @@ on vali NDCG@5 (`core.metrics.SELECTION_METRIC`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from scarce_ltr.core.metrics import (
     evaluate_ranking,
     ndcg_per_group,
 )
+from scarce_ltr.core.trial_scores import write_trial_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
 
@@ -83,6 +85,14 @@ def vali_selection_scores(
 def labeled_vali_qids(prepared: PreparedData) -> np.ndarray:
     """The qids of the labeled vali QGs, in order: the columns of `vali_selection_per_group`."""
     return np.asarray(prepared.vali.qids)[np.flatnonzero(prepared.labels.vali_labeled)]
+
+
+def write_trials(
+    run_dir: Path, prepared: PreparedData, per_trial: Sequence[np.ndarray | None]
+) -> None:
+    """Every trial's `vali_selection_per_group` in the run folder (`core.trial_scores`: nothing
+    for one trial)."""
+    write_trial_scores(run_dir, labeled_vali_qids(prepared), per_trial)
 
 
 def selection_rule(metrics_cfg) -> str:

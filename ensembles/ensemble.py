@@ -36,14 +36,13 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.core.run_config import without_free_keys
 from scarce_ltr.core.runs import Outcome, Run, read_report, run_model
-from scarce_ltr.core.trial_scores import write_trial_scores
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
-    labeled_vali_qids,
     read_train_scores,
     save_scores,
     selection_rule,
+    write_trials,
 )
 from scarce_ltr.data.pipeline import PreparedData, prepare_data, require_labeled_vali
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -87,7 +86,7 @@ def main(cfg: EnsembleConfig, run: Run) -> Outcome:
     train_scores = _train_mix(members, weights, normalize, prepared.train.offsets)
     save_scores(run.folder, prepared, vali_scores, test_scores, train=train_scores)
     if choice.per_trial is not None:
-        write_trial_scores(run.folder, labeled_vali_qids(prepared), list(choice.per_trial))
+        write_trials(run.folder, prepared, list(choice.per_trial))
     metrics = evaluation_report(prepared, vali_scores, test_scores, cfg.metrics)
     metrics["vali"] |= choice.vali_extra
     report = {

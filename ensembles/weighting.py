@@ -24,7 +24,11 @@ import numpy as np
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import SELECTION_METRIC
 from scarce_ltr.core.selection import select_best
-from scarce_ltr.data.evaluation import vali_selection, vali_selection_per_group
+from scarce_ltr.data.evaluation import (
+    vali_selection,
+    vali_selection_per_group,
+    vali_selection_scores,
+)
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
 from scarce_ltr.ensembles.crossfit import crossfit, group_means
@@ -57,13 +61,10 @@ def choose_weights(cfg, prepared: PreparedData, vali: np.ndarray) -> WeightChoic
     else:
         grid = simplex_grid(n, cfg.step)
     if cfg.weights != "crossfit":
-        tried = [vali_selection(prepared, mix(vali, w), cfg.metrics) for w in grid]
+        scored = [vali_selection_scores(prepared, mix(vali, w), cfg.metrics) for w in grid]
+        tried = [value for value, _ in scored]
         weights = grid[select_best(tried)]
-        per_trial = None
-        if len(grid) > 1:
-            per_trial = np.stack(
-                [vali_selection_per_group(prepared, mix(vali, w), cfg.metrics) for w in grid]
-            )
+        per_trial = np.stack([per_group for _, per_group in scored]) if len(grid) > 1 else None
         chosen = mix(vali, weights)
         return WeightChoice(weights, chosen, _tried(grid, tried), per_trial=per_trial)
     per_group = np.stack(

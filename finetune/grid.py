@@ -29,13 +29,12 @@ from scarce_ltr.core.metrics import SELECTION_METRIC
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.core.selection import select_best
-from scarce_ltr.core.trial_scores import write_trial_scores
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
-    labeled_vali_qids,
     save_scores,
     vali_selection_per_group,
+    write_trials,
 )
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.stage_config import CommonConfig
@@ -240,7 +239,7 @@ def finish_grid(
     """Score vali and test once with the chosen model; write scores, model and bundle, and with
     two points or more each point's per-QG vali NDCG@5 (``trials.npz``); the run's outcome (its
     report body and summary)."""
-    write_trial_scores(run.folder, labeled_vali_qids(training.prepared), per_point)
+    write_trials(run.folder, training.prepared, per_point)
     if chosen.model is None:  # read back: its model is on disk
         chosen.model, payload = load_model(chosen.folder, kinds=training.kinds)
         chosen.spec, chosen.source = payload["spec"], payload["source"]

@@ -94,8 +94,11 @@ class SelectConfig:
             raise ValueError(f"rule must be one of {', '.join(choice.RULES)}, got {self.rule}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if self.rule == "crossfit" and self.select_k != 5:
-            raise ValueError("rule=crossfit chooses on vali NDCG@5: leave select_k at 5")
+        if self.rule == "crossfit" and self.select_k != choice.SELECTION_K:
+            raise ValueError(
+                f"rule=crossfit chooses on vali NDCG@{choice.SELECTION_K}: leave select_k at "
+                f"{choice.SELECTION_K}"
+            )
 
 
 def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:

@@ -49,7 +49,6 @@ from scarce_ltr.baselines.tree_run import (
     score_and_save,
     tree_report,
     write_tree_run,
-    write_trials,
 )
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
@@ -57,7 +56,7 @@ from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Outcome, Run, run_model
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.tracking import Tracker
-from scarce_ltr.data.evaluation import vali_selection_scores
+from scarce_ltr.data.evaluation import vali_selection_scores, write_trials
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
 from scarce_ltr.data.teachers import (
@@ -206,7 +205,8 @@ def save_chosen(
     """
     chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
     model = chosen.outcome.best_fit
-    write_trials(run, prepared, [r.vali_per_group for c in candidates for r in c.outcome.results])
+    per_trial = [r.vali_per_group for c in candidates for r in c.outcome.results]
+    write_trials(run.folder, prepared, per_trial)
     scores = score_and_save(
         run,
         prepared,
