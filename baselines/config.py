@@ -18,7 +18,13 @@ from scarce_ltr.baselines.xgboost.config import XGBoostOptions
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
+from scarce_ltr.data.teachers import (
+    TAUGHT_GROUP,
+    TeachingConfig,
+    no_teacher,
+    self_taught,
+    taught_model,
+)
 from scarce_ltr.finetune.config import ENCODER_MARK
 
 # The from-scratch deep rankers (trained by finetune.loop.fit): the report's no-pretrain-dl group.
@@ -41,7 +47,8 @@ class BaselineConfig(CommonConfig):
     pretrained: str | None = None  # gbdt-ssl: a pretraining or finetuning run dir
     embedding: EmbeddingOptions = field(default_factory=EmbeddingOptions)  # gbdt-ssl
     # deep baselines: a finished run (same data, labels, seed) whose train scores teach the
-    # unlabeled train QGs, as `teaching` says (data.teachers); gbdt-*pseudo: gbdt.teacher
+    # unlabeled train QGs, as `teaching` says (data.teachers), or self (consistency on them);
+    # gbdt-*pseudo: gbdt.teacher
     teacher: str | None = None
     teaching: TeachingConfig = field(default_factory=TeachingConfig)
 
@@ -54,6 +61,13 @@ class BaselineConfig(CommonConfig):
         if not no_teacher(self.teacher) and self.method not in DEEP_BASELINES:
             where = "gbdt.teacher" if self.method in TAUGHT_TREES else "a key of the deep baselines"
             raise ValueError(f"teacher is {where}, not a key of {self.method}")
+        if self_taught(self.gbdt.teacher):
+            raise ValueError(
+                "gbdt.teacher=self: a pseudo-labeling GBDT teaches itself without a teacher "
+                "(leave gbdt.teacher out); gbdt.teacher names a finished run"
+            )
+        if self_taught(self.teacher):
+            self.teaching.check_self_taught()
         if not no_teacher(self.gbdt.teacher) and self.method not in TAUGHT_TREES:
             raise ValueError(
                 f"gbdt.teacher is a key of {', '.join(TAUGHT_TREES)}, not of {self.method}"

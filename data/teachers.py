@@ -11,6 +11,11 @@ data would teach scores of other items. Either is refused with a message naming 
 `TeachingConfig` is the student's ``teaching:`` section (deep rankers; trees bin the teacher's
 scores with their own ``gbdt.pseudo_*`` keys).
 
+``teacher=self`` (`SELF_TEACHER`, a deep student only): no run teaches; the student's own scores
+on the clean unlabeled QGs are the targets for its scores on a noised copy of them, in every
+batch (consistency regularisation, the Pi-model of Laine & Aila 2017 and Sajjadi et al. 2016,
+listwise). It reads no labels of the unlabeled QGs, as a run teacher reads none either.
+
 Pseudo-labels (`pseudo_labels`): a teacher scores the unlabeled train QGs, and its scores
 become relevance levels 0..30 by binning them evenly into 31 buckets, lowest scores in level 0.
 The bins are global, over the scores of all unlabeled items together, not per QG:
@@ -32,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.config_fields import POSITIVE
+from scarce_ltr.core.config_fields import NON_NEGATIVE, POSITIVE
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import read_config
 from scarce_ltr.core.runs import is_done, run_model
@@ -54,6 +59,12 @@ _DATA_KEYS = ("name", "path", "splits", "n_features")
 TEACHER_MARK = "~"
 # A taught model mixes two models' knowledge: the report files it under hybrid.
 TAUGHT_GROUP = "hybrid"
+# teacher=self / <student>~self: the student's own clean-view scores teach its noised view.
+SELF_TEACHER = "self"
+# teacher=self's default teaching.noise: the std of the Gaussian noise on the student's view, in
+# units of the (standardized) features. 1.0 would put the two views of an item about as far apart
+# as two items of its QG (docs/hybrid.md, "Why pretraining subtracts", item 5).
+SELF_NOISE = 0.3
 
 
 @dataclass(frozen=True)
@@ -69,10 +80,15 @@ class TeachingConfig:
     temperature: float = 1.0  # soft: of the teacher's within-QG softmax (its z-scored scores)
     # buckets: relevance levels 0 .. levels - 1; 0: as many as the labeled train QGs' grades
     levels: int = 0
+    # std of the Gaussian noise added to the taught QGs' features where the student scores them
+    # (the teacher's targets stay those of the clean items); null: 0 with a run as teacher,
+    # SELF_NOISE with teacher=self, which needs some (without noise it learns nothing)
+    noise: float | None = None
 
     def __post_init__(self) -> None:
         POSITIVE.check("teaching.weight", self.weight)
         POSITIVE.check("teaching.temperature", self.temperature)
+        NON_NEGATIVE.check("teaching.noise", self.noise)
         if self.targets not in TARGETS:
             raise ValueError(
                 f"teaching.targets must be one of {', '.join(TARGETS)}, got {self.targets!r}"
@@ -81,15 +97,42 @@ class TeachingConfig:
             raise ValueError("teaching.levels must be 0 (the data's grades) or in [2, 31]")
 
 
+    def student_noise(self, *, self_taught: bool) -> float:
+        """The noise on the taught QGs' student view (``noise``, or its default)."""
+        if self.noise is not None:
+            return self.noise
+        return SELF_NOISE if self_taught else 0.0
+
+    def check_self_taught(self) -> None:
+        """Stop unless these keys make sense for ``teacher=self``."""
+        if self.targets != "soft":
+            raise ValueError(
+                "teacher=self learns its own scores (teaching.targets=soft), not buckets of them"
+            )
+        if self.student_noise(self_taught=True) == 0:
+            raise ValueError(
+                "teacher=self needs teaching.noise > 0: without noise the student's view equals "
+                "the targets' and the consistency loss has no gradient"
+            )
+
+
 def no_teacher(teacher: str | None) -> bool:
     """``teacher`` left out (None, ``none``, empty): the run learns from its labels alone."""
     return teacher is None or teacher.strip().lower() in ("", "none", "null")
 
 
+def self_taught(teacher: str | None) -> bool:
+    """``teacher=self``: the student teaches itself (consistency on the unlabeled QGs)."""
+    return teacher is not None and teacher.strip().lower() == SELF_TEACHER
+
+
 def taught_model(student: str, teacher: str) -> str:
     """The model name of ``student`` taught by the run ``teacher``: ``<student>~<its model>``
     (a taught run never shares a folder with the untaught one, nor with one of another
-    teacher); the run's folder name stands in for a run without a report."""
+    teacher); the run's folder name stands in for a run without a report; ``teacher=self``
+    gives ``<student>~self``."""
+    if self_taught(teacher):
+        return f"{student}{TEACHER_MARK}{SELF_TEACHER}"
     return f"{student}{TEACHER_MARK}{run_model(teacher) or Path(teacher).name}"
 
 

@@ -24,7 +24,13 @@ from scarce_ltr.core.run_config import read_config
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import read_report
 from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys, TrainingKeys
-from scarce_ltr.data.teachers import TAUGHT_GROUP, TeachingConfig, no_teacher, taught_model
+from scarce_ltr.data.teachers import (
+    TAUGHT_GROUP,
+    TeachingConfig,
+    no_teacher,
+    self_taught,
+    taught_model,
+)
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.finetune.losses import LOSSES, loss_options
 from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
@@ -195,7 +201,8 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     # default (n_trials 0). docs/finetune.md "Searching the recipe".
     search: SearchConfig = field(default_factory=SearchConfig)
     # A finished run (same data, labels, seed) whose train scores teach the unlabeled train QGs,
-    # as `teaching` says (finetune/teacher.py); the run is named <model>~<teacher model>
+    # as `teaching` says (finetune/teacher.py); the run is named <model>~<teacher model>. self:
+    # the model's own clean-view scores teach its noised view (consistency), <model>~self
     teacher: str | None = None
     teaching: TeachingConfig = field(default_factory=TeachingConfig)
 
@@ -216,6 +223,8 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
         self.check_training_keys()
         self.search.check("search.")
+        if self_taught(self.teacher):
+            self.teaching.check_self_taught()
         for lr in self.lrs:
             POSITIVE.check("lrs", lr)
         if len(set(self.lrs)) != len(self.lrs):

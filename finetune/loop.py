@@ -93,15 +93,16 @@ def train_epoch(
 ) -> float:
     """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
     before each step with the share of the epoch done, to set the learning rate. ``teaching``:
-    the batches hold taught QGs too, whose loss `Teaching.loss` adds. ``penalty``: a term of the
+    the batches hold taught QGs too, whose loss `Teaching.loss` adds (on the view and targets of
+`Teaching.student_view`). ``penalty``: a term of the
     weights alone (`finetune.l2sp.L2SP`) added to each step's loss; the mean returned is the
     ranking loss's, without it.
 
     ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
     and added to every feature of every real item of each training batch.
     """
-    if noise_std > 0 and generator is None:
-        raise ValueError("noise_std > 0 needs a generator (the noise is seeded)")
+    if (noise_std > 0 or (teaching is not None and teaching.noise > 0)) and generator is None:
+        raise ValueError("noise_std > 0 or teaching noise needs a generator (the noise is seeded)")
     model.train()
     total, count = 0.0, 0
     n_steps = max(len(batches), 1)
@@ -109,15 +110,20 @@ def train_epoch(
         if schedule is not None:
             schedule(step / n_steps)
         b = batch.to(runtime.device)
-        features = b.features
+        features, labels = b.features, b.labels
+        if teaching is not None:  # the taught rows' view and, for teacher=self, their targets
+            with runtime.train_autocast():
+                features, labels = teaching.student_view(
+                    model, features, labels, mask=b.mask, groups=b.groups, generator=generator
+                )
         if noise_std > 0:
             features = gaussian_noise(features, b.mask, scale=noise_std, generator=generator)
         with runtime.train_autocast():
             scores = model(features, b.mask)
         if teaching is None:
-            loss = loss_fn(scores.float(), b.labels, mask=b.mask)
+            loss = loss_fn(scores.float(), labels, mask=b.mask)
         else:
-            loss = teaching.loss(loss_fn, scores.float(), b.labels, mask=b.mask, groups=b.groups)
+            loss = teaching.loss(loss_fn, scores.float(), labels, mask=b.mask, groups=b.groups)
         optimizer.zero_grad(set_to_none=True)
         (loss if penalty is None else loss + penalty()).backward()
         optimizer.step()

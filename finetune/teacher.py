@@ -9,6 +9,12 @@ global bins as gbdt-pseudo does; as many levels as the labeled QGs' grades unles
 ``teaching.levels``) and learns them with the run's own loss. Each batch's loss is the labeled
 QGs' loss plus ``teaching.weight`` times the taught QGs' loss. The labeled QGs never see the
 teacher, and epochs and checkpoints are still chosen on the labeled vali QGs.
+
+``teaching.noise > 0`` adds Gaussian noise to the taught QGs' features where the student scores
+them (the targets stay the clean items'). ``teacher=self`` is consistency regularisation: no run
+teaches, and the targets of each batch's taught QGs are the student's own scores on their clean
+features, computed without gradient just before the step (the Pi-model, listwise), learned by
+the noised view with `distillation_loss`; the default noise is ``data.teachers.SELF_NOISE``.
 """
 
 from __future__ import annotations
@@ -24,14 +30,17 @@ from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.data.teachers import (
+    SELF_TEACHER,
     TeachingConfig,
     no_teacher,
     pseudo_labels,
+    self_taught,
     teacher_train_scores,
     with_pseudo_labels,
 )
 from scarce_ltr.finetune.loop import training_groups
 from scarce_ltr.finetune.losses.distillation import distillation_loss
+from scarce_ltr.pretrain.augmentations import gaussian_noise
 
 
 @dataclass(frozen=True)
@@ -43,11 +52,43 @@ class Teaching:
     taught: np.ndarray  # [n_train_groups] bool: the unlabeled QGs, with teacher targets
     config: TeachingConfig
     summary: dict  # the report's ``teacher`` entry
+    noise: float = 0.0  # std of the noise on the taught QGs' features the student scores
+    by_itself: bool = False  # teacher=self: the targets are the student's clean-view scores
+
+    def student_view(
+        self,
+        model: torch.nn.Module,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        mask: torch.Tensor,
+        groups: torch.Tensor,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(features, labels)`` of a batch ``[B, L, F]`` as the student trains on them: the
+        taught rows' features noised (with ``noise > 0``) and, with ``teacher=self``, their
+        targets the model's scores on the clean features, without gradient."""
+        taught = self.taught_rows(groups, features.device)
+        if not taught.any():
+            return features, labels
+        if self.by_itself:
+            with torch.no_grad():
+                own = model(features[taught], mask[taught]).float()
+            labels = labels.clone()
+            labels[taught] = own.to(labels.dtype)
+        if self.noise > 0:
+            noised = gaussian_noise(features, mask, scale=self.noise, generator=generator)
+            features = torch.where(taught[:, None, None], noised, features)
+        return features, labels
+
+    def taught_rows(self, groups: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """``[B]`` bool: the batch rows that are taught QGs."""
+        return torch.from_numpy(self.taught[groups.cpu().numpy()]).to(device)
 
     def loss(self, loss_fn, scores, labels, *, mask, groups: torch.Tensor) -> torch.Tensor:
         """The labeled QGs' ``loss_fn`` plus ``weight`` x the taught QGs' loss, of one batch
         ``[B, L]`` whose rows are the train QGs ``groups`` ``[B]``."""
-        taught = torch.from_numpy(self.taught[groups.cpu().numpy()]).to(scores.device)
+        taught = self.taught_rows(groups, scores.device)
         total = scores.new_zeros(())
         if (~taught).any():
             total = total + loss_fn(scores[~taught], labels[~taught], mask=mask[~taught])
@@ -69,20 +110,29 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
         return None
     assert teacher is not None
     config: TeachingConfig = cfg.teaching  # type: ignore[attr-defined]
-    scores = teacher_train_scores(teacher, cfg, prepared)
+    by_itself = self_taught(teacher)
+    if by_itself:
+        config.check_self_taught()
+    # a run teacher is checked even where nothing is left to teach
+    scores = None if by_itself else teacher_train_scores(teacher, cfg, prepared)
     labels, train = prepared.labels, prepared.train
     unlabeled = np.flatnonzero(~labels.train_labeled & (train.group_sizes > 0))
-    summary = {
-        "run": str(Path(teacher).resolve()),
-        "model": run_model(teacher) or Path(teacher).name,
-        "targets": config.targets,
-        "weight": config.weight,
-        "n_groups": len(unlabeled),
-    }
     if not len(unlabeled):
         return None
     rows = rows_of_groups(train.offsets, np.flatnonzero(~labels.train_labeled))
-    if config.targets == "soft":
+    noise = config.student_noise(self_taught=by_itself)
+    summary = {
+        "run": SELF_TEACHER if by_itself else str(Path(teacher).resolve()),
+        "model": SELF_TEACHER if by_itself else run_model(teacher) or Path(teacher).name,
+        "targets": config.targets,
+        "weight": config.weight,
+        "n_groups": len(unlabeled),
+        "noise": noise,
+    }
+    if by_itself:  # targets come from the model in each batch; these zeros are never read
+        targets = np.zeros(len(rows), dtype=np.float32)
+        summary["temperature"] = config.temperature
+    elif config.targets == "soft":
         targets = _zscore_within_groups(scores, train.offsets)[rows].astype(np.float32)
         summary["temperature"] = config.temperature
     else:
@@ -92,7 +142,15 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
     taught = ~labels.train_labeled
     groups = np.union1d(training_groups(prepared), unlabeled)
     split = with_pseudo_labels(train, labels.train_labeled, targets)
-    return Teaching(split=split, groups=groups, taught=taught, config=config, summary=summary)
+    return Teaching(
+        split=split,
+        groups=groups,
+        taught=taught,
+        config=config,
+        summary=summary,
+        noise=noise,
+        by_itself=by_itself,
+    )
 
 
 def _grades(prepared: PreparedData) -> int:

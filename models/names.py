@@ -35,7 +35,7 @@ from scarce_ltr.baselines.config import (
 )
 from scarce_ltr.core.config import available
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.teachers import TAUGHT_GROUP, TEACHER_MARK
+from scarce_ltr.data.teachers import SELF_TEACHER, TAUGHT_GROUP, TEACHER_MARK
 from scarce_ltr.finetune.config import COMBINE, ENCODER_MARK, SCRATCH
 from scarce_ltr.pretrain.config import VARIANT_MARK
 
@@ -165,6 +165,11 @@ class ModelName:
         return self.parts[1] if self.kind == TAUGHT else None
 
     @property
+    def self_taught(self) -> bool:
+        """``<student>~self``: the student teaches itself (``teacher=self``), no teacher run."""
+        return self.kind == TAUGHT and str(self.parts[1]) == SELF_TEACHER
+
+    @property
     def has_variant(self) -> bool:
         return self != self.without_variants()
 
@@ -224,9 +229,16 @@ class ModelName:
                 "models instead"
             )
         group = student.group()
-        if str(student) in TAUGHT_TREES or (
-            group in ("pretrained-dl", "no-pretrain-dl") and student.kind != COMBINED
-        ):
+        deep = group in ("pretrained-dl", "no-pretrain-dl") and student.kind != COMBINED
+        if self.self_taught:
+            if deep:
+                return
+            raise UserError(
+                f"model '{self}': only a deep ranker teaches itself ({SELF_TEACHER}: consistency "
+                f"on the unlabeled QGs); {student} is not one (a gbdt-pseudo teaches itself "
+                "without a teacher)"
+            )
+        if str(student) in TAUGHT_TREES or deep:
             teacher.group()  # a known model, or UserError naming it
             return
         raise UserError(
@@ -291,7 +303,8 @@ class ModelName:
 
 _TAUGHT_FORM = (
     f"a taught model is <student>{TEACHER_MARK}<teacher>, e.g. simclr-rank+full"
-    f"{TEACHER_MARK}gbdt-optuna or gbdt-pseudo{TEACHER_MARK}simclr-rank+full"
+    f"{TEACHER_MARK}gbdt-optuna, gbdt-pseudo{TEACHER_MARK}simclr-rank+full or resnet"
+    f"{TEACHER_MARK}{SELF_TEACHER}"
 )
 
 

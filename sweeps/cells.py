@@ -26,7 +26,8 @@ A taught model ``<student>~<teacher>`` (``simclr-rank+full~gbdt-optuna``,
 ``teacher=<the teacher's run>`` (``gbdt.teacher=`` for a tree student), run after the teacher's
 job of the same data set, fold, label setting and seed; the teacher must be an untaught model of
 the sweep. Its run folder is named after the whole model name; ``per_model`` lists of the
-student apply, then the taught model's own.
+student apply, then the taught model's own. ``<student>~self`` (``scratch+full~self``) is the
+student's job with ``teacher=self`` (consistency on the unlabeled QGs), which waits for no teacher.
 
 A variant ``<method>@<name>`` (``simclr-rank@zero0.1+full``) pretrains the method with the
 sweep's ``variants.<name>`` overrides on top of ``overrides.pretrain`` and
@@ -61,6 +62,7 @@ from scarce_ltr.baselines.config import TAUGHT_TREES
 from scarce_ltr.core.run_identity import run_folder
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.data.teachers import SELF_TEACHER
 from scarce_ltr.ensembles.config import MIX_OPTIONS
 from scarce_ltr.models.names import SEED_ENSEMBLE, ModelName
 from scarce_ltr.sweeps.jobs import Job, after_dependencies, cli_stage
@@ -169,6 +171,8 @@ class _Planner:
         if name.mixes:
             members = [self._model_job(dataset, str(m), seed, tag, setting) for m in name.members]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
+        if name.self_taught:  # consistency: no teacher run to wait for
+            return self._training_job(dataset, model, seed, tag, setting, by_itself=True)
         if name.teacher is not None:
             taught_by = self.cell_job(dataset, str(name.teacher), seed, scarcity, setting)
             return self._training_job(dataset, model, seed, tag, setting, teacher=taught_by)
@@ -210,10 +214,12 @@ class _Planner:
         *,
         pretrain_seed: int | None = None,
         teacher: Job | None = None,
+        by_itself: bool = False,
         recipe_of: Job | None = None,
     ) -> Job:
         """``recipe_of``: a seed ensemble's member of the cell's seed; when it searches its
-        recipe, this member trains the recipe it chose (``search.recipe_from``) after it."""
+        recipe, this member trains the recipe it chose (``search.recipe_from``) after it.
+        ``by_itself``: ``<student>~self``, trained with ``teacher=self``."""
         method, stage, name = sweep_job(model)
         extra = list(getattr(self.cfg.overrides, stage))
         depends: list[str] = []
@@ -240,6 +246,8 @@ class _Planner:
             extra += [f"{key}={json.dumps(str(teacher.run_dir))}"]
             extra += self.cfg.overrides.per_model.get(student, [])
             depends = [*depends, teacher.key]
+        if by_itself:
+            extra += [f"teacher={SELF_TEACHER}", *self.cfg.overrides.per_model.get(student, [])]
         extra += self.cfg.overrides.per_model.get(model, [])
         if recipe_of is not None and (searched := _search_section(recipe_of.overrides)):
             extra += [f"{searched}.recipe_from={json.dumps(str(recipe_of.run_dir))}"]

@@ -54,7 +54,8 @@ SWEEP_KEYS = {
 
 def check_teachers(models: list[str]) -> None:
     """Stop unless every taught model's teacher is an untaught model of the sweep (its run is
-    the cell of the same data set, fold, label setting and seed)."""
+    the cell of the same data set, fold, label setting and seed) or the student itself
+    (``<student>~self``)."""
     for model in models:
         name = ModelName.parse(model)
         if name.ensembles:
@@ -64,7 +65,7 @@ def check_teachers(models: list[str]) -> None:
                     "which have no teacher run; ensemble taught models with ensemble:<model>,..."
                 )
             continue
-        teacher = name.teacher
+        teacher = None if name.self_taught else name.teacher  # self: no teacher run
         if teacher is not None and teacher.kind == SEED_ENSEMBLE:
             raise UserError(
                 f"sweep model '{model}': a seed ensemble fixes its labels with scarcity.seed, "
