@@ -96,7 +96,6 @@ class TeachingConfig:
         if self.levels != 0 and not 2 <= self.levels <= 31:
             raise ValueError("teaching.levels must be 0 (the data's grades) or in [2, 31]")
 
-
     def student_noise(self, *, self_taught: bool) -> float:
         """The noise on the taught QGs' student view (``noise``, or its default)."""
         if self.noise is not None:
