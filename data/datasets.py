@@ -89,6 +89,12 @@ class DataConfig:
             raise ValueError(f"data.splits must name exactly {', '.join(SPLITS)}")
         if self.format not in FORMATS:
             raise ValueError(f"data.format must be one of {', '.join(FORMATS)}")
+        if self.name == "synthetic" and self.path:  # it would be ignored: the data is generated
+            raise ValueError(
+                f"data.path={self.path}: the synthetic data set (the default) is generated and "
+                "reads no files; read files with data=letor (or a preset, e.g. data=ohsumed, "
+                "data=table) and data.path=<folder>"
+            )
 
     @property
     def run_name(self) -> str:

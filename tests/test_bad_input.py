@@ -98,6 +98,9 @@ def _case(tmp: Path, name: str) -> tuple[list[str], str]:
         (other / "encoder.pt").write_bytes(b"half a file")
         args = ["finetune", "full", f"pretrained={other}", "logger=none", *data]
         return args, r"encoder.pt: not a readable .* delete it and run the same ./run.sh pretrain"
+    if name == "data.path without a file format":  # the default data set is generated
+        args = ["finetune", "full", "pretrained=none", f"data.path={tmp / 'data'}"]
+        return args, r"data.path=.*data: the synthetic data set .* reads no files; .*data=letor"
     if name == "missing split file":
         (tmp / "data" / "vali.txt").unlink()
         return ["data-info", *data], r"missing files"
@@ -122,6 +125,7 @@ CASES = [
     "pretrained= of another kind",
     "corrupt encoder.pt",
     "missing split file",
+    "data.path without a file format",
 ]
 
 

@@ -324,3 +324,122 @@ def test_waves_put_a_taught_model_after_its_teacher() -> None:
     assert [[j.key for j in w] for w in job_waves(jobs[:3] + jobs[4:5])] == [
         ["pre"], ["gbdt", "ft"], [], ["ens"]
     ]  # fmt: skip
+
+
+# --- teacher=self: consistency on the unlabeled QGs ---------------------------------------------
+
+
+class _Sum(torch.nn.Module):
+    """A ranker scoring an item by the sum of its features times one weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.w * features.sum(dim=-1)
+
+
+def _self_teaching(noise: float):
+    from scarce_ltr.data.teachers import TeachingConfig
+    from scarce_ltr.finetune.teacher import Teaching
+
+    taught = np.array([False, True, False])  # train QG 1 is unlabeled
+    config = TeachingConfig(noise=noise)
+    return Teaching(None, None, taught, config, {}, noise=noise, by_itself=True)
+
+
+def test_self_teaching_targets_are_the_clean_scores_of_the_taught_rows() -> None:
+    model = _Sum()
+    features = torch.arange(2 * 3 * 2, dtype=torch.float32).reshape(2, 3, 2)
+    labels = torch.tensor([[2.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # row 1's are never read
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    groups = torch.tensor([0, 1])
+    generator = torch.Generator().manual_seed(0)
+    teaching = _self_teaching(0.5)
+    view, targets = teaching.student_view(
+        model, features, labels, mask=mask, groups=groups, generator=generator
+    )
+    assert torch.equal(view[0], features[0]) and torch.equal(targets[0], labels[0])  # labeled
+    assert torch.equal(targets[1], features[1].sum(dim=-1))  # the model's clean scores
+    assert not targets.requires_grad
+    # the taught row's view: the clean items plus N(0, 0.5^2), drawn over the batch's real items
+    drawn = 0.5 * torch.randn((6, 2), generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(view[1] - features[1], drawn[3:], atol=1e-6)
+    assert torch.equal(labels[1], torch.zeros(3))  # the batch's own labels stay untouched
+
+
+def test_self_teaching_learns_only_from_a_noised_view() -> None:
+    """Without noise the student's scores are its targets and the consistency term has no
+    gradient (why teacher=self needs teaching.noise > 0); with noise it has one."""
+    from scarce_ltr.finetune.losses import LOSSES
+
+    features = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]]] * 2)
+    labels = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0]])
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    groups = torch.tensor([1, 1])  # both rows taught: the loss is the consistency term alone
+    grads = []
+    for noise in (0.0, 0.5):
+        model, teaching = _Sum(), _self_teaching(noise)
+        generator = torch.Generator().manual_seed(3)
+        view, targets = teaching.student_view(
+            model, features, labels, mask=mask, groups=groups, generator=generator
+        )
+        scores = model(view, mask)
+        loss = teaching.loss(LOSSES["softmax"], scores, targets, mask=mask, groups=groups)
+        loss.backward()
+        grads.append(float(model.w.grad))
+    assert grads[0] == pytest.approx(0.0, abs=1e-7) and abs(grads[1]) > 1e-4
+
+
+def test_a_ranker_taught_by_itself(runs, tmp_path) -> None:
+    args = [*FINETUNE, "pretrained=none", "teacher=self"]
+    first = run([*args, f"run_dir={tmp_path / 'a'}"])
+    run([*args, f"run_dir={tmp_path / 'b'}"])
+    assert _same_scores(tmp_path / "a", tmp_path / "b")  # deterministic
+    assert first["model"] == "scratch+full~self" and first["group"] == "hybrid"
+    assert first["teacher"] == {
+        "run": "self",
+        "model": "self",
+        "targets": "soft",
+        "weight": 1.0,
+        "n_groups": 15,
+        "noise": 0.3,
+        "temperature": 1.0,
+    }
+    plain = run([*FINETUNE, "pretrained=none", f"run_dir={tmp_path / 'plain'}"])
+    assert plain["model"] == "scratch+full"
+    with np.load(tmp_path / "a/scores.npz") as a, np.load(tmp_path / "plain/scores.npz") as u:
+        assert not np.array_equal(a["vali"], u["vali"])  # the consistency term changed training
+    resnet = run(["baseline", "resnet", *DATA, *DEEP, "teacher=self", f"run_dir={tmp_path / 'r'}"])
+    assert resnet["model"] == "resnet~self" and resnet["teacher"]["noise"] == 0.3
+
+
+def test_self_teaching_keys_are_checked(tmp_path) -> None:
+    args = [*FINETUNE, "pretrained=none", "teacher=self", f"run_dir={tmp_path / 'x'}"]
+    with pytest.raises(UserError, match="teacher=self learns its own scores"):
+        run([*args, "teaching.targets=buckets"])
+    with pytest.raises(UserError, match="teacher=self needs teaching.noise > 0"):
+        run([*args, "teaching.noise=0"])
+    with pytest.raises(UserError, match="teaching.noise"):
+        run([*args, "teaching.noise=-1"])
+    with pytest.raises(UserError, match="gbdt.teacher=self: a pseudo-labeling GBDT teaches"):
+        run(["baseline", "gbdt-pseudo", *DATA, *GBDT, "gbdt.teacher=self"])
+    assert model_group("scratch+full~self") == model_group("resnet~self") == "hybrid"
+    for bad in ("gbdt-pseudo~self", "gbdt~self", "ensemble:resnet,gbdt~self"):
+        with pytest.raises(UserError):
+            model_group(bad)
+
+
+def test_a_sweep_plans_a_self_taught_model_without_a_teacher_job(tmp_path, capsys) -> None:
+    args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
+    args += ["--dry-run", f"run_dir={tmp_path / 's'}", "models=[scratch+full~self,resnet~self]"]
+    args += ["overrides.per_model.scratch+full=[teaching.weight=0.5]"]
+    run(args)
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[to run]")]
+    assert len(lines) == 2  # no teacher job
+    by_model = {Path(x.split("run_dir=")[1]).parts[-3]: x for x in lines}
+    assert " teacher=self " in f"{by_model['scratch+full~self']} "
+    assert "pretrained=none" in by_model["scratch+full~self"]
+    assert "teaching.weight=0.5" in by_model["scratch+full~self"]  # the student's per_model list
+    assert by_model["resnet~self"].startswith("[to run] baseline resnet ")
