@@ -50,9 +50,10 @@ def oracle_root(sweep: Path) -> Path:
 
 
 def oracle_encoder(sweep: Path, fold: int, seed: int) -> Path:
-    """``<sweep>-oracle/ohsumed/fold=<k>/encoder/seed=<s>/``, written from the unit's
-    ``scratch+full`` at ``frac=1`` on first use."""
-    folder = oracle_root(sweep) / "ohsumed" / f"fold={fold}" / "encoder" / f"seed={seed}"
+    """``<sweep>-oracle/ohsumed/fold=<k>/encoder-seed=<s>/oracle/``, written from the unit's
+    ``scratch+full`` at ``frac=1`` on first use (the folder's name is the finetuned runs'
+    encoder: ``oracle+full``)."""
+    folder = oracle_root(sweep) / "ohsumed" / f"fold={fold}" / f"encoder-seed={seed}" / "oracle"
     if (folder / ENCODER_FILE).is_file():
         return folder
     source = run_dir(sweep, "scratch+full", fold, seed, 1.0)
