@@ -2,9 +2,10 @@
 
 Pretraining can only help finetuning through the encoder it hands over. This benchmark asks how
 much any encoder could add under the same finetuning: for each (fold, seed) unit of
-``configs/sweep/ohsumed-recipe.yaml`` it takes the encoder of that unit's ``scratch+full`` run
-trained on *every* labeled train QG (``frac=1``), writes it as an ``encoder.pt`` (method
-``oracle``: it has seen all the train labels, which no pretraining may), and finetunes it with
+``configs/sweep/ohsumed-recipe.yaml`` it takes the encoder of that unit's ``resnet`` (the same
+encoder architecture, trained as a whole network with its lr grid, vali-best epoch) trained on
+*every* labeled train QG (``frac=1``), writes it as an ``encoder.pt`` (method ``oracle``: it
+has seen all the train labels, which no pretraining may), and finetunes it with
 the unit's 5 % and 20 % labels exactly as ``simclr-rank+full`` and ``scratch+full`` are
 (``full``, lr 2e-4, `ohsumed_folds.finetune_args`). Then, paired over the 15 units:
 
@@ -14,6 +15,8 @@ the unit's 5 % and 20 % labels exactly as ``simclr-rank+full`` and ``scratch+ful
 
 A small ceiling says the scarce labels, not the representation, limit the finetuned ranker
 there; a large one, that pretraining leaves most of it on the table. Test is reported only.
+(``scratch+full`` at ``frac=1`` would not do as the source: its vali-best epoch lies in the
+head-only phase in every unit, so its encoder is the fresh one it started from.)
 The oracle runs live in ``<sweep>-oracle/`` beside the sweep, so the sweep's report never
 reads them.
 
@@ -51,12 +54,12 @@ def oracle_root(sweep: Path) -> Path:
 
 def oracle_encoder(sweep: Path, fold: int, seed: int) -> Path:
     """``<sweep>-oracle/ohsumed/fold=<k>/encoder-seed=<s>/oracle/``, written from the unit's
-    ``scratch+full`` at ``frac=1`` on first use (the folder's name is the finetuned runs'
-    encoder: ``oracle+full``)."""
+    ``resnet`` at ``frac=1`` on first use (the folder's name is the finetuned runs' encoder:
+    ``oracle+full``)."""
     folder = oracle_root(sweep) / "ohsumed" / f"fold={fold}" / f"encoder-seed={seed}" / "oracle"
     if (folder / ENCODER_FILE).is_file():
         return folder
-    source = run_dir(sweep, "scratch+full", fold, seed, 1.0)
+    source = run_dir(sweep, "resnet", fold, seed, 1.0)
     if finished_report(source) is None:
         raise SystemExit(f"{source}: not finished; run ./run.sh sweep ohsumed-recipe first")
     encoder, info = load_encoder(source)
