@@ -340,13 +340,13 @@ class _Sum(torch.nn.Module):
         return self.w * features.sum(dim=-1)
 
 
-def _self_teaching(noise: float):
+def _self_teaching(noise: float, *, by_itself: bool = True):
     from scarce_ltr.data.teachers import TeachingConfig
     from scarce_ltr.finetune.teacher import Teaching
 
     taught = np.array([False, True, False])  # train QG 1 is unlabeled
     config = TeachingConfig(noise=noise)
-    return Teaching(None, None, taught, config, {}, noise=noise, by_itself=True)
+    return Teaching(None, None, taught, config, {}, noise=noise, by_itself=by_itself)
 
 
 def test_self_teaching_targets_are_the_clean_scores_of_the_taught_rows() -> None:
@@ -367,6 +367,25 @@ def test_self_teaching_targets_are_the_clean_scores_of_the_taught_rows() -> None
     drawn = 0.5 * torch.randn((6, 2), generator=torch.Generator().manual_seed(0))
     assert torch.allclose(view[1] - features[1], drawn[3:], atol=1e-6)
     assert torch.equal(labels[1], torch.zeros(3))  # the batch's own labels stay untouched
+
+
+def test_a_run_teachers_targets_stay_with_a_noised_view() -> None:
+    """``teaching.noise`` with a run as teacher: the taught rows are noised, their targets (the
+    teacher's scores) and the labeled rows are not touched."""
+    features = torch.ones(2, 3, 2)
+    features[1, 2] = 0.0  # padding, zero as the batcher pads
+    labels = torch.tensor([[2.0, 0.0, 1.0], [0.5, -0.5, 0.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    generator = torch.Generator().manual_seed(1)
+    view, targets = _self_teaching(0.2, by_itself=False).student_view(
+        _Sum(), features, labels, mask=mask, groups=torch.tensor([0, 1]), generator=generator
+    )
+    assert torch.equal(targets, labels) and torch.equal(view[0], features[0])
+    assert (view[1, :2] != 1.0).all() and torch.equal(view[1, 2], torch.zeros(2))  # not padding
+    same, _ = _self_teaching(0.0, by_itself=False).student_view(
+        _Sum(), features, labels, mask=mask, groups=torch.tensor([0, 1]), generator=generator
+    )
+    assert torch.equal(same, features)  # no noise: the batch as it came
 
 
 def test_self_teaching_learns_only_from_a_noised_view() -> None:
