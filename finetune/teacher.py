@@ -72,6 +72,9 @@ class Teaching:
         if not taught.any():
             return features, labels
         if self.by_itself:
+            # in the mode the step trains in, as the Pi-model: dropout on, and BatchNorm (while
+            # the encoder trains) on this sub-batch's statistics, its running means updated once
+            # more per step
             with torch.no_grad():
                 own = model(features[taught], mask[taught]).float()
             labels = labels.clone()
