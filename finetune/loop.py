@@ -92,14 +92,14 @@ def train_epoch(
     penalty: Callable[[], torch.Tensor] | None = None,
 ) -> float:
     """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
-        before each step with the share of the epoch done, to set the learning rate. ``teaching``:
-        the batches hold taught QGs too, whose loss `Teaching.loss` adds (on the view and targets of
-    `Teaching.student_view`). ``penalty``: a term of the
-        weights alone (`finetune.l2sp.L2SP`) added to each step's loss; the mean returned is the
-        ranking loss's, without it.
+    before each step with the share of the epoch done, to set the learning rate. ``teaching``:
+    the batches hold taught QGs too, whose loss `Teaching.loss` adds, on the view and targets
+    `Teaching.student_view` gives them. ``penalty``: a term of the weights alone
+    (`finetune.l2sp.L2SP`) added to each step's loss; the mean returned is the ranking loss's,
+    without it.
 
-        ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
-        and added to every feature of every real item of each training batch.
+    ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
+    and added to every feature of every real item of each training batch.
     """
     if (noise_std > 0 or (teaching is not None and teaching.noise > 0)) and generator is None:
         raise ValueError("noise_std > 0 or teaching noise needs a generator (the noise is seeded)")
