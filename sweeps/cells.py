@@ -171,9 +171,7 @@ class _Planner:
         if name.mixes:
             members = [self._model_job(dataset, str(m), seed, tag, setting) for m in name.members]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
-        if name.self_taught:  # consistency: no teacher run to wait for
-            return self._training_job(dataset, model, seed, tag, setting, by_itself=True)
-        if name.teacher is not None:
+        if name.teacher is not None and not name.self_taught:  # ~self waits for no teacher
             taught_by = self.cell_job(dataset, str(name.teacher), seed, scarcity, setting)
             return self._training_job(dataset, model, seed, tag, setting, teacher=taught_by)
         return self._model_job(dataset, model, seed, tag, setting)
@@ -214,12 +212,11 @@ class _Planner:
         *,
         pretrain_seed: int | None = None,
         teacher: Job | None = None,
-        by_itself: bool = False,
         recipe_of: Job | None = None,
     ) -> Job:
         """``recipe_of``: a seed ensemble's member of the cell's seed; when it searches its
         recipe, this member trains the recipe it chose (``search.recipe_from``) after it.
-        ``by_itself``: ``<student>~self``, trained with ``teacher=self``."""
+        ``<student>~self`` trains the student with ``teacher=self``."""
         method, stage, name = sweep_job(model)
         extra = list(getattr(self.cfg.overrides, stage))
         depends: list[str] = []
@@ -240,13 +237,14 @@ class _Planner:
             extra = [f"pretrained={pretrain.run_dir}", *extra]
         elif stage == "finetune":  # scratch+<strategy>
             extra = ["pretrained=none", *extra]
-        student = str(ModelName.parse(model).student)
+        parsed = ModelName.parse(model)
+        student = str(parsed.student)
         if teacher is not None:  # the student's per_model list, then the taught model's
             key = "gbdt.teacher" if student in TAUGHT_TREES else "teacher"
             extra += [f"{key}={json.dumps(str(teacher.run_dir))}"]
             extra += self.cfg.overrides.per_model.get(student, [])
             depends = [*depends, teacher.key]
-        if by_itself:
+        if parsed.self_taught:
             extra += [f"teacher={SELF_TEACHER}", *self.cfg.overrides.per_model.get(student, [])]
         extra += self.cfg.overrides.per_model.get(model, [])
         if recipe_of is not None and (searched := _search_section(recipe_of.overrides)):

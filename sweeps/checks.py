@@ -59,7 +59,8 @@ def check_teachers(models: list[str]) -> None:
     for model in models:
         name = ModelName.parse(model)
         if name.ensembles:
-            if name.kind == SEED_ENSEMBLE and name.members[0].teacher is not None:
+            member = name.members[0]
+            if name.kind == SEED_ENSEMBLE and member.teacher is not None and not member.self_taught:
                 raise UserError(
                     f"sweep model '{model}': a seed ensemble's members train with other seeds, "
                     "which have no teacher run; ensemble taught models with ensemble:<model>,..."

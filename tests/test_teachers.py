@@ -452,9 +452,9 @@ def test_self_teaching_keys_are_checked(tmp_path) -> None:
 
 def test_a_sweep_plans_a_self_taught_model_without_a_teacher_job(tmp_path, capsys) -> None:
     args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
-    args += ["--dry-run", f"run_dir={tmp_path / 's'}", "models=[scratch+full~self,resnet~self]"]
+    args += ["--dry-run", f"run_dir={tmp_path / 's'}", "overrides.finetune=[epochs=2]"]
     args += ["overrides.per_model.scratch+full=[teaching.weight=0.5]"]
-    run(args)
+    run([*args, "models=[scratch+full~self,resnet~self]"])
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[to run]")]
     assert len(lines) == 2  # no teacher job
     by_model = {Path(x.split("run_dir=")[1]).parts[-3]: x for x in lines}
@@ -462,3 +462,8 @@ def test_a_sweep_plans_a_self_taught_model_without_a_teacher_job(tmp_path, capsy
     assert "pretrained=none" in by_model["scratch+full~self"]
     assert "teaching.weight=0.5" in by_model["scratch+full~self"]  # the student's per_model list
     assert by_model["resnet~self"].startswith("[to run] baseline resnet ")
+    # A seed ensemble of a self-taught model: every member teaches itself (no teacher run).
+    run([*args, "models=[seed-ensemble:scratch+full~self]"])
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[to run]")]
+    members = [x for x in lines if x.startswith("[to run] finetune ")]
+    assert len(members) == 3 and all(" teacher=self " in f"{x} " for x in members)
