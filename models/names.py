@@ -162,7 +162,9 @@ class ModelName:
 
     @property
     def teacher(self) -> ModelName | None:
-        return self.parts[1] if self.kind == TAUGHT else None
+        """The model whose run teaches this one; None for an untaught model and for
+        ``<student>~self``, which no run teaches."""
+        return self.parts[1] if self.kind == TAUGHT and not self.self_taught else None
 
     @property
     def self_taught(self) -> bool:

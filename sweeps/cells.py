@@ -171,7 +171,7 @@ class _Planner:
         if name.mixes:
             members = [self._model_job(dataset, str(m), seed, tag, setting) for m in name.members]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
-        if name.teacher is not None and not name.self_taught:  # ~self waits for no teacher
+        if name.teacher is not None:  # a run teaches it: after that run
             taught_by = self.cell_job(dataset, str(name.teacher), seed, scarcity, setting)
             return self._training_job(dataset, model, seed, tag, setting, teacher=taught_by)
         return self._model_job(dataset, model, seed, tag, setting)

@@ -59,14 +59,13 @@ def check_teachers(models: list[str]) -> None:
     for model in models:
         name = ModelName.parse(model)
         if name.ensembles:
-            member = name.members[0]
-            if name.kind == SEED_ENSEMBLE and member.teacher is not None and not member.self_taught:
+            if name.kind == SEED_ENSEMBLE and name.members[0].teacher is not None:
                 raise UserError(
                     f"sweep model '{model}': a seed ensemble's members train with other seeds, "
                     "which have no teacher run; ensemble taught models with ensemble:<model>,..."
                 )
             continue
-        teacher = None if name.self_taught else name.teacher  # self: no teacher run
+        teacher = name.teacher
         if teacher is not None and teacher.kind == SEED_ENSEMBLE:
             raise UserError(
                 f"sweep model '{model}': a seed ensemble fixes its labels with scarcity.seed, "
