@@ -52,8 +52,12 @@ class Teaching:
     taught: np.ndarray  # [n_train_groups] bool: the unlabeled QGs, with teacher targets
     config: TeachingConfig
     summary: dict  # the report's ``teacher`` entry
-    noise: float = 0.0  # std of the noise on the taught QGs' features the student scores
     by_itself: bool = False  # teacher=self: the targets are the student's clean-view scores
+
+    @property
+    def noise(self) -> float:
+        """The std of the noise on the taught QGs' features the student scores."""
+        return self.config.student_noise(self_taught=self.by_itself)
 
     def student_view(
         self,
@@ -113,9 +117,7 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
         return None
     assert teacher is not None
     config: TeachingConfig = cfg.teaching  # type: ignore[attr-defined]
-    by_itself = self_taught(teacher)
-    if by_itself:
-        config.check_self_taught()
+    by_itself = self_taught(teacher)  # its keys were checked with the run's config
     # a run teacher is checked even where nothing is left to teach
     scores = None if by_itself else teacher_train_scores(teacher, cfg, prepared)
     labels, train = prepared.labels, prepared.train
@@ -123,14 +125,13 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
     if not len(unlabeled):
         return None
     rows = rows_of_groups(train.offsets, np.flatnonzero(~labels.train_labeled))
-    noise = config.student_noise(self_taught=by_itself)
     summary = {
         "run": SELF_TEACHER if by_itself else str(Path(teacher).resolve()),
         "model": SELF_TEACHER if by_itself else run_model(teacher) or Path(teacher).name,
         "targets": config.targets,
         "weight": config.weight,
         "n_groups": len(unlabeled),
-        "noise": noise,
+        "noise": config.student_noise(self_taught=by_itself),
     }
     if by_itself:  # targets come from the model in each batch; these zeros are never read
         targets = np.zeros(len(rows), dtype=np.float32)
@@ -151,7 +152,6 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
         taught=taught,
         config=config,
         summary=summary,
-        noise=noise,
         by_itself=by_itself,
     )
 

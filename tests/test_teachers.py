@@ -346,7 +346,7 @@ def _self_teaching(noise: float, *, by_itself: bool = True):
 
     taught = np.array([False, True, False])  # train QG 1 is unlabeled
     config = TeachingConfig(noise=noise)
-    return Teaching(None, None, taught, config, {}, noise=noise, by_itself=by_itself)
+    return Teaching(None, None, taught, config, {}, by_itself=by_itself)
 
 
 def test_self_teaching_targets_are_the_clean_scores_of_the_taught_rows() -> None:
