@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scarce_ltr.cli import run
@@ -113,3 +114,32 @@ def test_crossover_sentence_names_both_sides_when_the_curve_crosses_back() -> No
     plain = {"status": "crossover", "wins": [(2.0, True), (50.0, False)]}
     text = crossover_text({"test": plain | {"last_win": 2.0, "first_loss": 50.0}}, 5)
     assert "beats every other group up to 2% labeled QGs and stops at 50%" in text
+
+
+def _query_normalised_folder(root: Path) -> Path:
+    """A LETOR 4.0-shaped ``Fold1/`` (46 features, each min-max scaled within its query)."""
+    rng = np.random.default_rng(0)
+    for split, first_qid in (("train", 0), ("vali", 100), ("test", 200)):
+        lines = []
+        for qid in range(first_qid, first_qid + 30):
+            x = rng.normal(size=(10, 46))
+            x = (x - x.min(0)) / (x.max(0) - x.min(0))
+            for label, row in zip(rng.integers(0, 3, size=10), x, strict=True):
+                lines.append(
+                    f"{label} qid:{qid} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in enumerate(row))
+                )
+        (root / "Fold1").mkdir(exist_ok=True)
+        (root / "Fold1" / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("preset", ["mq2007", "mq2008"])
+def test_letor4_presets_flag_outliers_on_query_normalised_features(
+    tmp_path: Path, preset: str, capsys
+) -> None:
+    folder = _query_normalised_folder(tmp_path)
+    run(["data-info", f"data={preset}", f"data.path={folder}", "data.outliers.method=histogram"])
+    assert "no test QG was flagged" in capsys.readouterr().out
+    run(["data-info", f"data={preset}", f"data.path={folder}"])
+    out = capsys.readouterr().out
+    assert "outlier test QGs (knn): 1 (3.33% of test QGs)" in out
