@@ -239,13 +239,14 @@ class _Planner:
             extra = ["pretrained=none", *extra]
         parsed = ModelName.parse(model)
         student = str(parsed.student)
-        if teacher is not None:  # the student's per_model list, then the taught model's
+        if teacher is not None:
             key = "gbdt.teacher" if student in TAUGHT_TREES else "teacher"
             extra += [f"{key}={json.dumps(str(teacher.run_dir))}"]
-            extra += self.cfg.overrides.per_model.get(student, [])
             depends = [*depends, teacher.key]
-        if parsed.self_taught:
-            extra += [f"teacher={SELF_TEACHER}", *self.cfg.overrides.per_model.get(student, [])]
+        elif parsed.self_taught:
+            extra += [f"teacher={SELF_TEACHER}"]
+        if teacher is not None or parsed.self_taught:  # taught: the student's per_model list,
+            extra += self.cfg.overrides.per_model.get(student, [])  # then the taught model's
         extra += self.cfg.overrides.per_model.get(model, [])
         if recipe_of is not None and (searched := _search_section(recipe_of.overrides)):
             extra += [f"{searched}.recipe_from={json.dumps(str(recipe_of.run_dir))}"]
