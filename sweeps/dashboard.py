@@ -1,10 +1,14 @@
 """The dashboard: ONE self-contained HTML file that opens offline.
 
-Images are embedded as base64 PNG ``data:`` URIs, the style sheet and the script
-(`sweeps.interactive`: sortable tables, cost, training curves, per-QG view) are inline; there is
-no external resource. Per data set and curve (label fractions, or binary tau):
+plotly.js (the copy that ships with plotly, put in once), the style sheet and the scripts are
+inline, the few images (t-SNE, Figure 5) base64 PNG ``data:`` URIs; there is no external
+resource. Every string that comes from a run, a config or a manifest is HTML-escaped (and
+`dashboard_plots.plotly_text`-escaped where plotly.js draws it). At the top, titled by the
+sweep's name, the verdict per data set and label setting (`stats.verdicts`: a win only at a
+paired p below alpha). Per data set and curve (label fractions, or binary tau):
 the group table (paper Figure 1 / Table 2: mean ± std over seeds, one-sided Welch p-value
-against the validation-best GBDT), the crossover, the group curves, every model's table and
+against the validation-best GBDT), the crossover, the group curves (plotly:
+`sweeps.dashboard_plots`), every model's table and
 curves (Table 1 / Figure 3), and which member stood for each group; then, when the sweep has
 variants, the tuned table (paper A.2.3: the validation-best variant of each model); t-SNE plots
 (Figure 4) and the cells that failed or did not finish.
@@ -16,8 +20,10 @@ import base64
 import math
 from html import escape
 
+from plotly.offline import get_plotlyjs
+
 from scarce_ltr.core.metrics import compared_metrics
-from scarce_ltr.sweeps import choice, interactive, where
+from scarce_ltr.sweeps import choice, dashboard_plots, interactive, where
 from scarce_ltr.sweeps.stats import best_in_column
 
 CSS = """
@@ -31,6 +37,9 @@ th{background:#f0f0f0}td.name,th.name{text-align:left}
 small{color:#666}.sig{color:#b00}.note{color:#444;font-size:0.9em;max-width:70em}
 img{max-width:100%;border:1px solid #ddd;margin:6px 0}
 .err{font-family:monospace;font-size:0.85em;text-align:left;white-space:pre-wrap}
+#verdicts{background:#f7f7f2;border:1px solid #ccc;padding:6px 14px;margin:10px 0}
+#verdicts li{margin:2px 0}.win{color:#060;font-weight:bold}
+.ltr-plot{margin:8px 0 18px}
 """
 
 
@@ -38,8 +47,8 @@ def render(report: dict) -> str:
     """The whole page; ``report`` is what `sweeps.report.build` assembles."""
     k, alpha = report["k"], report["alpha"]
     parts = [_header(report), _notes(report.get("notes") or [])]
-    for section in report["sections"]:
-        parts.append(_section(section, k=k, select_k=report["select_k"], alpha=alpha))
+    for i, section in enumerate(report["sections"]):
+        parts.append(_section(section, i, k=k, select_k=report["select_k"], alpha=alpha))
     tuned = report["summary"].get("tuned") or []
     parts.append(_tuned(tuned, k=k, select_k=report["select_k"], alpha=alpha))
     parts.append(choice.html(report.get("choice", {}).get("settings") or []))
@@ -62,8 +71,17 @@ def render(report: dict) -> str:
     title = escape(report["title"])
     return (
         f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
-        f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+        f"<style>{CSS}</style>\n<script>{_plotly_js()}</script></head><body>\n{body}\n"
+        "</body></html>\n"
     )
+
+
+def _plotly_js() -> str:
+    """The minified plotly.js of the installed plotly, for one ``<script>`` element."""
+    source = get_plotlyjs()
+    if "</script" in source.lower():  # it would end the element early
+        raise RuntimeError("plotly.js contains '</script'; it cannot be inlined")
+    return source
 
 
 def _header(report: dict) -> str:
@@ -71,6 +89,7 @@ def _header(report: dict) -> str:
     k, sk = report["k"], report["select_k"]
     units = escape(report.get("units", "seeds"))
     return f"""<h1>{escape(report["title"])}</h1>
+{_verdicts(report)}
 <p>Source: <code>{escape(report["source"])}</code> &middot; generated {escape(report["generated"])}
 &middot; cells: {escape(counts)} &middot; validation labels: {escape(report["val_labels"])}
 &middot; empty-QG policy: {escape(report["policy"])}</p>
@@ -88,13 +107,35 @@ the mean &plusmn; std of the per-unit differences over the {units} both ran (sam
 same label draw), with its one-sided paired t-test (scipy <code>ttest_rel(alternative="greater")
 </code>) and the number of pairs n; <span class="sig">red *</span> marks
 p &lt; {report["alpha"]:g}. <b>Bold</b>: best mean in the column; <u>underlined</u>: within the
-margin of error of the best (mean &plusmn; std intervals overlap). The dotted line on a curve of
-label fractions is where pretrained DL, scanning from the fewest labels up, first stops beating
-the best other group.</p>"""
+margin of error of the best (mean &plusmn; std intervals overlap). The curves (plotly: drag to
+zoom, double-click to reset, hover a point, click a legend entry to hide a curve) show the mean
+with a band of one std; a star marks a clear win by the verdict rule above.</p>"""
 
 
-def _section(section: dict, *, k: int, select_k: int, alpha: float) -> str:
-    head = f"{section['dataset']} &middot; {escape(section['series'])}"
+def _verdicts(report: dict) -> str:
+    """One line per data set, curve and label setting (`stats.verdicts`)."""
+    from scarce_ltr.sweeps.report_text import verdict_text  # it imports this module
+
+    k, alpha = report["k"], report["alpha"]
+    items = []
+    for section in report["sections"]:
+        curve = section["dataset"]
+        curve += "" if section["series"].startswith("% labeled") else f" · {section['series']}"
+        for verdict in section.get("verdicts", []):
+            text = verdict_text(verdict, k, alpha=alpha)
+            css = " class='win'" if verdict["status"] == "win" else ""
+            items.append(f"<li><span{css}>{escape(curve)}, {escape(text)}</span></li>")
+    if not items:
+        return ""
+    return (
+        f"<div id='verdicts'><b>Verdict</b> (test NDCG@{k} of each group's validation-best "
+        f"member; a group wins a setting only where its one-sided paired t-test against every "
+        f"other group gives p &lt; {alpha:g}, else: no clear winner)<ul>{''.join(items)}</ul></div>"
+    )
+
+
+def _section(section: dict, index: int, *, k: int, select_k: int, alpha: float) -> str:
+    head = f"{escape(section['dataset'])} &middot; {escape(section['series'])}"
     settings = section["settings"]
     parts = [f"<h2>{head}</h2>", "<h3>Groups (validation-best member of each)</h3>"]
     note = section.get("outlier_note")
@@ -105,11 +146,14 @@ def _section(section: dict, *, k: int, select_k: int, alpha: float) -> str:
     parts.append(f"<p>{escape(section['crossover_text'])}</p>")
     if section["pretraining_text"]:
         parts.append(f"<p>{escape(section['pretraining_text'])}</p>")
-    parts.append(_img(section["group_png"], f"group curves {section['dataset']}"))
+    div = f"groups-{index}"
+    figure = dashboard_plots.group_figure(section, k=k, alpha=alpha, div_id=div)
+    parts.append(f"<div class='ltr-plot'>{figure}</div>")
     parts.append("<h3>Every model</h3>")
     for metric, label in _metrics(k, note):
         parts.append(_table(section["models"], settings, "model", metric, label, alpha))
-    parts.append(_img(section["model_png"], f"model curves {section['dataset']}"))
+    figure = dashboard_plots.model_figure(section, k=k, div_id=f"models-{index}")
+    parts.append(f"<div class='ltr-plot'>{figure}</div>")
     parts.append("<h3>Which member stood for each group</h3>")
     parts.append(_selection(section["groups"], section["models"], select_k))
     return "\n".join(parts)
@@ -148,7 +192,7 @@ def _table(
         )
         rows.append(f"<tr><td class='name'>{escape(name)}</td>{tds}</tr>")
     return (
-        f"<table><caption>test {escape(label)}</caption><tr><th class='name'>{key}</th>"
+        f"<table><caption>test {escape(label)}</caption><tr><th class='name'>{escape(key)}</th>"
         f"{header}</tr>{''.join(rows)}</table>"
     )
 
@@ -184,7 +228,8 @@ def _selection(groups: list[dict], models: list[dict], select_k: int) -> str:
         )  # fmt: skip
         listing = ", ".join(f"{escape(m['model'])} {fmt(m['vali_mean'])}" for m in candidates)
         rows.append(
-            f"<tr><td class='name'>{escape(g['setting'])}</td><td class='name'>{g['group']}</td>"
+            f"<tr><td class='name'>{escape(g['setting'])}</td>"
+            f"<td class='name'>{escape(g['group'])}</td>"
             f"<td class='name'><b>{escape(g['member'])}</b></td><td>{fmt(g['vali_mean'])}</td>"
             f"<td class='name'><small>{listing}</small></td></tr>"
         )

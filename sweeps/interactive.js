@@ -1,15 +1,17 @@
 // The dashboard's script (sweeps/interactive.py inlines it): sortable tables, the cost table,
-// training curves and the per-QG view, drawn as SVG from LTR_DATA. No library, no network.
+// training curves and the per-QG view, drawn from LTR_DATA by plotly.js (inlined once in the
+// page's head; no network). Names from the runs reach the page as text: textContent in HTML,
+// esc() where plotly.js draws them (it reads a few tags in its strings).
 (function () {
   "use strict";
   const D = (typeof LTR_DATA !== "undefined") ? LTR_DATA : {runs: [], colours: {}, k: 5};
-  const SVG = "http://www.w3.org/2000/svg";
   const colour = (model) => D.colours[model] || "#555";
   const fmt = (v, d) => (v === null || v === undefined || !isFinite(v)) ? "–" : Number(v).toFixed(d);
+  const esc = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  const CONFIG = {displaylogo: false, responsive: true};
 
   function el(tag, attrs, text) {
-    const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4))
-                                        : document.createElement(tag);
+    const node = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
     if (text !== undefined) node.textContent = text;
     return node;
@@ -78,37 +80,22 @@
     box.appendChild(table);
   }
 
-  // One SVG line chart: series [{label, colour, model, points: [[x, y]]}].
-  function chart(title, series, width, height) {
-    const pad = {l: 52, r: 12, t: 22, b: 30};
-    const xs = series.flatMap((s) => s.points.map((p) => p[0]));
-    const ys = series.flatMap((s) => s.points.map((p) => p[1]));
-    const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-    let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-    if (y0 === y1) { y0 -= 0.5; y1 += 0.5; }
-    const sx = (x) => pad.l + (x1 === x0 ? 0.5 : (x - x0) / (x1 - x0)) * (width - pad.l - pad.r);
-    const sy = (y) => height - pad.b - (y - y0) / (y1 - y0) * (height - pad.t - pad.b);
-    const svg = el("svg:svg", {width, height, class: "ltr-chart"});
-    svg.appendChild(el("svg:text", {x: pad.l, y: 14, "font-size": 12, "font-weight": "bold"}, title));
-    svg.appendChild(el("svg:line", {x1: pad.l, y1: height - pad.b, x2: width - pad.r, y2: height - pad.b, stroke: "#999"}));
-    svg.appendChild(el("svg:line", {x1: pad.l, y1: pad.t, x2: pad.l, y2: height - pad.b, stroke: "#999"}));
-    for (const y of [y0, (y0 + y1) / 2, y1]) {
-      svg.appendChild(el("svg:text", {x: 4, y: sy(y) + 4, "font-size": 10}, y.toPrecision(3)));
-    }
-    svg.appendChild(el("svg:text", {x: pad.l, y: height - 8, "font-size": 10}, String(x0)));
-    svg.appendChild(el("svg:text", {x: width - pad.r - 30, y: height - 8, "font-size": 10}, String(x1)));
-    for (const s of series) {
-      const g = el("svg:g", {"data-model": s.model});
-      const path = s.points.map((p) => sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join(" ");
-      g.appendChild(el("svg:polyline", {points: path, fill: "none", stroke: s.colour, "stroke-width": 1.5, opacity: 0.85}));
-      for (const p of s.points) {
-        const dot = el("svg:circle", {cx: sx(p[0]), cy: sy(p[1]), r: 2.5, fill: s.colour});
-        dot.appendChild(el("svg:title", {}, s.label + ": " + p[0] + ", " + fmt(p[1], 4)));
-        g.appendChild(dot);
-      }
-      svg.appendChild(g);
-    }
-    return svg;
+  // One plotly line chart in a new div: series [{label, colour, model, points: [[x, y]]}].
+  function chart(area, title, series) {
+    const div = el("div", {class: "ltr-chart"});
+    div.style.display = "inline-block";
+    div.style.width = "48%";
+    area.appendChild(div);
+    const traces = series.map((s) => ({
+      type: "scatter", mode: "lines+markers", name: esc(s.label), legendgroup: esc(s.model),
+      x: s.points.map((p) => p[0]), y: s.points.map((p) => p[1]),
+      line: {color: s.colour, width: 1.5}, marker: {size: 5},
+      hovertemplate: esc(s.label) + "<br>%{x}: %{y:.4f}<extra></extra>",
+    }));
+    const layout = {title: {text: esc(title), font: {size: 13}, x: 0.02, xanchor: "left"}, height: 300,
+                    margin: {l: 55, r: 10, t: 40, b: 40}, showlegend: false, hovermode: "closest",
+                    xaxis: {title: {text: "epoch / step"}}, yaxis: {automargin: true}};
+    Plotly.newPlot(div, traces, layout, CONFIG);
   }
 
   function legend(models, onToggle) {
@@ -127,9 +114,14 @@
     return box;
   }
 
+  function clear(area) {
+    area.querySelectorAll(".js-plotly-plot").forEach((div) => Plotly.purge(div));
+    area.textContent = "";
+  }
+
   function curvesView() {
     const box = document.getElementById("ltr-curves");
-    box.appendChild(el("h3", {}, "Training curves (hover a point; tick models on and off)"));
+    box.appendChild(el("h3", {}, "Training curves (hover a point, drag to zoom; tick models on and off)"));
     const views = [...new Set(D.runs.map((r) => r.dataset + " · " + r.setting))].sort();
     if (!views.length) { box.appendChild(el("p", {}, "No finished run.")); return; }
     const pick = el("select", {id: "ltr-curves-setting"});
@@ -138,7 +130,7 @@
     const hidden = new Set();
     const area = el("div", {id: "ltr-curves-area"});
     const draw = () => {
-      area.textContent = "";
+      clear(area);
       const runs = D.runs.filter((r) => r.dataset + " · " + r.setting === pick.value);
       const names = [...new Set(runs.flatMap((r) => Object.keys(r.curves)))].sort();
       if (!names.length) area.appendChild(el("p", {}, "These runs kept no training history."));
@@ -146,7 +138,7 @@
         const series = runs.filter((r) => r.curves[name] && !hidden.has(r.model)).map((r) => ({
           label: r.model + (r.fold == null ? "" : " fold " + r.fold) + " seed " + r.seed, model: r.model, colour: colour(r.model),
           points: r.curves[name]}));
-        if (series.length) area.appendChild(chart(name, series, 420, 230));
+        if (series.length) chart(area, name, series);
       }
     };
     pick.addEventListener("change", draw);
@@ -165,31 +157,37 @@
     b.value = String(other >= 0 ? other : 1);
     const area = el("div", {id: "ltr-qg-area"});
     const draw = () => {
-      area.textContent = "";
+      clear(area);
       const ra = runs[+a.value], rb = runs[+b.value];
       const index = new Map(rb.qg.qids.map((q, i) => [q, i]));
-      const size = 360, pad = 40, s = (v) => pad + v * (size - 2 * pad);
-      const svg = el("svg:svg", {width: size, height: size, class: "ltr-chart"});
-      svg.appendChild(el("svg:line", {x1: s(0), y1: size - s(0), x2: s(1), y2: size - s(1), stroke: "#bbb"}));
-      svg.appendChild(el("svg:rect", {x: s(0), y: size - s(1), width: s(1) - s(0), height: s(1) - s(0), fill: "none", stroke: "#999"}));
-      for (const v of [0, 0.5, 1]) {
-        svg.appendChild(el("svg:text", {x: s(v) - 6, y: size - pad + 14, "font-size": 10}, String(v)));
-        svg.appendChild(el("svg:text", {x: pad - 22, y: size - s(v) + 4, "font-size": 10}, String(v)));
-      }
-      svg.appendChild(el("svg:text", {x: pad + 30, y: size - 8, "font-size": 11}, "x: " + ra.model + " seed " + ra.seed));
-      svg.appendChild(el("svg:text", {x: 4, y: 14, "font-size": 11}, "y: " + rb.model + " seed " + rb.seed));
+      const kinds = {qg: {x: [], y: [], text: []}, outlier: {x: [], y: [], text: []}};
       let wins = 0, losses = 0, shared = 0;
       ra.qg.qids.forEach((q, i) => {
         const j = index.get(q), x = ra.qg.ndcg[i];
         if (j === undefined || x === null || rb.qg.ndcg[j] === null) return;
         const y = rb.qg.ndcg[j], outlier = ra.qg.outlier[i];
         shared += 1; if (x > y) wins += 1; if (y > x) losses += 1;
-        const dot = el("svg:circle", {cx: s(x), cy: size - s(y), r: outlier ? 5 : 3,
-          fill: outlier ? "#d62728" : "#1f77b4", opacity: outlier ? 0.9 : 0.5, class: outlier ? "outlier" : "qg"});
-        dot.appendChild(el("svg:title", {}, "qid " + q + (outlier ? " (outlier)" : "") + ": " + fmt(x, 3) + " vs " + fmt(y, 3)));
-        svg.appendChild(dot);
+        const kind = kinds[outlier ? "outlier" : "qg"];
+        kind.x.push(x); kind.y.push(y);
+        kind.text.push("qid " + q + (outlier ? " (outlier)" : "") + ": " + fmt(x, 3) + " vs " + fmt(y, 3));
       });
-      area.appendChild(svg);
+      const run = (r) => esc(r.model + (r.fold == null ? "" : " fold " + r.fold) + " seed " + r.seed);
+      const traces = [
+        {type: "scatter", mode: "lines", x: [0, 1], y: [0, 1], line: {color: "#bbb"}, hoverinfo: "skip", showlegend: false},
+        {type: "scatter", mode: "markers", name: "test QGs", x: kinds.qg.x, y: kinds.qg.y, text: kinds.qg.text,
+         marker: {color: "#1f77b4", size: 7, opacity: 0.55}, hovertemplate: "%{text}<extra></extra>"},
+        {type: "scatter", mode: "markers", name: "outlier QGs", x: kinds.outlier.x, y: kinds.outlier.y, text: kinds.outlier.text,
+         marker: {color: "#d62728", size: 10, opacity: 0.9}, hovertemplate: "%{text}<extra></extra>"},
+      ];
+      const div = el("div", {class: "ltr-chart", id: "ltr-qg-chart"});
+      div.style.maxWidth = "560px";
+      area.appendChild(div);
+      Plotly.newPlot(div, traces, {
+        height: 480, hovermode: "closest", margin: {l: 60, r: 10, t: 20, b: 50},
+        xaxis: {title: {text: "x: " + run(ra)}, range: [-0.03, 1.03]},
+        yaxis: {title: {text: "y: " + run(rb)}, range: [-0.03, 1.03], scaleanchor: "x"},
+        legend: {x: 0.02, y: 0.98},
+      }, CONFIG);
       area.appendChild(el("p", {class: "note"}, shared + " test QGs scored by both: " + ra.model +
         " higher on " + wins + ", " + rb.model + " higher on " + losses + ", tied on " + (shared - wins - losses) + "."));
     };
@@ -199,7 +197,12 @@
   }
 
   function start() {
-    if (document.getElementById("ltr-cost")) { costTable(); curvesView(); qgView(); }
+    if (document.getElementById("ltr-cost")) {
+      costTable();
+      if (typeof Plotly === "undefined") {  // the page lost its inlined plotly.js
+        document.getElementById("ltr-curves").appendChild(el("p", {class: "err"}, "plotly.js is missing from this page: no charts."));
+      } else { curvesView(); qgView(); }
+    }
     document.querySelectorAll("table").forEach(makeSortable);
     // #sort=<table id>:<column>[:asc] sorts one table on load (a link to a sorted view).
     const match = /sort=([\w-]+):(\d+)(:asc)?/.exec(location.hash);

@@ -1,6 +1,7 @@
 """The dashboard's interactive part: data gathered from the run folders, and a small script.
 
-Still one offline file: the script is inline and draws SVG itself (no library, no network).
+Still one offline file: the script is inline and draws with plotly.js, which the page carries
+once in its head (`sweeps.dashboard`; no network).
 `collect` reads, for every finished cell, its training curves (finetuning vali NDCG@5 and loss
 per epoch, its encoder's pretraining loss and k-NN probe, a tree ranker's grid points), its cost
 (seconds, training items per second) and each test QG's NDCG@k (from ``scores.npz``, with the
@@ -9,8 +10,12 @@ outlier QGs marked). `render` turns that into:
 - sortable tables (click a header; every table of the page, ``#sort=<table id>:<column>`` sorts
   one on load);
 - the cost of each model beside its quality;
-- training curves with one colour per model, a tooltip on every point and a checkbox per model;
+- training curves with one colour per model, a tooltip on every point, zoom and pan, and a
+  checkbox per model;
 - a per-QG view: each test QG's NDCG@k under two chosen runs, outlier QGs in red.
+
+Nothing from a run becomes markup: the data travels as JSON with ``<``, ``>`` and ``&`` written
+as ``\\u`` escapes, and the script writes names as text (plotly strings entity-escaped).
 """
 
 from __future__ import annotations
@@ -140,12 +145,19 @@ def _finite(value: Any) -> float | None:
 
 def render(data: dict) -> str:
     """The section and its script; empty data still gives the sortable tables."""
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    payload = script_json(data)
     return (
         "<h2 id='explore'>Explore: cost, training curves, per-QG</h2>"
         "<div id='ltr-cost'></div><div id='ltr-curves'></div><div id='ltr-qg'></div>"
         f"<script>const LTR_DATA = {payload};</script>\n<script>{SCRIPT}</script>"
     )
+
+
+def script_json(data: object) -> str:
+    """``data`` as JSON to put inside ``<script>``: ``<``, ``>`` and ``&`` as ``\\u`` escapes,
+    so no string in it can end the element or be read as markup."""
+    text = json.dumps(data, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 SCRIPT = Path(__file__).with_name("interactive.js").read_text()

@@ -1,8 +1,9 @@
 """The report's figures, as PNG bytes (matplotlib's Agg canvas, no pyplot, no display).
 
 - `group_curves` (paper Figures 1 and 8): test NDCG@k and Outlier-NDCG@k of each group's
-  validation-best member against the label setting, error bars one std over seeds, the
-  crossover of pretrained DL marked with a dotted line;
+  validation-best member against the label setting, error bars one std over seeds (no line
+  between two measured fractions: nothing was measured there; the dashboard's verdicts say
+  where a group wins);
 - `model_curves` (Figure 3): the same with every model's own curve;
 - `tsne_panels` (Figure 4): t-SNE of item embeddings, coloured and sized by relevance;
 - `outlier_histogram` (Figure 5): one feature's validation histogram, the cut of the gap rule
@@ -35,24 +36,22 @@ METRICS = (("test", "NDCG@{k}"), ("outlier", "Outlier-NDCG@{k}"))
 DPI = 110
 
 
-def group_curves(
-    groups: list[dict],
-    crossovers: dict[str, dict],
-    *,
-    title: str,
-    k: int,
-    metrics: tuple = METRICS,
-) -> bytes:
-    """``groups``: the group entries of one (data set, series); ``crossovers`` per metric;
-    ``metrics`` drops the Outlier-NDCG panel when no outlier QG was flagged."""
+def group_curves(groups: list[dict], *, title: str, k: int, metrics: tuple = METRICS) -> bytes:
+    """`group_figure` as PNG bytes."""
+    return _png(group_figure(groups, title=title, k=k, metrics=metrics))
+
+
+def group_figure(groups: list[dict], *, title: str, k: int, metrics: tuple = METRICS) -> Figure:
+    """``groups``: the group entries of one (data set, series); ``metrics`` drops the
+    Outlier-NDCG panel when no outlier QG was flagged. Only measured settings carry a mark."""
     fig, axes = _figure(len(metrics))
+    present = {g["group"] for g in groups}
     for ax, (metric, label) in zip(axes, metrics, strict=True):
-        for name, (legend, color, marker) in _ordered(GROUP_STYLE, {g["group"] for g in groups}):
+        for name, (legend, color, marker) in ordered_groups(GROUP_STYLE, present):
             _curve(ax, [g for g in groups if g["group"] == name], metric, legend, color, marker)
-        _mark_crossover(ax, crossovers.get(metric, {}))
         _style_axes(ax, groups, label.format(k=k))
     fig.suptitle(title)
-    return _png(fig)
+    return fig
 
 
 def model_curves(models: list[dict], *, title: str, k: int, metrics: tuple = METRICS) -> bytes:
@@ -62,7 +61,7 @@ def model_curves(models: list[dict], *, title: str, k: int, metrics: tuple = MET
     one group share a marker shape family and differ in line style.
     """
     fig, axes = _figure(len(metrics))
-    names = sorted({m["model"] for m in models}, key=lambda n: (_group_rank(models, n), n))
+    names = sorted({m["model"] for m in models}, key=lambda n: (group_rank(models, n), n))
     groups = {n: next(m["group"] for m in models if m["model"] == n) for n in names}
     colours = model_colours(names)
     for ax, (metric, label) in zip(axes, metrics, strict=True):
@@ -149,13 +148,6 @@ def _curve(
     )
 
 
-def _mark_crossover(ax, info: dict) -> None:
-    if info.get("status") == "crossover":
-        ax.axvline(
-            info["x_line"], color="black", ls=":", lw=1.5, label="pretrained DL stops winning"
-        )
-
-
 def _style_axes(ax, entries: list[dict], ylabel: str) -> None:
     series = entries[0]["series"] if entries else ""
     if series.startswith("%"):
@@ -172,13 +164,13 @@ def _style_axes(ax, entries: list[dict], ylabel: str) -> None:
         ax.legend(fontsize=8)
 
 
-def _ordered(style: dict, present: set[str]) -> list[tuple[str, tuple]]:
+def ordered_groups(style: dict, present: set[str]) -> list[tuple[str, tuple]]:
     known = [(name, style[name]) for name in style if name in present]
     extra = [(name, (name, "tab:gray", "x")) for name in sorted(present - set(style))]
     return known + extra
 
 
-def _group_rank(models: list[dict], name: str) -> int:
+def group_rank(models: list[dict], name: str) -> int:
     group = next(m["group"] for m in models if m["model"] == name)
     order = list(GROUP_STYLE)
     return order.index(group) if group in order else len(order)

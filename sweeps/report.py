@@ -98,16 +98,18 @@ def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
         manifest = results.manifest_path(cfg.sweep, root)
         rows = results.rows_from_manifest(manifest, cfg.cutoffs)
         source, default_out = str(manifest), manifest.parent / "report"
+        name = manifest.parent.name  # a sweep given as a folder is still titled by its name
     else:
         if not root.is_dir():
             raise UserError(f"no runs folder {root}; run a stage or a sweep first")
         rows = results.rows_from_scan(root, cfg.cutoffs, notes)
         source, default_out, manifest = str(root), root / "report", None
+        name = None
         if not rows:
             raise UserError(f"no finished ranking run (report.json with test metrics) under {root}")
     folder = Path(cfg.out) if cfg.out else default_out
     tsne_dirs = resolve_tsne(cfg.tsne, rows, [p for p in (manifest, root) if p is not None])
-    report = build(cfg, rows, source=source, tsne_dirs=tsne_dirs)
+    report = build(cfg, rows, source=source, tsne_dirs=tsne_dirs, name=name)
     report["notes"] = notes
     write(report, rows, folder, cfg)
     for note in notes:
@@ -125,8 +127,15 @@ def runs_root(cfg: ReportConfig) -> Path:
     return default_runs_root()
 
 
-def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[Path]) -> dict:
-    """Everything the dashboard shows: tables, PNG bytes, problems."""
+def build(
+    cfg: ReportConfig,
+    rows: list[dict],
+    *,
+    source: str,
+    tsne_dirs: list[Path],
+    name: str | None = None,
+) -> dict:
+    """Everything the dashboard shows: tables, PNG bytes, problems; ``name``: the sweep's."""
     summary = stats.summarize(rows, k=cfg.k, select_k=cfg.select_k)
     done = [r for r in rows if r.get("status") == "done"]
     # Each run's test QGs, read once for the page's per-QG view and the "where" section.
@@ -136,7 +145,7 @@ def build(cfg: ReportConfig, rows: list[dict], *, source: str, tsne_dirs: list[P
     for dataset, series in keys:
         sections.append(_section(summary, dataset, series, cfg))
     report = {
-        "title": f"Report: {'sweep ' + cfg.sweep if cfg.sweep else 'all runs'}",
+        "title": f"sweep {name}" if name else "all runs",
         "source": source,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         "status_counts": dict(Counter(r.get("status") for r in rows)),
@@ -243,11 +252,15 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
         "models": models,
         "groups": groups,
         "crossovers": crossovers,
-        "crossover_text": report_text.crossover_text(crossovers, cfg.k),
+        "crossover_text": report_text.crossover_text(crossovers, cfg.k, alpha=cfg.alpha),
+        # Per label setting, who wins NDCG@k: claimed only at a paired p below alpha.
+        "verdicts": stats.verdicts(
+            summary["groups"], dataset=dataset, series=series, alpha=cfg.alpha
+        ),
         "pretraining_gain": gains,
         "pretraining_text": report_text.pretraining_text(gains, cfg.k),
         "outlier_note": None if has_outliers else NO_OUTLIERS_HINT,
-        "group_png": plots.group_curves(groups, crossovers, title=title, k=cfg.k, metrics=shown),
+        "group_png": plots.group_curves(groups, title=title, k=cfg.k, metrics=shown),
         "model_png": plots.model_curves(
             models, title=f"{title} · every model", k=cfg.k, metrics=shown
         ),

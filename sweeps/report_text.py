@@ -72,22 +72,23 @@ def _text_cell(entry: dict | None, metric: str) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def crossover_text(crossovers: dict, k: int) -> str:
+def crossover_text(crossovers: dict, k: int, *, alpha: float = 0.05) -> str:
+    """Per metric, on which side of the best other group the pretrained DL's paired margin lies
+    at each measured fraction, and at which fractions that is clear (paired p < ``alpha``): a
+    positive margin alone is a lead, not a win."""
     names = {"test": f"NDCG@{k}", "outlier": f"Outlier-NDCG@{k}"}
     texts = []
     for metric, info in crossovers.items():
         status = info["status"]
         if status == "crossover":
             what = (
-                f"pretrained DL beats every other group up to {info['last_win']:g}% labeled "
-                f"QGs and stops at {info['first_loss']:g}%"
+                f"pretrained DL leads the best other group up to {info['last_win']:g}% labeled "
+                f"QGs and trails it from {info['first_loss']:g}%"
             )
         elif status == "always":
-            what = "pretrained DL beats every other group at every label fraction"
+            what = "pretrained DL leads the best other group at every label fraction"
         elif status == "never":
-            what = (
-                f"pretrained DL does not beat the best other group even at {info['first_loss']:g}%"
-            )
+            what = f"pretrained DL trails the best other group already at {info['first_loss']:g}%"
         else:
             what = "no crossover (pretrained DL or the other groups are missing)"
         # A curve may cross back: name every fraction on each side, not the first switch alone.
@@ -98,6 +99,8 @@ def crossover_text(crossovers: dict, k: int) -> str:
                 f"pretrained DL leads the best other group at {_percents(won)} labeled QGs and "
                 f"trails it at {_percents(lost)}"
             )
+        if status != "n/a":
+            what += _clear_steps(info, alpha)
         texts.append(f"{names[metric]}: {what}{_paired_steps(info)}.")
     head = (
         "Crossover (paired margin of pretrained DL against the best other group of each "
@@ -105,6 +108,56 @@ def crossover_text(crossovers: dict, k: int) -> str:
         "margin's direction). "
     )
     return head + " ".join(texts) if texts else ""
+
+
+def _clear_steps(info: dict, alpha: float) -> str:
+    """``; clear at p < 0.05: a win at 2%, a loss at 50%`` or that no fraction is clear."""
+    steps = info.get("paired", [])
+    clear = [s for s in steps if s["n"] >= 2 and math.isfinite(s["p"]) and s["p"] < alpha]
+    if not clear:
+        return f"; no fraction is clear at p < {alpha:g} (no clear winner)"
+    wins = [s["x"] for s in clear if s["margin"] > 0]
+    losses = [s["x"] for s in clear if s["margin"] < 0]
+    parts = ([f"a win at {_percents(wins)}"] if wins else []) + (
+        [f"a loss at {_percents(losses)}"] if losses else []
+    )
+    rest = "" if len(clear) == len(steps) else ", no clear winner elsewhere"
+    return f"; clear at p < {alpha:g}: {', '.join(parts)}{rest}"
+
+
+GROUP_NAMES = {
+    "gbdt": "GBDT",
+    "no-pretrain-dl": "no-pretrain DL",
+    "pretrained-dl": "pretrained DL",
+    "hybrid": "hybrid",
+}
+
+
+def verdict_text(verdict: dict, k: int, *, alpha: float) -> str:
+    """One `stats.verdicts` entry as a sentence: a win only where the paired p is below alpha."""
+
+    def name(group: str | None) -> str:
+        return GROUP_NAMES.get(group or "", group or "")
+
+    where = _where(verdict)
+    if verdict["status"] == "alone":
+        return f"{where}: only {name(verdict['leader'])} ran; nothing to compare"
+    step = f"Δ {verdict['margin']:+.4f} NDCG@{k}{_p_and_n(verdict)}"
+    if verdict["status"] == "win":
+        return (
+            f"{where}: {name(verdict['leader'])} wins (paired p < {alpha:g} against every other "
+            f"group; the closest, {name(verdict['against'])}: {step})"
+        )
+    return (
+        f"{where}: no clear winner ({name(verdict['leader'])} leads "
+        f"{name(verdict['against'])}: {step}; a win needs paired p < {alpha:g})"
+    )
+
+
+def _where(entry: dict) -> str:
+    """``2% labeled`` on a curve of label fractions, the setting (``tau=4.5``) otherwise."""
+    setting = entry["setting"]
+    return f"{entry['x']:g}% labeled" if setting.startswith("frac=") else setting
 
 
 def pretraining_text(gains: dict, k: int) -> str:

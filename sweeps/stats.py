@@ -33,6 +33,8 @@ Rows are the done rows of `sweeps.results` (one per data set, model, label setti
 - Crossover: along a curve of label fractions, from the lowest up, the first fraction at which
   the pretrained-DL group no longer beats the best other group (highest mean) of that fraction,
   by its paired margin over the units both have (by the means where no unit is shared).
+- Verdict (`verdicts`): per label setting, a group wins only where its paired margin over every
+  other group is positive with a one-sided paired p below alpha; otherwise "no clear winner".
 - What pretraining adds (`pretraining_gain`): at each label fraction, the pretrained-DL group's
   paired margin over the no-pretrain-DL group (the same networks from scratch), each group
   standing by its validation-chosen member: pretraining earns its place only where this is
@@ -354,6 +356,52 @@ def pretraining_gain(groups: list[dict], *, dataset: str, series: str, metric: s
         step["against"] = scratch["member"]
         steps.append(step | paired_step(pretrained, scratch, metric))
     return steps
+
+
+def verdicts(
+    groups: list[dict], *, dataset: str, series: str, alpha: float, metric: str = "test_mean"
+) -> list[dict]:
+    """Per label setting of one curve, who wins on ``metric``, claimed only where it is clear.
+
+    A group wins a setting when its paired margin (`paired_step`, over the units both have) is
+    positive against every other group of the setting with a one-sided paired p below ``alpha``
+    each; the comparison reported is its weakest one (the largest p). Otherwise there is no
+    clear winner, and the comparison reported is the group with the highest mean against the
+    next one. Returns per setting ``{"setting", "x", "status", "leader", "against", "margin",
+    "p", "n"}`` with status ``win``, ``none`` (no clear winner) or ``alone`` (one group ran).
+    Example: at 2% the pretrained DL leads the GBDT by +0.06 with p = 0.15 over n = 3 units:
+    ``none``; at 50% the GBDT leads both others with p = 0.01 and 0.03: ``win``, against the
+    one with p = 0.03.
+    """
+    curve = _curve(groups, dataset, series, metric)
+    out = []
+    for x in sorted(curve):
+        ranked = sorted(curve[x].values(), key=lambda g: (-g[metric], g["group"]))
+        head = {"setting": ranked[0]["setting"], "x": x, "leader": ranked[0]["group"]}
+        if len(ranked) == 1:
+            out.append(head | {"status": "alone", "against": None} | _NO_STEP)
+            continue
+        out.append(head | _verdict(ranked, metric, alpha))
+    return out
+
+
+_NO_STEP = {"margin": math.nan, "p": math.nan, "n": 0}
+
+
+def _verdict(ranked: list[dict], metric: str, alpha: float) -> dict:
+    """``ranked``: a setting's groups, highest mean first (see `verdicts`)."""
+    for candidate in ranked:
+        steps = [
+            {"against": other["group"]} | paired_step(candidate, other, metric)
+            for other in ranked
+            if other is not candidate
+        ]
+        clear = all(s["n"] >= 2 and s["margin"] > 0 and s["p"] < alpha for s in steps)
+        if clear:
+            weakest = max(steps, key=lambda s: s["p"])
+            return {"status": "win", "leader": candidate["group"]} | weakest
+    step = paired_step(ranked[0], ranked[1], metric)
+    return {"status": "none", "against": ranked[1]["group"]} | step
 
 
 def best_in_column(values: list[float], stds: list[float]) -> tuple[int | None, list[bool]]:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -101,10 +103,64 @@ def render(chromium: str, page: Path, work: Path, *, timeout: float = 120.0) -> 
     url = page.resolve().as_uri()
     shot = [*common, f"--screenshot={png}", "--window-size=1280,2000", url]
     subprocess.run(shot, capture_output=True, timeout=timeout, check=True)
-    dom = subprocess.run(
-        [*common, "--dump-dom", url], capture_output=True, text=True, timeout=timeout, check=True
-    )
-    return png, dom.stdout
+    dom, _ = dump_dom(chromium, page, work, timeout=timeout)
+    return png, dom
+
+
+def dump_dom(
+    chromium: str, page: Path, work: Path, *, fragment: str = "", timeout: float = 120.0
+) -> tuple[str, list[str]]:
+    """The DOM of ``page`` after its scripts ran, and every message the page wrote to the
+    console (uncaught errors included): Chromium logs each as an ``INFO:CONSOLE`` line on
+    stderr under ``--enable-logging=stderr``."""
+    command = [chromium, *FLAGS, f"--user-data-dir={work / 'profile'}"]
+    url = page.resolve().as_uri() + fragment
+    command += ["--enable-logging=stderr", "--v=0", "--dump-dom", url]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=True)
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    return done.stdout, console
+
+
+class _Tags(HTMLParser):
+    """Every start tag and its attributes; a script's text is text, never tags."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def tags(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    """``[(tag, {attribute: value})]`` of every element of ``html`` (a file or a dumped DOM)."""
+    parser = _Tags()
+    parser.feed(html)
+    parser.close()
+    return parser.tags
+
+
+def external_urls(html: str) -> list[str]:
+    """The ``src``/``href`` attributes that point off the page (``http:``, ``https:``, ``//``):
+    what a browser would fetch. Strings inside scripts (plotly.js names its web site) are not
+    attributes and do not count."""
+    found = []
+    for _, attrs in tags(html):
+        for name in ("src", "href"):
+            value = (attrs.get(name) or "").strip()
+            if re.match(r"(https?:|//)", value, re.IGNORECASE):
+                found.append(value)
+    return found
+
+
+def event_handlers(html: str) -> list[str]:
+    """``tag on...=value`` of every inline event handler attribute (``onerror``, ``onload``)."""
+    return [
+        f"{tag} {name}={value}"
+        for tag, attrs in tags(html)
+        for name, value in attrs.items()
+        if name.startswith("on")
+    ]
 
 
 if __name__ == "__main__":

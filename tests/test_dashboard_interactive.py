@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -117,17 +116,8 @@ def test_colours_stay_distinct_past_ten_models() -> None:
     assert len(set(colours.values())) == 16
 
 
-def _dom(chromium: str, page: Path, work: Path, fragment: str) -> str:
-    from headless_chromium import FLAGS
-
-    url = page.resolve().as_uri() + fragment
-    command = [chromium, *FLAGS, f"--user-data-dir={work / 'profile'}", "--dump-dom", url]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
-    return done.stdout
-
-
 def test_page_runs_its_script_and_sorts_in_headless_chromium(tmp_path: Path) -> None:
-    from headless_chromium import ensure_chromium, render
+    from headless_chromium import dump_dom, ensure_chromium, external_urls, render
 
     chromium, reason = ensure_chromium()
     if chromium is None:
@@ -137,18 +127,21 @@ def test_page_runs_its_script_and_sorts_in_headless_chromium(tmp_path: Path) -> 
     run(["report", f"runs_root={root}"])
     page = root / "report" / "dashboard.html"
     html = page.read_text()
-    assert not re.search(r"(src|href)=['\"]?(https?:|//)", html)  # offline: nothing to fetch
+    assert external_urls(html) == []  # offline: nothing to fetch
     png, dom = render(chromium, page, tmp_path)
     assert png.is_file()
-    # Drawn by the script: the cost table, one chart per curve kind, the per-QG scatter.
+    assert dump_dom(chromium, page, tmp_path)[1] == []  # no console error
+    # Drawn by the script: the cost table, one plotly chart per curve kind, the per-QG scatter.
     assert 'id="ltr-cost-table"' in dom
-    assert dom.count('class="ltr-chart"') >= 4
-    assert 'class="outlier"' in dom and "test QGs scored by both" in dom
+    assert dom.count('class="ltr-chart js-plotly-plot"') >= 4
+    qg = dom.split('id="ltr-qg-chart"')[1]
+    assert 'class="main-svg"' in qg and ">outlier QGs<" in qg and "test QGs scored by both" in dom
     assert dom.count('type="checkbox"') == 3
     # #sort=<table>:<column> sorts on load: mean test NDCG (column 5), highest first.
     for fragment, order in (("#sort=ltr-cost-table:5", [0.505, 0.455, 0.405]),
                             ("#sort=ltr-cost-table:5:asc", [0.405, 0.455, 0.505])):  # fmt: skip
-        table = _dom(chromium, page, tmp_path, fragment).split('id="ltr-cost-table"')[1]
+        table = dump_dom(chromium, page, tmp_path, fragment=fragment)[0]
+        table = table.split('id="ltr-cost-table"')[1]
         table = table.split("</table>")[0]
         means = [float(v) for v in re.findall(r"<td>(0\.\d{4})</td></tr>", table)]
         assert means == order

@@ -113,7 +113,7 @@ def test_crossover_sentence_names_both_sides_when_the_curve_crosses_back() -> No
     assert "leads the best other group at 10%, 50% labeled QGs and trails it at 2%" in text
     plain = {"status": "crossover", "wins": [(2.0, True), (50.0, False)]}
     text = crossover_text({"test": plain | {"last_win": 2.0, "first_loss": 50.0}}, 5)
-    assert "beats every other group up to 2% labeled QGs and stops at 50%" in text
+    assert "leads the best other group up to 2% labeled QGs and trails it from 50%" in text
 
 
 def _query_normalised_folder(root: Path) -> Path:

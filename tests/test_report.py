@@ -187,14 +187,25 @@ def test_files_written(built) -> None:
 
 
 def test_dashboard_is_self_contained(built) -> None:
+    from headless_chromium import external_urls
+    from plotly.offline import get_plotlyjs
+
     _, folder, _ = built
     html = (folder / "dashboard.html").read_text()
-    assert html.count("src='data:image/png;base64,") == 2
+    assert "src='data:image/png;base64," not in html  # the curves are plotly, not PNGs
+    assert html.count(get_plotlyjs()) == 1  # plotly.js inline, once for every plot
+    drawn = re.findall(r"Plotly\.newPlot\(\s*\"([\w-]+)\"", html)
+    assert drawn == ["groups-0", "models-0"]  # the group and the model curves
     assert html.count("<table") >= 5
     assert "Failed cells" in html and "LightGBM boom" in html
     assert "<b>0.4733 ± 0.0153</b>" in html  # pretrained DL at 2%, best in its column
-    assert not re.search(r"(src|href)=['\"]?(https?:|//)", html)
+    assert external_urls(html) == []
     assert "<script src" not in html  # the script is inline: nothing loads at view time
+    # The verdicts, at the top: both fractions are clear (paired p 0.009 and < 0.001, n=3).
+    verdicts = html.split("<div id='verdicts'>")[1].split("</div>")[0]
+    assert html.index("<div id='verdicts'>") < html.index("<h2>")
+    assert "synthetic, 2% labeled: pretrained DL wins" in verdicts and "p=0.009, n=3" in verdicts
+    assert "synthetic, 50% labeled: GBDT wins" in verdicts
 
 
 def test_unknown_sweep_lists_the_sweeps(tmp_path: Path) -> None:
@@ -251,26 +262,32 @@ def test_tsne_of_a_pretrained_encoder(tmp_path: Path, capsys) -> None:
     run(["report", "demo", f"runs_root={root}", f"tsne=[{relative}]", "tsne_items=120"])
     folder = root / "sweeps" / "demo" / "report"
     assert (folder / "tsne.png").stat().st_size > 1000
-    assert (folder / "dashboard.html").read_text().count("data:image/png;base64,") == 3
+    assert (folder / "dashboard.html").read_text().count("src='data:image/png;base64,") == 1
     with pytest.raises(UserError, match="tsne: 'nowhere'"):
         run(["report", "demo", f"runs_root={root}", "tsne=[nowhere]"])
 
 
 def test_dashboard_renders_in_headless_chromium(built, tmp_path: Path) -> None:
-    from headless_chromium import ensure_chromium, render
+    from headless_chromium import dump_dom, ensure_chromium, render
 
     chromium, reason = ensure_chromium()
     if chromium is None:
         pytest.skip(reason)
     page = built[1] / "dashboard.html"
     png, dom = render(chromium, page, tmp_path)
-    assert dom.count('src="data:image/png;base64,') == 2
+    _, console = dump_dom(chromium, page, tmp_path)
+    assert console == []  # no error, nothing logged
+    # plotly.js drew both figures: each div got its SVG layers and the curves' legend.
+    for div, end in (("groups-0", 'id="models-0"'), ("models-0", "Which member stood")):
+        tag, drawn = re.search(rf'(<div[^>]*id="{div}"[^>]*>)(.*?){end}', dom, re.S).groups()
+        assert "js-plotly-plot" in tag and 'class="main-svg"' in drawn, div
+    assert 'class="legendtext"' in dom and ">Pretrained DL<" in dom
     assert dom.count("<table") >= 5 and "Failed cells" in dom
     from matplotlib.image import imread
 
     pixels = imread(png)[..., :3]
     assert pixels.shape[:2] == (2000, 1280)
-    # The plots' curves (GBDT in tab:green) appear only if the embedded images were decoded.
+    # The plots' curves (GBDT in tab:green) appear only if plotly.js drew them.
     green = np.abs(pixels - np.array([44, 160, 44]) / 255).max(axis=-1) < 0.08
     assert green.sum() > 200
 
