@@ -96,15 +96,18 @@ def _apt_install() -> str:
     return "installed"
 
 
-def render(chromium: str, page: Path, work: Path, *, timeout: float = 120.0) -> tuple[Path, str]:
-    """A 1280x2000 screenshot of ``page`` and its DOM after load, by headless Chromium."""
+def render(
+    chromium: str, page: Path, work: Path, *, timeout: float = 120.0
+) -> tuple[Path, str, list[str]]:
+    """A 1280x2000 screenshot of ``page``, its DOM after load and its console (`dump_dom`), by
+    headless Chromium."""
     png = work / "screenshot.png"
     common = [chromium, *FLAGS, f"--user-data-dir={work / 'profile'}"]
     url = page.resolve().as_uri()
     shot = [*common, f"--screenshot={png}", "--window-size=1280,2000", url]
     subprocess.run(shot, capture_output=True, timeout=timeout, check=True)
-    dom, _ = dump_dom(chromium, page, work, timeout=timeout)
-    return png, dom
+    dom, console = dump_dom(chromium, page, work, timeout=timeout)
+    return png, dom, console
 
 
 def dump_dom(

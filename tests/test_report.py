@@ -268,14 +268,13 @@ def test_tsne_of_a_pretrained_encoder(tmp_path: Path, capsys) -> None:
 
 
 def test_dashboard_renders_in_headless_chromium(built, tmp_path: Path) -> None:
-    from headless_chromium import dump_dom, ensure_chromium, render
+    from headless_chromium import ensure_chromium, render
 
     chromium, reason = ensure_chromium()
     if chromium is None:
         pytest.skip(reason)
     page = built[1] / "dashboard.html"
-    png, dom = render(chromium, page, tmp_path)
-    _, console = dump_dom(chromium, page, tmp_path)
+    png, dom, console = render(chromium, page, tmp_path)
     assert console == []  # no error, nothing logged
     # plotly.js drew both figures: each div got its SVG layers and the curves' legend.
     for div, end in (("groups-0", 'id="models-0"'), ("models-0", "Which member stood")):
