@@ -148,8 +148,10 @@ def verdict_text(verdict: dict, k: int, *, alpha: float) -> str:
             f"{where}: {name(verdict['leader'])} wins (paired p < {alpha:g} against every other "
             f"group; the closest, {name(verdict['against'])}: {step})"
         )
+    # The higher mean may still trail where the units pair (a negative paired margin).
+    verb = "leads" if verdict["margin"] > 0 else "has the higher mean but trails"
     return (
-        f"{where}: no clear winner ({name(verdict['leader'])} leads "
+        f"{where}: no clear winner ({name(verdict['leader'])} {verb} "
         f"{name(verdict['against'])}: {step}; a win needs paired p < {alpha:g})"
     )
 
