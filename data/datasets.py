@@ -85,8 +85,8 @@ class DataConfig:
     # data=table: a column naming each row's split (its values: data.splits), all splits in the
     # folder's one table; null: a table per split
     split_column: str | None = None
-    # File of each split inside `path`; ".txt" and ".txt.gz" are tried after the name itself.
-    # vali: null for data without a vali file (then data.vali_from_train carves one).
+    # File of each split inside `path` (vali null: no file, data.vali_from_train carves one);
+    # ".txt" and ".txt.gz" are tried after the name itself.
     splits: dict[str, str | None] = field(default_factory=lambda: {s: s for s in SPLITS})
     vali_from_train: ValiFromTrain = field(default_factory=ValiFromTrain)
     # Features, fit on train: none | standardize | log1p | log1p-standardize | qg-standardize.
