@@ -143,3 +143,24 @@ def test_pretraining_takes_binary_p_from_the_command_line(method, tmp_path):
     flags = json.loads((tmp_path / "flags" / "report.json").read_text())
     plain = json.loads((tmp_path / "plain" / "report.json").read_text())
     assert flags["loss_curve"] != plain["loss_curve"]  # the views differ: the key took effect
+
+
+def test_a_crashed_run_with_flag_noise_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    from scarce_ltr.pretrain.train import CHECKPOINT, CRASH_ENV, SimulatedCrash
+
+    data = ["data=letor", f"data.path={_flag_folder(tmp_path)}", "data.transform=standardize"]
+    args = ["pretrain", "simsiam", *tiny_pretraining()[4:], *data, "epochs=3", "item_budget=60"]
+    args.append("augment.binary_p=0.5")
+    straight = run([*args, f"run_dir={tmp_path / 'straight'}"])
+    monkeypatch.setenv(CRASH_ENV, str(straight["history"][0]["steps"] + 1))  # in epoch 2
+    with pytest.raises(SimulatedCrash):
+        run([*args, f"run_dir={tmp_path / 'crashed'}"])
+    saved = torch.load(tmp_path / "crashed" / CHECKPOINT, weights_only=True)["model"]
+    assert saved["flag_columns"].tolist() == [True, False, True]  # the flags travel with it
+    monkeypatch.delenv(CRASH_ENV)
+    run([*args, f"run_dir={tmp_path / 'crashed'}"])
+    a, b = (
+        torch.load(tmp_path / d / "encoder.pt", weights_only=True)["state_dict"]
+        for d in ("straight", "crashed")
+    )
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
