@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
 
 from scarce_ltr.core.errors import DataFormatError, UserError
 from scarce_ltr.data.arrays import read_arrays, split_folder
@@ -58,6 +60,19 @@ class OutlierConfig:
 
 
 @dataclass(frozen=True)
+class ValiFromTrain:
+    """A vali split carved from train's QGs, for data published without one (``data.splits.vali``
+    null): a seeded share of train's QGs, the same on every run, disjoint from what train keeps."""
+
+    fraction: float | None = None  # share of train's QGs moved to vali; null: off
+    seed: int = 0  # the carve's own seed (not the run's): every run and model sees one vali
+
+    def __post_init__(self) -> None:
+        if self.fraction is not None and not 0 < self.fraction < 1:
+            raise ValueError("data.vali_from_train.fraction must be in (0, 1), or null (off)")
+
+
+@dataclass(frozen=True)
 class DataConfig:
     name: str = "synthetic"  # the data set; data=<name> loads configs/data/<name>.yaml
     path: str | None = None  # folder holding the split files (letor and presets)
@@ -70,8 +85,10 @@ class DataConfig:
     # data=table: a column naming each row's split (its values: data.splits), all splits in the
     # folder's one table; null: a table per split
     split_column: str | None = None
-    # File of each split inside `path`; ".txt" and ".txt.gz" are tried after the name itself.
-    splits: dict[str, str] = field(default_factory=lambda: {s: s for s in SPLITS})
+    # File of each split inside `path` (vali null: no file, data.vali_from_train carves one);
+    # ".txt" and ".txt.gz" are tried after the name itself.
+    splits: dict[str, str | None] = field(default_factory=lambda: {s: s for s in SPLITS})
+    vali_from_train: ValiFromTrain = field(default_factory=ValiFromTrain)
     # Features, fit on train: none | standardize | log1p | log1p-standardize | qg-standardize.
     transform: str = "log1p-standardize"
     clip: float | None = None  # after the transform, clip values to [-clip, clip]
@@ -89,11 +106,34 @@ class DataConfig:
             raise ValueError(f"data.splits must name exactly {', '.join(SPLITS)}")
         if self.format not in FORMATS:
             raise ValueError(f"data.format must be one of {', '.join(FORMATS)}")
+        self._check_vali_source()
         if self.name == "synthetic" and self.path:  # it would be ignored: the data is generated
             raise ValueError(
                 f"data.path={self.path}: the synthetic data set (the default) is generated and "
                 "reads no files; read files with data=letor (or a preset, e.g. data=ohsumed, "
                 "data=table) and data.path=<folder>"
+            )
+
+    def _check_vali_source(self) -> None:
+        """Exactly one source of vali QGs: a file (``data.splits.vali``) or the carve."""
+        for split in ("train", "test"):
+            if not self.splits[split]:
+                raise ValueError(f"data.splits.{split} must name the {split} file")
+        carve = self.vali_from_train.fraction is not None
+        if carve and self.name == "synthetic":
+            raise ValueError(
+                "data.vali_from_train: the synthetic data set generates its own vali QGs"
+            )
+        if carve and self.splits["vali"]:
+            raise ValueError(
+                f"data.vali_from_train.fraction={self.vali_from_train.fraction:g} carves vali "
+                f"from train's QGs, but data.splits.vali={self.splits['vali']} names a vali "
+                "file: give one or the other (data.splits.vali=null to carve)"
+            )
+        if not carve and not self.splits["vali"]:
+            raise ValueError(
+                "data.splits.vali is null (no vali file): set data.vali_from_train.fraction="
+                "<share of train's QGs> (and .seed) to carve vali from train, or name a vali file"
             )
 
     @property
@@ -116,24 +156,44 @@ def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
         splits = generate(cfg.synthetic)
     else:
         check_files(cfg)
-        folder = _folder(cfg)
-        files = {split: _find(cfg, folder, cfg.splits[split]) for split in SPLITS}
+        files = {split: split_file(cfg, split) for split in SPLITS if cfg.splits[split]}
         if cfg.format == "arrays":  # checked as they are read
             splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
-            return _same_width(splits, cfg, files)
-        if cfg.format == "table":
+        elif cfg.format == "table":
             columns = dict(qid=cfg.qid, label=cfg.label, features=cfg.features)
             splits = {
                 s: load_table(path, name=s, split=_split_rows(cfg, s), **columns)
                 for s, path in files.items()
                 if path
             }
-            return _same_width(splits, cfg, files)
-        splits = {split: load_split(path, name=split) for split, path in files.items() if path}
-        for split, path in files.items():
-            check_label_range(splits[split].labels, path)
+        else:
+            splits = {split: load_split(path, name=split) for split, path in files.items() if path}
+            for split, path in files.items():
+                check_label_range(splits[split].labels, path)
+        if "vali" not in splits:
+            splits["train"], splits["vali"] = carve_vali(splits["train"], cfg, files["train"])
         return _same_width(splits, cfg, files)
     return _same_width(splits, cfg)
+
+
+def carve_vali(
+    train: RankingSplit, cfg: DataConfig, path: Path | None = None
+) -> tuple[RankingSplit, RankingSplit]:
+    """``(train, vali)``: ``data.vali_from_train.fraction`` of train's QGs (rounded, at least one
+    and one left), drawn by ``data.vali_from_train.seed`` alone, moved to vali; both keep the
+    file's QG order."""
+    carve = cfg.vali_from_train
+    if train.n_groups < 2:
+        raise UserError(
+            f"{path or 'train'}: data.vali_from_train needs at least 2 train QGs to carve vali "
+            f"from, the file holds {train.n_groups}"
+        )
+    n_vali = min(max(round(carve.fraction * train.n_groups), 1), train.n_groups - 1)
+    chosen = np.random.default_rng(carve.seed).permutation(train.n_groups)[:n_vali]
+    is_vali = np.zeros(train.n_groups, dtype=bool)
+    is_vali[chosen] = True
+    vali = train.subset(np.flatnonzero(is_vali))
+    return train.subset(np.flatnonzero(~is_vali)), replace(vali, name="vali")
 
 
 def check_label_range(labels, path: Path, *, first_item: int = 0) -> None:
@@ -158,15 +218,16 @@ def check_files(cfg: DataConfig) -> None:
     missing = [
         f"{folder / cfg.splits[s]}{what}"
         for s in SPLITS
-        if _find(cfg, folder, cfg.splits[s]) is None
+        if cfg.splits[s] and _find(cfg, folder, cfg.splits[s]) is None
     ]
     if missing:
         raise UserError(_missing_message(cfg, folder, missing))
 
 
 def split_file(cfg: DataConfig, split: str) -> Path | None:
-    """The file holding ``split`` of a file-based data set (None: synthetic, or not found)."""
-    if cfg.name == "synthetic":
+    """The file holding ``split`` of a file-based data set (None: synthetic, no file named (a
+    carved vali), or not found)."""
+    if cfg.name == "synthetic" or not cfg.splits[split]:
         return None
     return _find(cfg, _folder(cfg), cfg.splits[split])
 
@@ -227,7 +288,7 @@ def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
     hints = [
         f"data.splits.{split}={stem}"
         for split in SPLITS
-        if _find(cfg, folder, cfg.splits[split]) is None
+        if cfg.splits[split] and _find(cfg, folder, cfg.splits[split]) is None
         for stem in _likely_files(folder, split, cfg.splits[split])[:1]
     ]
     if hints:

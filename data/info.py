@@ -60,6 +60,14 @@ def format_report(info: dict, dataset: str) -> str:
         lines.append(
             f"features: transform {t['name']} (fit on train{clip}; data.transform= to change)"
         )
+    if "vali_from_train" in info:
+        c = info["vali_from_train"]
+        lines.append(
+            f"vali: carved from train (data.vali_from_train: fraction {c['fraction']:g}, seed "
+            f"{c['seed']}): {c['vali_groups']} of the train file's "
+            f"{c['vali_groups'] + c['train_groups']} QGs, disjoint from the {c['train_groups']} "
+            "train keeps"
+        )
     header = f"{'split':<20}{'QGs':>8}{'items':>10}{'feat':>6}{'no-rel':>8}  labels"
     lines.append(header)
     for name, s in info["splits"].items():
@@ -87,7 +95,16 @@ def format_report(info: dict, dataset: str) -> str:
 
 
 def main(cfg, out_dir: Path | None = None) -> dict:
-    info = describe(prepare_data(cfg))
+    prepared = prepare_data(cfg)
+    info = describe(prepared)
     info["transform"] = {"name": cfg.data.transform, "clip": cfg.data.clip}
+    carve = cfg.data.vali_from_train
+    if carve.fraction is not None:
+        info["vali_from_train"] = {
+            "fraction": carve.fraction,
+            "seed": carve.seed,
+            "train_groups": prepared.train.n_groups,
+            "vali_groups": prepared.vali.n_groups,
+        }
     print(format_report(info, cfg.data.run_name))
     return info

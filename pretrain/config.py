@@ -27,10 +27,11 @@ PRETRAIN_GROUP = "no-pretrain-dl"
 _UNREAD = {
     "augment.replace_p": "does not replace entries of its views",
     "augment.replace_source": "draws no donor values",
+    "augment.binary_p": "makes no views whose flag columns could get flag noise",
     "temperature": "takes no temperature",
     "vime_alpha": "takes no vime_alpha",
 }
-REPLACE_KEYS = ("augment.replace_p", "augment.replace_source")
+REPLACE_KEYS = ("augment.replace_p", "augment.replace_source", "augment.binary_p")
 METHOD_KEYS = ("temperature", "vime_alpha")
 SSL_VAL_CRITERIA = ("loss", "none")  # pretrain/ssl_val.py
 DEFAULT_EPOCHS = 40
@@ -59,6 +60,10 @@ class AugmentConfig:
     # the training set: other QGs too) or qg (the item's own QG: a value on the same per-query
     # scale; pretrain/augmentations.py)
     replace_source: str = "global"
+    # simclr(-rank/-sample), simsiam: the flag columns (exactly two values in the pretraining
+    # set, e.g. 0/1) kept out of zeroing and Gaussian noise, each entry instead replaced with
+    # this probability by a draw from the column's marginal there (0: off, every column alike)
+    binary_p: float = 0.0
 
     def __post_init__(self) -> None:
         _probability("augment.zero_p", self.zero_p)
@@ -66,6 +71,7 @@ class AugmentConfig:
         _probability("augment.mixup", self.mixup, closed=True)
         _probability("augment.overlap", self.overlap)
         _probability("augment.replace_p", self.replace_p, closed=True)
+        _probability("augment.binary_p", self.binary_p, closed=True)
         if self.replace_source not in REPLACE_SOURCES:
             raise ValueError(
                 f"augment.replace_source must be one of {', '.join(REPLACE_SOURCES)}, "

@@ -43,7 +43,7 @@ def fold_overrides(cfg, dataset: str) -> dict[int | None, list[str]]:
         return {None: []}
     data_overrides = [o for o in cfg.overrides.common if o.startswith("data.")]
     data_cfg, _ = load_config(CommonConfig, [f"data={dataset}", *data_overrides])
-    splits = data_cfg.data.splits
+    splits = {split: stem for split, stem in data_cfg.data.splits.items() if stem}  # no carved vali
     missing = [split for split, stem in splits.items() if not FOLD_COMPONENT.search(stem)]
     if missing:
         listing = ", ".join(f"{split}: {stem}" for split, stem in splits.items())

@@ -17,7 +17,12 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from scarce_ltr.pretrain.augmentations import group_index
+from scarce_ltr.pretrain.augmentations import (
+    FlagColumns,
+    flag_aware,
+    group_index,
+    view_augmentation,
+)
 from scarce_ltr.pretrain.encoders import ItemwiseEncoder
 
 # Masked logits: far below any cosine / temperature, finite so that softmax gradients stay finite.
@@ -39,9 +44,31 @@ class Objective(nn.Module):
         if not hasattr(encoder, "out_dim"):
             raise ValueError("encoder must have an out_dim attribute")
         self.encoder = encoder
+        self.binary_p = 0.0
+
+    def use_views(self, *, binary_p: float = 0.0, **settings) -> None:
+        """The view-pair methods' ``augment``: `view_augmentation` of ``settings``; with
+        ``binary_p`` > 0 the flag columns of the training items (`set_training_items`) get
+        `flag_swap` noise instead (`flag_aware`)."""
+        if not 0.0 <= binary_p <= 1.0:
+            raise ValueError(f"binary_p must be in [0, 1], got {binary_p}")
+        self.augment = view_augmentation(**settings)
+        self.binary_p = binary_p
+        self.needs_training_items = binary_p > 0  # type: ignore[misc]
 
     def set_training_items(self, items: torch.Tensor) -> None:
-        """Every item of the pretraining set, ``[M, d]`` (objectives that draw from it)."""
+        """Every item of the pretraining set, ``[M, d]`` (objectives that draw from it). With
+        ``binary_p`` > 0: its flag columns and their marginals, kept as buffers (saved in the
+        checkpoint, so a resumed run draws from the same marginals)."""
+        if self.binary_p <= 0:
+            return
+        names = ("columns", "low", "high", "p_high")
+        found = FlagColumns.of(items)
+        for name in names:
+            self.register_buffer(f"flag_{name}", getattr(found, name))
+        # the buffers themselves: a resumed checkpoint's values land in what the views read
+        flags = FlagColumns(*(getattr(self, f"flag_{name}") for name in names))
+        self.augment = flag_aware(self.augment, p=self.binary_p, flags=flags)
 
     @property
     def width(self) -> int:
@@ -78,6 +105,11 @@ class Objective(nn.Module):
         extra = {}
         if getattr(self.augment, "needs_groups", False):  # within-QG donors: each item's QG
             extra["groups"] = group_index(mask)
+        if self.binary_p > 0 and not hasattr(self, "flag_columns"):
+            raise RuntimeError(
+                "augment.binary_p needs the flag columns of the training items: call "
+                "set_training_items(items [M, d]) before training"
+            )
         z0 = self.projector(
             self.encode(self.augment(x, view_mask, generator=generator, **extra), mask)
         )

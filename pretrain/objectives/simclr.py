@@ -24,7 +24,6 @@ from scarce_ltr.pretrain.augmentations import (
     compose,
     gaussian_noise,
     mixup_noise,
-    view_augmentation,
 )
 from scarce_ltr.pretrain.heads import Projector
 from scarce_ltr.pretrain.objectives.base import NEG, Objective, head_width
@@ -61,7 +60,7 @@ def simclr_loss(
 class SimCLR(Objective):
     """Encoder and projector; views by donor replacement, zeroing and/or Gaussian noise; eq. 2."""
 
-    config_keys = ("augment.replace_p", "augment.replace_source", "temperature")
+    config_keys = ("augment.replace_p", "augment.replace_source", "augment.binary_p", "temperature")
 
     def __init__(
         self,
@@ -73,17 +72,19 @@ class SimCLR(Objective):
         noise_scale: float = 1.0,
         replace_p: float = 0.0,
         replace_source: str = "global",
+        binary_p: float = 0.0,
     ) -> None:
         super().__init__(encoder=encoder)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
         self.temperature = temperature
-        self.augment = view_augmentation(
+        self.use_views(
             zero_p=zero_p,
             noise_scale=noise_scale,
             replace_p=replace_p,
             replace_source=replace_source,
+            binary_p=binary_p,
         )
 
     @classmethod
@@ -96,6 +97,7 @@ class SimCLR(Objective):
             noise_scale=cfg.augment.noise_scale,
             replace_p=cfg.augment.replace_p,
             replace_source=cfg.augment.replace_source,
+            binary_p=cfg.augment.binary_p,
         )
 
     def forward(

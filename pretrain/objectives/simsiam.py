@@ -13,7 +13,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from scarce_ltr.pretrain.augmentations import view_augmentation
 from scarce_ltr.pretrain.heads import Predictor, SimSiamProjector
 from scarce_ltr.pretrain.objectives.base import Objective, head_width
 
@@ -29,7 +28,7 @@ def simsiam_loss(
 
 class SimSiam(Objective):
     sync_batchnorm = True
-    config_keys = ("augment.replace_p", "augment.replace_source")
+    config_keys = ("augment.replace_p", "augment.replace_source", "augment.binary_p")
 
     def __init__(
         self,
@@ -41,17 +40,19 @@ class SimSiam(Objective):
         noise_scale: float = 0.0,
         replace_p: float = 0.0,
         replace_source: str = "global",
+        binary_p: float = 0.0,
     ) -> None:
         super().__init__(encoder=encoder)
         dim = head_width(projector_dim, self.width)
         hidden = predictor_hidden if predictor_hidden is not None else max(1, dim // 4)
         self.projector = SimSiamProjector(in_dim=self.width, dim=dim)
         self.predictor = Predictor(dim=dim, hidden=hidden)
-        self.augment = view_augmentation(
+        self.use_views(
             zero_p=zero_p,
             noise_scale=noise_scale,
             replace_p=replace_p,
             replace_source=replace_source,
+            binary_p=binary_p,
         )
 
     @classmethod
@@ -64,6 +65,7 @@ class SimSiam(Objective):
             noise_scale=cfg.augment.noise_scale,
             replace_p=cfg.augment.replace_p,
             replace_source=cfg.augment.replace_source,
+            binary_p=cfg.augment.binary_p,
         )
 
     def forward(
