@@ -91,6 +91,8 @@ def resolve(method: Any, config: Mapping[str, Any], known: set[str]) -> dict[str
     drawn = method == "gbdt-optuna" or config.get("gbdt__search", "paper-grid") != "paper-grid"
     fixed: dict[str, tuple[str, Any]] = {}
     for key, value in config.items():
+        if key == "class_weight":
+            raise ValueError("class_weight: a ranker has no classes (LGBMRanker ignores it)")
         head = key.partition("__")[0]
         if head in known or key not in main_of:
             _put(out, key, value, key)

@@ -180,6 +180,8 @@ class Ranker(BaseEstimator):
         feature_name="auto",
         categorical_feature="auto",
         callbacks=None,
+        eval_X=None,
+        eval_y=None,
     ) -> Ranker:
         """Train on the labeled rows ``(X, y, qid)`` (or LightGBM's ``group=`` sizes);
         ``unlabeled=(X_u, qid_u)``: more QGs without labels (pretraining and the
@@ -193,6 +195,7 @@ class Ranker(BaseEstimator):
             init_score=init_score, eval_init_score=eval_init_score, init_model=init_model,
             eval_metric=eval_metric, feature_name=feature_name,
         )  # fmt: skip
+        eval_set = lgbm.joined_eval_set(eval_set, eval_X, eval_y)
         ks = lgbm.eval_at(eval_at)
         chosen = lgbm.read_callbacks(callbacks)
         config = self.config_params()
@@ -258,16 +261,15 @@ class Ranker(BaseEstimator):
         self._config = config
         self.pretrained_source_ = source
         workspace = Workspace(self.work_dir)
-        show = 2 if self.verbose is True else int(self.verbose)
-        show = max(show, 1) if chosen.show_progress else show
+        show = max(int(self.verbose), int(chosen.show_progress))  # 1 (True): progress
         try:
             train, fraction = train_split(splits["train"], splits.get("unlabeled"), seed=seed)
             data = workspace.path / "data"
             write_arrays(train, data / "train")
             write_arrays(splits["vali"], data / "vali")
             common = ["data=arrays", f"data.path={data}", "data.splits.test=vali"]
-            log = None if show >= 3 else workspace.path / "log.txt"
-            self._progress = show in (1, 2) and log is not None
+            log = None if show >= 3 else workspace.path / "log.txt"  # 3: everything shown
+            self._progress = show in (1, 2)
             self.commands_: list[list[str]] = []
             self._run_stages(workspace, common, overrides, fraction, log)
             drawn = ((self.report_ or {}).get("labels") or {}).get("train_labeled_groups")
@@ -366,6 +368,35 @@ class Ranker(BaseEstimator):
         if booster is None:
             raise AttributeError(f"booster_ is LightGBM's; this model is {self.ranker_.kind}")
         return booster
+
+    @property
+    def n_estimators_(self) -> int | None:
+        """The rounds of the kept booster (early stopping's best; LightGBM's counts all)."""
+        self._fitted()
+        return self.best_iteration_
+
+    n_iter_ = n_estimators_
+
+    @property
+    def n_features_(self) -> int:
+        self._fitted()
+        return self.n_features_in_
+
+    @property
+    def feature_name_(self) -> list[str]:
+        """The feature names, LightGBM's ``Column_<j>`` for arrays."""
+        self._fitted()
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return [f"Column_{j}" for j in range(self.n_features_in_)]
+        return [str(n) for n in names]
+
+    @property
+    def objective_(self) -> str:
+        """The LightGBM objective of the kept booster (``lambdarank``, ``rank_xendcg``)."""
+        text = self.booster_.model_to_string(num_iteration=0)
+        line = next(ln for ln in text.splitlines() if ln.startswith("objective="))
+        return line.partition("=")[2].split()[0]
 
     @property
     def feature_importances_(self) -> np.ndarray:

@@ -62,6 +62,21 @@ def eval_sets(eval_set, eval_group, eval_names) -> list[EvalSet]:
     return out
 
 
+def joined_eval_set(eval_set, eval_X, eval_y):
+    """LightGBM 4.7's ``eval_X``/``eval_y`` as ``eval_set`` pairs."""
+    if eval_X is None and eval_y is None:
+        return eval_set
+    if eval_set is not None:
+        raise ValueError("eval_set and eval_X/eval_y are both given: pass one")
+    if eval_X is None or eval_y is None:
+        raise ValueError("eval_X and eval_y go together")
+    xs = list(eval_X) if isinstance(eval_X, tuple | list) else [eval_X]
+    ys = list(eval_y) if isinstance(eval_y, tuple | list) else [eval_y]
+    if len(xs) != len(ys):
+        raise ValueError(f"eval_X holds {len(xs)} sets, eval_y {len(ys)}")
+    return list(zip(xs, ys, strict=True))
+
+
 def _one_per_set(value, arg: str, n: int) -> list | None:
     if value is None:
         return None

@@ -145,8 +145,16 @@ def test_lgbmranker_arguments_and_attributes(data, fitted) -> None:
     assert curve[-1] == pytest.approx(ranker.report_["metrics"]["vali"]["ndcg@5"], abs=1e-6)
     assert record == ranker.evals_result_
     assert ranker.feature_importances_.shape == (12,) and ranker.feature_importances_.sum() > 0
-    gain = clone(ranker).set_params(importance_type="gain")
-    assert gain.importance_type == "gain"
+    assert ranker.n_iter_ == ranker.n_estimators_ == ranker.best_iteration_
+    assert ranker.objective_ == "lambdarank" and ranker.feature_name_[0] == "Column_0"
+    assert ranker.best_score_["valid_0"]["ndcg@5"] == curve[-1]
+    ranker.importance_type = "gain"
+    gain = ranker.feature_importances_
+    np.testing.assert_allclose(gain, ranker.booster_.feature_importance("gain"))
+    # LightGBM 4.7's eval_X/eval_y
+    same = TreeRanker("gbdt", **FAST).fit(x, y, qid, eval_X=(xv,), eval_y=(yv,),
+                                          eval_group=[sizes(qv)])  # fmt: skip
+    np.testing.assert_array_equal(same.predict(xt, qt), fitted.predict(xt, qt))
     # qid= gives the same model (QG numbers only name the groups)
     np.testing.assert_array_equal(ranker.predict(xt, qt), fitted.predict(xt, qt))
     assert fitted.best_iteration_ == len(fitted.evals_result_["valid_0"]["ndcg@5"])
@@ -169,6 +177,8 @@ def test_aliases_are_the_config_keys_lightgbm_names_stand_for() -> None:
         TreeRanker(n_estimators=5, num_iterations=6).config_params()
     with pytest.raises(ValueError, match="random_state and seed"):
         TreeRanker(random_state=1, seed=2).config_params()
+    with pytest.raises(ValueError, match="class_weight: a ranker has no classes"):
+        TreeRanker(class_weight="balanced").config_params()
     with pytest.raises(ValueError, match="boosting keywords"):
         TreeRanker("resnet", n_estimators=5).config_params()
 
