@@ -128,7 +128,7 @@ class Ranker(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         tags.input_tags.allow_nan = self._missing_policy_or_none() in ("keep", "median")
-        tags.input_tags.categorical = True
+        tags.input_tags.categorical = getattr(self, "method", None) in aliases.LIGHTGBM_RAW
         tags.target_tags.required = True
         tags.non_deterministic = False
         return tags

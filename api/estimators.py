@@ -9,8 +9,9 @@
 One code path: `fit` writes the arrays as a `data=arrays` data set (`layout`) in a folder of its
 own and runs the same commands as ``./run.sh`` (`stages.run_stage`, recorded in
 ``commands_``); `predict` scores with the run's model bundle (`scarce_ltr.serving.ranker`).
-Keywords are config keys (docs/estimators.md); ``get_params``/``set_params`` make
-`sklearn.base.clone` work, and every fitted attribute ends in ``_``.
+Keywords are config keys (docs/estimators.md), and LightGBM's names for them
+(`scarce_ltr.api.aliases`); both estimators are scikit-learn estimators (`base.Ranker`), and
+every fitted attribute ends in ``_``.
 """
 
 from __future__ import annotations

@@ -202,13 +202,12 @@ def codes(*raw: np.ndarray) -> list[np.ndarray]:
     other ids numbered in sorted order (in order of first appearance when they do not sort)."""
     if all(r.dtype.kind == "i" for r in raw):
         return [r.astype(np.int64) for r in raw]
-    import pandas as pd
-
     every = np.concatenate([np.asarray(r, dtype=object) for r in raw])
     try:
-        numbers, _ = pd.factorize(every, sort=True)
+        _, numbers = np.unique(every, return_inverse=True)
     except TypeError:  # ids of kinds that do not compare
-        numbers, _ = pd.factorize(every, sort=False)
+        first: dict = {}
+        numbers = np.array([first.setdefault(v, len(first)) for v in every], dtype=np.int64)
     out, start = [], 0
     for r in raw:
         out.append(numbers[start : start + len(r)].astype(np.int64))
