@@ -74,7 +74,7 @@ class Workspace:
         return self
 
 
-class Ranker(BaseEstimator):
+class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
     """Parameters, inputs, fit's workspace and the bundle's scoring shared by the estimators."""
 
     _parameter_constraints: ClassVar[dict] = {
@@ -219,7 +219,7 @@ class Ranker(BaseEstimator):
         for arg, piece in pieces.items():
             if piece.values.shape[1] != width:
                 raise ValueError(f"{arg} has {piece.values.shape[1]} features; X has {width}")
-        cat_columns = _categorical_columns(categorical_feature, categories, names, width)
+        cat_columns = inputs.categorical_columns(categorical_feature, categories, names, width)
         if cat_columns:
             config = self._with_categorical(config, cat_columns)
         raw = [inputs.query_ids(qid, group, len(labeled.values))]
@@ -298,19 +298,6 @@ class Ranker(BaseEstimator):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
             delattr(self, name)
 
-    def _set_lightgbm_attributes(self, vali, sets, ks, chosen) -> None:
-        selected = (self.report_ or {}).get("selected") or {}
-        rounds = selected.get("rounds")
-        self.best_iteration_ = None if rounds is None else int(rounds)
-        policy = dict(leaves(self._config)).get("metrics.policy", "skip")
-        curves = lgbm.per_round_ndcg(self.ranker_, vali, ks, policy)
-        name = sets[0].name if sets else "valid_0"
-        self.evals_result_ = {name: curves} if curves else {}
-        self.best_score_ = {name: {m: c[-1] for m, c in curves.items()}} if curves else {}
-        for record in chosen.records:
-            record.clear()
-            record.update(self.evals_result_)
-
     def _stage(self, log: Path | None, argv: list[str]) -> dict | None:
         self.commands_.append(argv)
         if self._progress:
@@ -360,52 +347,6 @@ class Ranker(BaseEstimator):
         config = getattr(self, "_config", None) or self.config_params()
         policy = dict(leaves(config)).get("metrics.policy", "skip")
         return mean_ndcg(scores, labels[groups.order], groups.offsets, k=5, policy=policy)
-
-    @property
-    def booster_(self):
-        """The LightGBM booster of a LightGBM method (its kept rounds)."""
-        booster = lgbm.booster_of(self._fitted())
-        if booster is None:
-            raise AttributeError(f"booster_ is LightGBM's; this model is {self.ranker_.kind}")
-        return booster
-
-    @property
-    def n_estimators_(self) -> int | None:
-        """The rounds of the kept booster (early stopping's best; LightGBM's counts all)."""
-        self._fitted()
-        return self.best_iteration_
-
-    n_iter_ = n_estimators_
-
-    @property
-    def n_features_(self) -> int:
-        self._fitted()
-        return self.n_features_in_
-
-    @property
-    def feature_name_(self) -> list[str]:
-        """The feature names, LightGBM's ``Column_<j>`` for arrays."""
-        self._fitted()
-        names = getattr(self, "feature_names_in_", None)
-        if names is None:
-            return [f"Column_{j}" for j in range(self.n_features_in_)]
-        return [str(n) for n in names]
-
-    @property
-    def objective_(self) -> str:
-        """The LightGBM objective of the kept booster (``lambdarank``, ``rank_xendcg``)."""
-        text = self.booster_.model_to_string(num_iteration=0)
-        line = next(ln for ln in text.splitlines() if ln.startswith("objective="))
-        return line.partition("=")[2].split()[0]
-
-    @property
-    def feature_importances_(self) -> np.ndarray:
-        """``[n_features_in_]`` LightGBM's importances (``importance_type``: split or gain)
-        of the input features (a hybrid's extra columns left out)."""
-        booster = self.booster_
-        kind = getattr(self, "importance_type", "split")
-        values = booster.feature_importance(importance_type=kind)
-        return np.asarray(values[: self.n_features_in_])
 
     def save(self, path: str | Path) -> Path:
         """Write the run's model bundle to ``path`` (a new folder, or one an earlier `save`
@@ -568,24 +509,6 @@ class Ranker(BaseEstimator):
 
 def _field_names(schema) -> set[str]:
     return {f.name for f in fields(schema)}
-
-
-def _categorical_columns(given, categories: dict, names, width: int) -> list[int]:
-    """LGBMRanker's ``categorical_feature``: ``auto`` (the DataFrame's categorical columns) or
-    the columns by index or name."""
-    if isinstance(given, str) and given == "auto":
-        return sorted(categories)
-    if isinstance(given, str) or not isinstance(given, list | tuple | np.ndarray):
-        raise ValueError("categorical_feature must be 'auto' or a list of column indices or names")
-    out = []
-    for column in given:
-        if isinstance(column, int | np.integer) and 0 <= column < width:
-            out.append(int(column))
-        elif isinstance(column, str) and names is not None and column in names:
-            out.append(names.index(column))
-        else:
-            raise ValueError(f"categorical_feature: {column!r} is no column of X")
-    return sorted(set(out))
 
 
 def _split(features: inputs.Features, y, qids: np.ndarray, what: str) -> RankingSplit:

@@ -122,6 +122,24 @@ def _category_codes(frame, arg: str, categories: dict | None):
     return out, found
 
 
+def categorical_columns(given, categories: dict, names, width: int) -> list[int]:
+    """LGBMRanker's ``categorical_feature``: ``auto`` (the DataFrame's categorical columns) or
+    the columns by index or name."""
+    if isinstance(given, str) and given == "auto":
+        return sorted(categories)
+    if isinstance(given, str) or not isinstance(given, list | tuple | np.ndarray):
+        raise ValueError("categorical_feature must be 'auto' or a list of column indices or names")
+    out = []
+    for column in given:
+        if isinstance(column, int | np.integer) and 0 <= column < width:
+            out.append(int(column))
+        elif isinstance(column, str) and names is not None and column in names:
+            out.append(names.index(column))
+        else:
+            raise ValueError(f"categorical_feature: {column!r} is no column of X")
+    return sorted(set(out))
+
+
 def as_group(group, n_items: int, *, arg: str = "group") -> np.ndarray:
     """LightGBM's ``group``: the sizes of consecutive QGs, as one int64 qid per row."""
     sizes = np.asarray(group)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from scarce_ltr.api.stages import leaves
+
 LGBM_EVAL_AT = (1, 2, 3, 4, 5)  # LGBMRanker's default eval_at
 
 
@@ -178,3 +180,67 @@ def per_round_ndcg(ranker, split, ks: tuple[int, ...], policy: str) -> dict[str,
             value = mean_ndcg(total, labels, split.offsets, k=k, policy=policy)
             curves[f"ndcg@{k}"].append(float(value))
     return curves
+
+
+class LightGBMAttributes:
+    """LGBMRanker's fitted attributes of a `scarce_ltr.api.base.Ranker` (``ranker_``,
+    ``report_`` and ``n_features_in_`` set by its fit)."""
+
+    def _set_lightgbm_attributes(self, vali, sets, ks, chosen) -> None:
+        selected = (self.report_ or {}).get("selected") or {}
+        rounds = selected.get("rounds")
+        self.best_iteration_ = None if rounds is None else int(rounds)
+        policy = dict(leaves(self._config)).get("metrics.policy", "skip")
+        curves = per_round_ndcg(self.ranker_, vali, ks, policy)
+        name = sets[0].name if sets else "valid_0"
+        self.evals_result_ = {name: curves} if curves else {}
+        self.best_score_ = {name: {m: c[-1] for m, c in curves.items()}} if curves else {}
+        for record in chosen.records:
+            record.clear()
+            record.update(self.evals_result_)
+
+    @property
+    def booster_(self):
+        """The LightGBM booster of a LightGBM method (its kept rounds)."""
+        booster = booster_of(self._fitted())
+        if booster is None:
+            raise AttributeError(f"booster_ is LightGBM's; this model is {self.ranker_.kind}")
+        return booster
+
+    @property
+    def n_estimators_(self) -> int | None:
+        """The rounds of the kept booster (early stopping's best; LightGBM's counts all)."""
+        self._fitted()
+        return self.best_iteration_
+
+    n_iter_ = n_estimators_
+
+    @property
+    def n_features_(self) -> int:
+        self._fitted()
+        return self.n_features_in_
+
+    @property
+    def feature_name_(self) -> list[str]:
+        """The feature names, LightGBM's ``Column_<j>`` for arrays."""
+        self._fitted()
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return [f"Column_{j}" for j in range(self.n_features_in_)]
+        return [str(n) for n in names]
+
+    @property
+    def objective_(self) -> str:
+        """The LightGBM objective of the kept booster (``lambdarank``, ``rank_xendcg``)."""
+        text = self.booster_.model_to_string(num_iteration=0)
+        line = next(ln for ln in text.splitlines() if ln.startswith("objective="))
+        return line.partition("=")[2].split()[0]
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """``[n_features_in_]`` LightGBM's importances (``importance_type``: split or gain)
+        of the input features (a hybrid's extra columns left out)."""
+        booster = self.booster_
+        kind = getattr(self, "importance_type", "split")
+        values = booster.feature_importance(importance_type=kind)
+        return np.asarray(values[: self.n_features_in_])
