@@ -402,7 +402,7 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         names = getattr(self, "feature_names_in_", None)
         return {
             "estimator": type(self).__name__,
-            "params": {k: _jsonable(v) for k, v in self.get_params(deep=False).items()},
+            "params": {k: _jsonable(v) for k, v in self._saved_params().items()},
             "n_features": self.n_features_in_,
             "feature_names": None if names is None else [str(n) for n in names],
             "categories": {str(j): [_jsonable(c) for c in cats]
@@ -411,6 +411,14 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
             "medians": None if self.medians_ is None else self.medians_.tolist(),
             "run": str(getattr(self, "run_", "")),
         }  # fmt: skip
+
+    def _saved_params(self) -> dict[str, Any]:
+        """The parameters ``estimator.json`` keeps: a numpy ``random_state`` as the seed it
+        gave this fit."""
+        params = self.get_params(deep=False)
+        if "random_state" in params and not isinstance(params["random_state"], int | None):
+            params["random_state"] = int(self._config["seed"])
+        return params
 
     def _features(self, X) -> np.ndarray:
         names = getattr(self, "feature_names_in_", None)

@@ -251,14 +251,16 @@ def test_misuse_gets_scikit_learn_style_errors(data, fitted, tmp_path) -> None:
 
 def test_a_pickled_estimator_saves_after_its_fit_folder_is_gone(data, fitted, tmp_path) -> None:
     xt, _, qt = data["test"]
-    tree = TreeRanker("gbdt", work_dir=tmp_path / "work", **FAST).fit(
-        *data["train"], eval_set=data["vali"]
-    )
+    state = np.random.RandomState(0)  # estimator.json keeps the seed it drew
+    tree = TreeRanker("gbdt", work_dir=tmp_path / "work", random_state=state, **FAST)
+    tree.fit(*data["train"], eval_set=data["vali"])
     blob = pickle.dumps(tree)
     shutil.rmtree(tmp_path / "work")
     copy = pickle.loads(blob)
     saved = copy.save(tmp_path / "saved")
-    np.testing.assert_array_equal(load_estimator(saved).predict(xt, qt), tree.predict(xt, qt))
+    loaded = load_estimator(saved)
+    np.testing.assert_array_equal(loaded.predict(xt, qt), tree.predict(xt, qt))
+    assert loaded.random_state == np.random.RandomState(0).randint(np.iinfo(np.int32).max)
 
 
 def test_load_estimator_checks_estimator_json(fitted, tmp_path) -> None:
