@@ -3,8 +3,10 @@
 `Ranker.fit` checks every input (nothing is written before), writes the arrays as a
 ``data=arrays`` data set (`scarce_ltr.api.layout`) in a folder of its own (`Workspace`) and lets
 the subclass run its stages (`scarce_ltr.api.stages`); `predict`, `score` and `save` use the run's
-model bundle. ``get_params``/``set_params`` follow scikit-learn's protocol, so that
-`sklearn.base.clone` works, and every fitted attribute ends in ``_``.
+model bundle. `Ranker` is a scikit-learn `BaseEstimator` (tags, `clone`, ``repr``, parameter
+validation, metadata routing of ``qid``: ``set_fit_request``/``set_score_request``); the config
+keys are more parameters (``get_params`` lists them, as LightGBM's ``**kwargs``). Every fitted
+attribute ends in ``_``, and a refit forgets all of them first.
 """
 
 from __future__ import annotations
@@ -12,16 +14,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
+import warnings
 import weakref
+from dataclasses import fields
+from numbers import Integral
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from scarce_ltr.api import inputs
+from scarce_ltr.api import aliases, inputs, lgbm
 from scarce_ltr.api.layout import holdout, train_split
-from scarce_ltr.api.stages import leaves, route, run_stage
+from scarce_ltr.api.stages import SCHEMAS, leaves, route, run_stage
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
 from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
@@ -65,63 +74,168 @@ class Workspace:
         return self
 
 
-class Ranker:
+class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
     """Parameters, inputs, fit's workspace and the bundle's scoring shared by the estimators."""
 
-    _explicit: tuple[str, ...] = ()
+    _parameter_constraints: ClassVar[dict] = {
+        "missing": [StrOptions(set(inputs.MISSING_POLICIES)), None],
+        "work_dir": [str, os.PathLike, None],
+        "verbose": ["verbose"],
+        "random_state": [
+            Interval(Integral, 0, 2**31 - 1, closed="both"),
+            np.random.RandomState,
+            np.random.Generator,
+            None,
+        ],
+        "pretrained": "no_validation",
+    }
 
-    def __init__(self, **params: Any) -> None:
+    # ---- scikit-learn's parameter protocol, with the config keys as more parameters --------
+    def _set_config(self, config: dict[str, Any]) -> None:
         self._config_keys: list[str] = []
-        self.set_params(**params)
+        for name, value in config.items():
+            self._set_config_key(name, value)
 
-    # ---- scikit-learn's parameter protocol --------------------------------------------------
+    def _set_config_key(self, name: str, value: Any) -> None:
+        if name.startswith("_") or name.endswith("_") or hasattr(type(self), name):
+            raise ValueError(
+                f"{name!r} is not a parameter of {type(self).__name__} (nor a config key)"
+            )
+        if name not in self._config_keys:
+            self._config_keys.append(name)
+        setattr(self, name, value)
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        names = [*self._explicit, *self._config_keys]
-        return {name: getattr(self, name) for name in names}
+        params = super().get_params(deep=deep)
+        return params | {name: getattr(self, name) for name in self._config_keys}
 
     def set_params(self, **params: Any) -> Ranker:
+        explicit = set(self._get_param_names())
+        nested: dict[str, dict[str, Any]] = {}
         for name, value in params.items():
-            if name not in self._explicit and name not in self._config_keys:
-                self._config_keys.append(name)
-            setattr(self, name, value)
+            head, _, rest = name.partition("__")
+            if name in explicit:
+                setattr(self, name, value)
+            elif rest and head in explicit and hasattr(getattr(self, head), "set_params"):
+                nested.setdefault(head, {})[rest] = value
+            else:
+                self._set_config_key(name, value)
+        for head, values in nested.items():
+            getattr(self, head).set_params(**values)
         return self
 
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v is not None)
-        return f"{type(self).__name__}({shown})"
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = self._missing_policy_or_none() in ("keep", "median")
+        tags.input_tags.categorical = getattr(self, "method", None) in aliases.LIGHTGBM_RAW
+        tags.target_tags.required = True
+        tags.non_deterministic = False
+        return tags
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return getattr(self, "ranker_", None) is not None
 
     def config_params(self) -> dict[str, Any]:
-        """The config keywords, over the estimators' `DEFAULTS`."""
-        return DEFAULTS | {k: getattr(self, k) for k in self._config_keys}
+        """The config keywords (LightGBM's names resolved, `scarce_ltr.api.aliases`) over the
+        estimators' `DEFAULTS`."""
+        config = {k: getattr(self, k) for k in self._config_keys}
+        known = {head for stage in SCHEMAS.values() for head in _field_names(stage)}
+        resolved = aliases.resolve(getattr(self, "method", None), config, known | set(SCHEMAS))
+        seed = aliases.random_seed(getattr(self, "random_state", None))
+        if seed is not None:
+            if "seed" in resolved:
+                raise ValueError("random_state and seed are both given: pass one")
+            resolved["seed"] = seed
+        explicit = self._alias_params()
+        twice = sorted(set(explicit) & set(resolved))
+        if twice:
+            key = twice[0].replace("__", ".")
+            raise ValueError(f"{key} is set twice: by an argument and by a keyword alias of it")
+        return DEFAULTS | explicit | resolved
+
+    def _alias_params(self) -> dict[str, Any]:
+        """Config keys of the subclass's explicit LightGBM-named parameters."""
+        return {}
 
     # ---- fit --------------------------------------------------------------------------------
-    def fit(self, X, y, qid, *, unlabeled=None, eval_set=None) -> Ranker:
-        """Train on the labeled rows ``(X, y, qid)``; ``unlabeled=(X_u, qid_u)``: more QGs
-        without labels (pretraining and the semi-supervised trees use them); ``eval_set=
-        (X_v, y_v, qid_v)``: every choice (epoch, grid point, checkpoint) is made on it (a
-        seeded 20% of the labeled QGs when it is left out). Returns ``self``."""
+    def fit(
+        self,
+        X,
+        y,
+        qid=None,
+        *,
+        group=None,
+        unlabeled=None,
+        eval_set=None,
+        eval_group=None,
+        eval_names=None,
+        eval_at=None,
+        eval_metric=None,
+        sample_weight=None,
+        eval_sample_weight=None,
+        init_score=None,
+        eval_init_score=None,
+        init_model=None,
+        feature_name="auto",
+        categorical_feature="auto",
+        callbacks=None,
+        eval_X=None,
+        eval_y=None,
+    ) -> Ranker:
+        """Train on the labeled rows ``(X, y, qid)`` (or LightGBM's ``group=`` sizes);
+        ``unlabeled=(X_u, qid_u)``: more QGs without labels (pretraining and the
+        semi-supervised trees use them); ``eval_set=(X_v, y_v, qid_v)`` (or LightGBM's
+        ``[(X_v, y_v)]`` with ``eval_group=[sizes]``): every choice (epoch, grid point,
+        checkpoint, rounds) is made on it (a seeded 20% of the labeled QGs when it is left
+        out). The other arguments are LGBMRanker's (docs/estimators.md). Returns ``self``."""
+        self._validate_params()
+        lgbm.refuse_unsupported(
+            sample_weight=sample_weight, eval_sample_weight=eval_sample_weight,
+            init_score=init_score, eval_init_score=eval_init_score, init_model=init_model,
+            eval_metric=eval_metric, feature_name=feature_name,
+        )  # fmt: skip
+        eval_set = lgbm.joined_eval_set(eval_set, eval_X, eval_y)
+        ks = lgbm.eval_at(eval_at)
+        chosen = lgbm.read_callbacks(callbacks)
+        config = self.config_params()
+        if chosen.early_stopping_rounds is not None:
+            config = config | self._early_stopping(chosen.early_stopping_rounds)
         policy = self._missing_policy()
-        if policy not in inputs.MISSING_POLICIES:
-            raise ValueError(f"missing must be one of {', '.join(inputs.MISSING_POLICIES)}")
         labeled = inputs.as_features(X, arg="X")
-        names = labeled.names
+        names, categories = labeled.names, labeled.categories
         pieces = {"X": labeled}
+        sets = lgbm.eval_sets(eval_set, eval_group, eval_names)
         if unlabeled is not None:
             x_u, qid_u = _pair(unlabeled)
-            pieces["unlabeled X"] = inputs.as_features(x_u, arg="unlabeled X", columns=names)
-        if eval_set is not None:
-            x_v, y_v, qid_v = _triple(eval_set)
-            pieces["eval_set X"] = inputs.as_features(x_v, arg="eval_set X", columns=names)
+            pieces["unlabeled X"] = inputs.as_features(
+                x_u, arg="unlabeled X", columns=names, categories=categories
+            )
+        if sets:
+            pieces["eval_set X"] = inputs.as_features(
+                sets[0].X, arg="eval_set X", columns=names, categories=categories
+            )
         width = labeled.values.shape[1]
         for arg, piece in pieces.items():
             if piece.values.shape[1] != width:
                 raise ValueError(f"{arg} has {piece.values.shape[1]} features; X has {width}")
-        splits = {"train": _split(labeled, y, qid, "")}
+        cat_columns = inputs.categorical_columns(categorical_feature, categories, names, width)
+        if cat_columns:
+            config = self._with_categorical(config, cat_columns)
+        raw = [inputs.query_ids(qid, group, len(labeled.values))]
         if unlabeled is not None:
-            splits["unlabeled"] = _split(pieces["unlabeled X"], None, qid_u, "unlabeled ")
-            _check_disjoint(splits["train"], splits["unlabeled"])
-        if eval_set is not None:
-            splits["vali"] = _split(pieces["eval_set X"], y_v, qid_v, "eval_set ")
+            raw.append(inputs.as_raw_qids(qid_u, len(pieces["unlabeled X"].values),
+                                          arg="unlabeled qid"))  # fmt: skip
+        qids = inputs.codes(*raw)
+        splits = {"train": _split(labeled, y, qids[0], "")}
+        if unlabeled is not None:
+            splits["unlabeled"] = _split(pieces["unlabeled X"], None, qids[1], "unlabeled ")
+            _check_disjoint(raw, qids)
+        if sets:
+            v = sets[0]
+            raw_v = inputs.query_ids(v.qid, v.group, len(pieces["eval_set X"].values),
+                                     what="eval_set ")  # fmt: skip
+            splits["vali"] = _split(pieces["eval_set X"], v.y, inputs.codes(raw_v)[0], "eval_set ")
         if splits["train"].n_items == 0:
             raise ValueError("the labeled set is empty: X, y and qid have no row")
         every = np.concatenate([splits[s].features for s in splits if s != "vali"])
@@ -134,23 +248,28 @@ class Ranker:
             }
         for arg, split in zip(("X", "unlabeled X", "eval_set X"), splits.values(), strict=False):
             inputs.check_missing(inputs.Features(split.features, names), policy, arg=arg)
-        seed = int(self.config_params().get("seed", 0))
+        seed = int(config.get("seed", 0))
         if "vali" not in splits:
             splits["train"], splits["vali"] = holdout(splits["train"], seed=seed)
         for name in ("train", "vali"):
             if not splits[name].groups_with_relevant().any():
                 what = "y" if name == "train" else "eval_set's y"
                 raise ValueError(f"{what} has no label above 0: no QG has a relevant item")
-        self.pretrained_source_ = self._pretrained_source()
-        overrides = route(self.config_params(), self._stages())  # before anything is written
+        source = self._pretrained_source()
+        overrides = route(config, self._stages(source))  # before anything is written
+        self._reset()  # a refit keeps nothing of the fit before
+        self._config = config
+        self.pretrained_source_ = source
         workspace = Workspace(self.work_dir)
+        show = max(int(self.verbose), int(chosen.show_progress))  # 1 (True): progress
         try:
             train, fraction = train_split(splits["train"], splits.get("unlabeled"), seed=seed)
             data = workspace.path / "data"
             write_arrays(train, data / "train")
             write_arrays(splits["vali"], data / "vali")
             common = ["data=arrays", f"data.path={data}", "data.splits.test=vali"]
-            log = None if self.verbose else workspace.path / "log.txt"
+            log = None if show >= 3 else workspace.path / "log.txt"  # 3: everything shown
+            self._progress = show in (1, 2)
             self.commands_: list[list[str]] = []
             self._run_stages(workspace, common, overrides, fraction, log)
             drawn = ((self.report_ or {}).get("labels") or {}).get("train_labeled_groups")
@@ -160,42 +279,73 @@ class Ranker:
                 shutil.rmtree(data, ignore_errors=True)
         except BaseException:
             shutil.rmtree(workspace.path, ignore_errors=True)
+            self._reset()
             raise
         self.workspace_ = workspace
         self.ranker_ = load_ranker(self.run_)
         self.n_features_in_ = width
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.categories_ = categories
         self.missing_ = policy
         self.medians_ = medians
         self.n_labeled_groups_ = splits["train"].n_groups
+        self._set_lightgbm_attributes(splits["vali"], sets, ks, chosen)
         return self
+
+    def _reset(self) -> None:
+        """Forget every fitted attribute (a refit, a failed fit)."""
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
+            delattr(self, name)
 
     def _stage(self, log: Path | None, argv: list[str]) -> dict | None:
         self.commands_.append(argv)
-        return run_stage(argv, log)
+        if self._progress:
+            where = f" (output: {log})" if log is not None else ""
+            print(f"{type(self).__name__}: ./run.sh {' '.join(argv[:2])}{where}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        with warnings.catch_warnings():  # LightGBM's C++ side reads it from the params
+            warnings.filterwarnings("ignore", message="categorical_feature keyword has been")
+            return run_stage(argv, log, progress=self._progress)
 
     # ---- predict, score, save ---------------------------------------------------------------
-    def predict(self, X, qid=None) -> np.ndarray:
-        """``[n_items]`` float64 scores of raw ``X``, in the input order; ``qid`` in any order
-        (None: all rows are one QG). A DataFrame's columns are matched by name."""
+    def predict(self, X, qid=None, *, group=None) -> np.ndarray:
+        """``[n_items]`` float64 scores of raw ``X``, in the input order; ``qid`` (any
+        hashable ids) in any order, or LightGBM's ``group`` sizes (neither: all rows are one
+        QG). A DataFrame's columns are matched by name."""
         ranker = self._fitted()
         features = self._features(X)
         n = len(features)
-        qids = np.zeros(n, dtype=np.int64) if qid is None else inputs.as_qids(qid, n)
+        if qid is None and group is None:
+            qids = np.zeros(n, dtype=np.int64)
+        else:
+            qids = inputs.codes(inputs.query_ids(qid, group, n))[0]
         groups = QidGroups(qids)
         scores = ranker.predict(features[groups.order], groups.item_qids())
         return groups.to_input_order(scores)
 
-    def score(self, X, y, qid) -> float:
+    def score(self, X, y, qid=None, *, group=None, sample_weight=None) -> float:
         """Mean NDCG@5 over the QGs of ``(X, y, qid)`` (`scarce_ltr.core.metrics`: gain
-        2^y - 1, QGs without a relevant item skipped unless ``metrics__policy`` says)."""
+        2^y - 1, QGs without a relevant item skipped unless ``metrics__policy`` says).
+        ``qid`` is required: scikit-learn's tools pass it with metadata routing.
+        ``sample_weight``: scikit-learn's score argument; None only (QGs count the same)."""
+        self._fitted()
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported: every QG counts the same in NDCG")
         n = len(self._features(X))
+        if qid is None and group is None:
+            raise ValueError(
+                f"score needs qid (or group): NDCG is a mean over QGs. In scikit-learn's tools "
+                f"(GridSearchCV, cross_val_score, Pipeline) route it: sklearn.set_config("
+                f"enable_metadata_routing=True) and {type(self).__name__}(...)"
+                ".set_score_request(qid=True)"
+            )
         labels = inputs.as_labels(y, n)
-        qids = inputs.as_qids(qid, n)
+        qids = inputs.codes(inputs.query_ids(qid, group, n))[0]
         groups = QidGroups(qids)
         scores = self.predict(X, qids)[groups.order]
-        policy = dict(leaves(self.config_params())).get("metrics.policy", "skip")
+        config = getattr(self, "_config", None) or self.config_params()
+        policy = dict(leaves(config)).get("metrics.policy", "skip")
         return mean_ndcg(scores, labels[groups.order], groups.offsets, k=5, policy=policy)
 
     def save(self, path: str | Path) -> Path:
@@ -206,6 +356,11 @@ class Ranker:
         if path.exists() and not (path / ESTIMATOR_FILE).is_file():
             if not path.is_dir() or any(path.iterdir()):
                 raise ValueError(f"{path} exists and holds no saved ranker; give a new folder")
+        if not Path(self.ranker_.folder).is_dir():
+            raise ValueError(
+                f"the model's folder {self.ranker_.folder} is gone (a temporary fit folder "
+                "removed); fit again, or save before it is removed"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         try:
@@ -219,23 +374,60 @@ class Ranker:
             raise
         return path
 
+    # ---- pickling: the bundle's files travel with the estimator -----------------------------
+    def __getstate__(self) -> dict:
+        state = dict(super().__getstate__())  # object's is the instance's own __dict__
+        ranker = state.get("ranker_")
+        if ranker is not None:
+            folder = Path(ranker.folder)
+            state["ranker_"] = None
+            state["_bundle_files"] = {
+                str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+            }
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        files = state.pop("_bundle_files", None)
+        super().__setstate__(state)
+        if files is not None:
+            workspace = Workspace(None)
+            for name, data in files.items():
+                target = workspace.path / "bundle" / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            self._bundle_workspace = workspace  # removed with the estimator
+            self.ranker_ = load_ranker(workspace.path / "bundle")
+
     def _description(self) -> dict:
         names = getattr(self, "feature_names_in_", None)
         return {
             "estimator": type(self).__name__,
-            "params": {k: _jsonable(v) for k, v in self.get_params().items()},
+            "params": {k: _jsonable(v) for k, v in self._saved_params().items()},
             "n_features": self.n_features_in_,
             "feature_names": None if names is None else [str(n) for n in names],
+            "categories": {str(j): [_jsonable(c) for c in cats]
+                           for j, cats in (getattr(self, "categories_", None) or {}).items()},
             "missing": self.missing_,
             "medians": None if self.medians_ is None else self.medians_.tolist(),
             "run": str(getattr(self, "run_", "")),
-        }
+        }  # fmt: skip
+
+    def _saved_params(self) -> dict[str, Any]:
+        """The parameters ``estimator.json`` keeps: a numpy ``random_state`` as the seed it
+        gave this fit."""
+        params = self.get_params(deep=False)
+        if "random_state" in params and not isinstance(params["random_state"], int | None):
+            params["random_state"] = int(self._config["seed"])
+        return params
 
     def _features(self, X) -> np.ndarray:
         names = getattr(self, "feature_names_in_", None)
         columns = None if names is None else [str(n) for n in names]
         features = inputs.as_features(
-            X, arg="X", columns=columns if inputs.is_dataframe(X) else None
+            X,
+            arg="X",
+            columns=columns if inputs.is_dataframe(X) else None,
+            categories=getattr(self, "categories_", None) or {},
         )
         if features.values.shape[1] != self.n_features_in_:
             raise ValueError(
@@ -251,12 +443,32 @@ class Ranker:
     def _fitted(self) -> BundledRanker:
         ranker = getattr(self, "ranker_", None)
         if ranker is None:
-            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit first")
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet: call 'fit' with "
+                "appropriate arguments before using this estimator."
+            )
         return ranker
 
     # ---- for the subclasses -----------------------------------------------------------------
     def _missing_policy(self) -> str:
         return self.missing or "raise"
+
+    def _missing_policy_or_none(self) -> str | None:
+        try:
+            return self._missing_policy()
+        except ValueError:
+            return None
+
+    def _early_stopping(self, rounds: int) -> dict[str, Any]:
+        raise ValueError(
+            f"callbacks: early_stopping is for the trees; {type(self).__name__} takes patience="
+        )
+
+    def _with_categorical(self, config: dict, columns: list[int]) -> dict:
+        raise ValueError(
+            f"X: column(s) {columns} are categorical: only TreeRanker's LightGBM methods "
+            f"({', '.join(aliases.LIGHTGBM_RAW)}) take categories; encode them first"
+        )
 
     def _pretrained_source(self) -> Path | None:
         """The pretraining run that ``pretrained=`` names (None: pretrain in fit)."""
@@ -273,6 +485,11 @@ class Ranker:
                     "clone() made): pass its encoder_, or a pretraining run folder"
                 )
             return encoder.folder
+        if not isinstance(given, str | os.PathLike):
+            raise ValueError(
+                f"pretrained= must be a PretrainedEncoder, a fitted ranker or a run folder, "
+                f"got {type(given).__name__}"
+            )
         folder = Path(given)
         if not (folder / "config.yaml").is_file():
             raise ValueError(f"pretrained={given}: not a run folder (no config.yaml)")
@@ -290,18 +507,21 @@ class Ranker:
             return given.encoder_
         return PretrainedEncoder(folder, workspace=workspace)
 
-    def _stages(self) -> tuple[str, ...]:
-        """The stages fit runs (after `_pretrained_source`)."""
+    def _stages(self, source: Path | None) -> tuple[str, ...]:
+        """The stages fit runs (``source``: `_pretrained_source`)."""
         raise NotImplementedError
 
     def _run_stages(self, workspace, common, overrides, fraction, log) -> None:
         raise NotImplementedError
 
 
-def _split(features: inputs.Features, y, qid, what: str) -> RankingSplit:
-    """Rows grouped stably by qid (QGs by ascending qid) as a split."""
+def _field_names(schema) -> set[str]:
+    return {f.name for f in fields(schema)}
+
+
+def _split(features: inputs.Features, y, qids: np.ndarray, what: str) -> RankingSplit:
+    """Rows grouped stably by qid (numbered, `inputs.codes`; QGs by ascending qid) as a split."""
     n = len(features.values)
-    qids = inputs.as_qids(qid, n, arg=f"{what}qid")
     labels = np.zeros(n, dtype=np.float32) if y is None else inputs.as_labels(y, n, arg=f"{what}y")
     groups = QidGroups(qids)
     return RankingSplit(
@@ -310,26 +530,18 @@ def _split(features: inputs.Features, y, qid, what: str) -> RankingSplit:
     )  # fmt: skip
 
 
-def _check_disjoint(labeled: RankingSplit, unlabeled: RankingSplit) -> None:
-    both = np.intersect1d(labeled.qids, unlabeled.qids)
+def _check_disjoint(raw: list[np.ndarray], numbers: list[np.ndarray]) -> None:
+    both = np.intersect1d(numbers[0], numbers[1])
     if len(both):
+        value = raw[0][int(np.flatnonzero(numbers[0] == both[0])[0])]
         raise ValueError(
-            f"qid {int(both[0])} is in both the labeled and the unlabeled rows: a QG is labeled "
-            "or not"
+            f"qid {value!r} is in both the labeled and the unlabeled rows: a QG is labeled or not"
         )
 
 
 def _pair(value) -> tuple:
     if not isinstance(value, tuple | list) or len(value) != 2:
         raise ValueError("unlabeled must be a pair (X_u, qid_u)")
-    return tuple(value)
-
-
-def _triple(value) -> tuple:
-    if isinstance(value, list) and len(value) == 1:  # scikit-learn style: a list of one set
-        value = value[0]
-    if not isinstance(value, tuple | list) or len(value) != 3:
-        raise ValueError("eval_set must be a triple (X_v, y_v, qid_v)")
     return tuple(value)
 
 
@@ -342,4 +554,6 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, PretrainedEncoder):
         return str(value.folder)
+    if hasattr(value, "item") and not isinstance(value, str):  # a numpy scalar
+        return _jsonable(value.item())
     return str(value)

@@ -9,19 +9,28 @@
 One code path: `fit` writes the arrays as a `data=arrays` data set (`layout`) in a folder of its
 own and runs the same commands as ``./run.sh`` (`stages.run_stage`, recorded in
 ``commands_``); `predict` scores with the run's model bundle (`scarce_ltr.serving.ranker`).
-Keywords are config keys (docs/estimators.md); ``get_params``/``set_params`` make
-`sklearn.base.clone` work, and every fitted attribute ends in ``_``.
+Keywords are config keys (docs/estimators.md), and LightGBM's names for them
+(`scarce_ltr.api.aliases`); both estimators are scikit-learn estimators (`base.Ranker`), and
+every fitted attribute ends in ``_``.
 """
 
 from __future__ import annotations
 
 import json
+from numbers import Integral, Real
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
+from scarce_ltr.api import aliases
 from scarce_ltr.api.base import NAN_TREES, Ranker
+from scarce_ltr.api.inputs import MISSING_POLICIES
+from scarce_ltr.baselines.run import BASELINES
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.finetune.config import COMBINE, STRATEGIES
+from scarce_ltr.pretrain.objectives import OBJECTIVES
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, load_ranker
 
 
@@ -33,7 +42,11 @@ class PretrainedRanker(Ranker):
     instead of pretraining. ``missing``: ``raise`` (default) or ``median``. Other keywords are
     config keys (``epochs=5``, ``optimizer__lr=1e-4``, ``pretrain__epochs=10``)."""
 
-    _explicit = ("method", "strategy", "pretrained", "missing", "work_dir", "verbose")
+    _parameter_constraints: ClassVar[dict] = {
+        **Ranker._parameter_constraints,
+        "method": [StrOptions(set(OBJECTIVES)), None],
+        "strategy": [StrOptions({s for s in STRATEGIES if s != COMBINE})],
+    }
 
     def __init__(
         self,
@@ -42,34 +55,30 @@ class PretrainedRanker(Ranker):
         *,
         pretrained: Any = None,
         missing: str = "raise",
+        random_state: Any = None,
         work_dir: str | Path | None = None,
-        verbose: bool = False,
+        verbose: bool | int = True,
         **config: Any,
     ) -> None:
-        super().__init__(
-            method=method,
-            strategy=strategy,
-            pretrained=pretrained,
-            missing=missing,
-            work_dir=work_dir,
-            verbose=verbose,
-            **config,
-        )
+        self.method = method
+        self.strategy = strategy
+        self.pretrained = pretrained
+        self.missing = missing
+        self.random_state = random_state
+        self.work_dir = work_dir
+        self.verbose = verbose
+        self._set_config(config)
 
     def _missing_policy(self) -> str:
         if self.missing == "keep":
             raise ValueError("missing='keep' is for the trees; deep models take raise or median")
         return super()._missing_policy()
 
-    def _stages(self) -> tuple[str, ...]:
-        pretrains = self.pretrained_source_ is None and self.method is not None
+    def _stages(self, source: Path | None) -> tuple[str, ...]:
+        pretrains = source is None and self.method is not None
         return ("pretrain", "finetune") if pretrains else ("finetune",)
 
     def _run_stages(self, workspace, common, overrides, fraction, log) -> None:
-        if self.strategy == "combine":
-            raise ValueError(
-                "strategy='combine' joins finetuned runs: use ./run.sh finetune combine"
-            )
         source = self.pretrained_source_
         if source is None and self.method is not None:
             source = workspace.path / "pretrain"
@@ -93,32 +102,81 @@ class TreeRanker(Ranker):
     or impute the train ``median``. The trees read raw features (``data__transform='none'``:
     trees do not need a monotone transform, and NaN stays NaN)."""
 
-    _explicit = ("method", "pretrained", "pretrain_method", "missing", "work_dir", "verbose")
+    _parameter_constraints: ClassVar[dict] = {
+        **Ranker._parameter_constraints,
+        "method": [StrOptions(set(BASELINES))],
+        "pretrain_method": [StrOptions(set(OBJECTIVES))],
+        "n_estimators": [Interval(Integral, 1, None, closed="left"), None],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "n_jobs": [Integral, None],
+        "importance_type": [StrOptions({"split", "gain"})],
+    }
 
     def __init__(
         self,
         method: str = "gbdt",
         *,
+        n_estimators: int | None = None,
+        learning_rate: float | None = None,
+        n_jobs: int | None = None,
+        random_state: Any = None,
+        importance_type: str = "split",
         pretrained: Any = None,
         pretrain_method: str = "simclr-rank",
         missing: str | None = None,
         work_dir: str | Path | None = None,
-        verbose: bool = False,
+        verbose: bool | int = True,
         **config: Any,
     ) -> None:
-        super().__init__(
-            method=method,
-            pretrained=pretrained,
-            pretrain_method=pretrain_method,
-            missing=missing,
-            work_dir=work_dir,
-            verbose=verbose,
-            **config,
-        )
+        self.method = method
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.importance_type = importance_type
+        self.pretrained = pretrained
+        self.pretrain_method = pretrain_method
+        self.missing = missing
+        self.work_dir = work_dir
+        self.verbose = verbose
+        self._set_config(config)
 
     def config_params(self) -> dict[str, Any]:
         defaults = {"data__transform": "none"} if self.method in NAN_TREES else {}
         return defaults | super().config_params()
+
+    def _alias_params(self) -> dict[str, Any]:
+        """``n_estimators``, ``learning_rate``, ``n_jobs`` as the method family's keys."""
+        given = {"n_estimators": self.n_estimators, "learning_rate": self.learning_rate}
+        if self.n_jobs is not None:
+            if self.n_jobs == 0:
+                raise ValueError("n_jobs=0: give a number of threads (-1: every core)")
+            given["n_jobs"] = aliases.threads(self.n_jobs)
+        given = {k: v for k, v in given.items() if v is not None}
+        if not given:
+            return {}
+        family = aliases.family_of(self.method)
+        if family == "other":
+            raise ValueError(
+                f"{', '.join(given)}: boosting keywords; {self.method} is no tree (its config "
+                "keys: epochs, optimizer__lr, ...)"
+            )
+        if family != "gbdt" and "learning_rate" in given:
+            raise ValueError(f"learning_rate: {self.method}'s search chooses it ({family}__params)")
+        return aliases.resolve(self.method, given, set())
+
+    def _early_stopping(self, rounds: int) -> dict[str, Any]:
+        family = aliases.family_of(self.method)
+        if family == "other":
+            return super()._early_stopping(rounds)
+        return {f"{family}__early_stopping_rounds": rounds}
+
+    def _with_categorical(self, config: dict, columns: list[int]) -> dict:
+        if self.method not in aliases.LIGHTGBM_RAW:
+            return super()._with_categorical(config, columns)
+        params = dict(config.get("gbdt__params") or {})
+        params.setdefault("categorical_feature", columns)
+        return config | {"gbdt__params": params}
 
     def _missing_policy(self) -> str:
         if self.missing is None:
@@ -134,8 +192,8 @@ class TreeRanker(Ranker):
             return None
         return super()._pretrained_source()
 
-    def _stages(self) -> tuple[str, ...]:
-        pretrains = self.method == "gbdt-ssl" and self.pretrained_source_ is None
+    def _stages(self, source: Path | None) -> tuple[str, ...]:
+        pretrains = self.method == "gbdt-ssl" and source is None
         return ("pretrain", "baseline") if pretrains else ("baseline",)
 
     def _run_stages(self, workspace, common, overrides, fraction, log) -> None:
@@ -157,20 +215,75 @@ class TreeRanker(Ranker):
 
 
 def load_estimator(path: str | Path) -> Ranker:
-    """A ranker `save` wrote, ready to `predict` and `score` (its columns matched by name)."""
+    """A ranker `save` wrote, ready to `predict` and `score` (its columns matched by name).
+    ``estimator.json`` is checked against the bundle beside it; a bad one is one `ValueError`
+    naming the file and the key."""
     path = Path(path)
+    file = path / ESTIMATOR_FILE
+    if not path.is_dir():
+        raise ValueError(f"{path}: not a folder that save() wrote (give the folder)")
     try:
-        info = json.loads((path / ESTIMATOR_FILE).read_text())
+        info = json.loads(file.read_text())
     except FileNotFoundError:
         raise ValueError(f"{path}: no {ESTIMATOR_FILE}; not a folder that save() wrote") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{file}: not JSON ({exc})") from None
     classes = {"PretrainedRanker": PretrainedRanker, "TreeRanker": TreeRanker}
+    if not isinstance(info, dict):
+        raise ValueError(f"{file}: expected a JSON object, got {type(info).__name__}")
+    missing_keys = [k for k in ("estimator", "params", "n_features", "missing") if k not in info]
+    if missing_keys:
+        raise ValueError(f"{file}: no key {missing_keys[0]!r}")
+    if info["estimator"] not in classes:
+        raise ValueError(f"{file}: estimator {info['estimator']!r} is none of {', '.join(classes)}")
+    if not isinstance(info["params"], dict):
+        raise ValueError(f"{file}: params must be an object")
     params = {k: v for k, v in info["params"].items() if k not in ("pretrained", "work_dir")}
-    estimator = classes[info["estimator"]](**params)
-    estimator.ranker_ = load_ranker(path)
-    estimator.n_features_in_ = int(info["n_features"])
-    if info.get("feature_names") is not None:
-        estimator.feature_names_in_ = np.asarray(info["feature_names"], dtype=object)
-    estimator.missing_ = info["missing"]
+    try:
+        estimator = classes[info["estimator"]](**params)
+        estimator._validate_params()
+        policy = estimator._missing_policy()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{file}: params: {exc}") from None
+    try:
+        ranker = load_ranker(path)
+    except UserError as exc:
+        raise ValueError(f"{path}: its model bundle does not load ({exc})") from None
+    n_features = info["n_features"]
+    if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
+        raise ValueError(f"{file}: n_features must be a positive integer, got {n_features!r}")
+    if n_features != ranker.n_features:
+        raise ValueError(
+            f"{file}: n_features is {n_features}; the bundle's model takes {ranker.n_features}"
+        )
+    if info["missing"] not in MISSING_POLICIES or info["missing"] != policy:
+        raise ValueError(f"{file}: missing is {info['missing']!r}; its params give {policy!r}")
     medians = info.get("medians")
-    estimator.medians_ = None if medians is None else np.asarray(medians, dtype=np.float32)
+    if (medians is not None) != (policy == "median"):
+        raise ValueError(f"{file}: medians are given exactly when missing is 'median'")
+    if medians is not None:
+        try:
+            medians = np.asarray(medians, dtype=np.float32)
+        except (TypeError, ValueError):
+            medians = None
+        if medians is None or medians.shape != (n_features,) or not np.isfinite(medians).all():
+            raise ValueError(f"{file}: medians must be {n_features} numbers")
+    names = info.get("feature_names")
+    if names is not None and (
+        not isinstance(names, list) or len(names) != n_features
+        or not all(isinstance(n, str) for n in names) or len(set(names)) != n_features
+    ):  # fmt: skip
+        raise ValueError(f"{file}: feature_names must be {n_features} distinct strings")
+    categories = info.get("categories") or {}
+    if not isinstance(categories, dict) or not all(
+        k.isdigit() and int(k) < n_features and isinstance(v, list) for k, v in categories.items()
+    ):
+        raise ValueError(f"{file}: categories must map column indices to lists")
+    estimator.ranker_ = ranker
+    estimator.n_features_in_ = n_features
+    if names is not None:
+        estimator.feature_names_in_ = np.asarray(names, dtype=object)
+    estimator.categories_ = {int(k): v for k, v in categories.items()}
+    estimator.missing_ = policy
+    estimator.medians_ = medians
     return estimator

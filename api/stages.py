@@ -112,11 +112,14 @@ def render(value: Any) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def run_stage(argv: list[str], log: Path | None) -> dict | None:
-    """``scarce_ltr.cli.run(argv)``: stdout and stderr into ``log`` (appended) when given."""
+def run_stage(argv: list[str], log: Path | None, *, progress: bool = False) -> dict | None:
+    """``scarce_ltr.cli.run(argv)``: stdout and stderr into ``log`` (appended) when given;
+    ``progress``: stderr (the stages' progress bars and lines, warnings) stays on the terminal."""
     if log is None:
         return run(argv)
-    with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+    with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.ExitStack() as stack:
+        if not progress:
+            stack.enter_context(contextlib.redirect_stderr(out))
         print(f"$ ./run.sh {' '.join(argv)}", flush=True)
         try:
             return run(argv)

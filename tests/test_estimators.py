@@ -232,8 +232,7 @@ def bad_inputs(x, y, qid, vali) -> list[tuple[str, tuple, dict]]:
     return [
         ("y has 10 labels; its X has", (x, y[:10], qid), {}),
         ("qid has 5 ids; its X has", (x, y, qid[:5]), {}),
-        ("qid must hold integers; row 0 is 1.5", (x, y, qid + 0.5), {}),
-        ("qid must hold integers, got dtype <U", (x, y, qid.astype(str)), {}),
+        ("qid must hold integers or other ids; row 0 is 1.5", (x, y, qid + 0.5), {}),
         ("unlabeled X has 11 features; X has 12", (x, y, qid), {"unlabeled": (x[:, 1:], -qid)}),
         ("non-numeric column.*'site'", (names, y, qid), {}),
         ("the labeled set is empty", (x[:0], y[:0], qid[:0]), {"unlabeled": (x, qid)}),
