@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scarce_ltr.core.errors import DataFormatError, UserError
-from scarce_ltr.data.arrays import read_arrays, split_folder
+from scarce_ltr.data.arrays import Missing, check_values, read_arrays, split_folder
 from scarce_ltr.data.cache import load_split
 from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
 from scarce_ltr.data.ranking_split import MAX_LABEL, RankingSplit, label_outside_grades
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
 from scarce_ltr.data.tables import SUFFIXES as TABLE_SUFFIXES
-from scarce_ltr.data.tables import find_table, load_table, single_table
+from scarce_ltr.data.tables import find_table, open_table, single_table
 from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
@@ -110,30 +111,98 @@ class DataConfig:
         return f"{self.name}-{slug}" if slug else self.name
 
 
+@dataclass(frozen=True)
+class LoadedData:
+    """The raw splits with what their files say beside the values: the feature columns' names
+    (a table's; None for LETOR text, arrays and the synthetic data) and, per split, where its
+    features are missing (tables and arrays: NaN; LETOR text has no missing value)."""
+
+    splits: dict[str, RankingSplit]
+    files: dict[str, Path] = field(default_factory=dict)
+    feature_names: list[str] | None = None
+    missing: dict[str, Missing] = field(default_factory=dict)
+
+    def missing_column(self, split: str, j: int) -> str:
+        """Column ``j`` of ``split`` in messages: a table's name, or the index in features.npy."""
+        if self.feature_names is not None:
+            return repr(self.feature_names[j])
+        return f"{j} of features.npy"
+
+
 def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
     """The raw (untransformed) train, vali and test splits, with one feature count."""
+    return load_data(cfg).splits
+
+
+def load_data(cfg: DataConfig) -> LoadedData:
+    """`load_dataset` with the feature names and missing values of the files (`LoadedData`)."""
     if cfg.name == "synthetic":
-        splits = generate(cfg.synthetic)
-    else:
-        check_files(cfg)
-        folder = _folder(cfg)
-        files = {split: _find(cfg, folder, cfg.splits[split]) for split in SPLITS}
-        if cfg.format == "arrays":  # checked as they are read
-            splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
-            return _same_width(splits, cfg, files)
-        if cfg.format == "table":
-            columns = dict(qid=cfg.qid, label=cfg.label, features=cfg.features)
-            splits = {
-                s: load_table(path, name=s, split=_split_rows(cfg, s), **columns)
-                for s, path in files.items()
-                if path
-            }
-            return _same_width(splits, cfg, files)
-        splits = {split: load_split(path, name=split) for split, path in files.items() if path}
-        for split, path in files.items():
-            check_label_range(splits[split].labels, path)
-        return _same_width(splits, cfg, files)
-    return _same_width(splits, cfg)
+        return LoadedData(_same_width(generate(cfg.synthetic), cfg))
+    check_files(cfg)
+    folder = _folder(cfg)
+    files = {split: _find(cfg, folder, cfg.splits[split]) for split in SPLITS}
+    if cfg.format == "arrays":  # checked as they are read
+        splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
+        missing = {
+            s: check_values(split.features, files[s] / "features.npy", _indices(split), None)
+            for s, split in splits.items()
+        }
+        loaded = LoadedData(_same_width(splits, cfg, files), files, None, missing)
+        return _checked(loaded)
+    if cfg.format == "table":
+        return _checked(_load_tables(cfg, files))
+    splits = {split: load_split(path, name=split) for split, path in files.items() if path}
+    for split, path in files.items():
+        check_label_range(splits[split].labels, path)
+    return LoadedData(_same_width(splits, cfg, files), files)
+
+
+def _load_tables(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
+    """Train's table first: its feature columns (``data.features``, or its numeric columns)
+    are taken by name from vali's and test's, whatever their order."""
+    columns = dict(qid=cfg.qid, label=cfg.label)
+    train = open_table(
+        files["train"], name="train", split=_split_rows(cfg, "train"), features=cfg.features,
+        **columns,
+    )  # fmt: skip
+    tables = {"train": train}
+    reference = None if cfg.features else str(files["train"])
+    for s in ("vali", "test"):
+        tables[s] = open_table(
+            files[s], name=s, split=_split_rows(cfg, s), features=train.names,
+            reference=reference, **columns,
+        )  # fmt: skip
+        if not cfg.features and tables[s].others:
+            print(
+                f"warning: {files[s]}: numeric column(s) {', '.join(map(repr, tables[s].others))}"
+                f" not in {files['train']} are left out (the splits' columns are matched by name)",
+                file=sys.stderr,
+            )
+    splits = {s: t.split for s, t in tables.items()}
+    missing = {s: t.missing for s, t in tables.items()}
+    return LoadedData(_same_width(splits, cfg, files), files, list(train.names), missing)
+
+
+def _indices(split: RankingSplit) -> list[str]:
+    return [str(j) for j in range(split.n_features)]
+
+
+def _checked(loaded: LoadedData) -> LoadedData:
+    """Refuse an empty split, and a train feature column missing in every row (nothing to
+    learn from, nothing to fill it with), naming the file."""
+    for s, split in loaded.splits.items():
+        if split.n_items == 0:
+            raise UserError(f"{loaded.files[s]}: no rows; the {s} split needs at least one QG")
+    train = loaded.splits["train"]
+    counts = loaded.missing["train"].counts
+    empty = [j for j, count in enumerate(counts) if count == train.n_items]
+    if empty:
+        raise UserError(
+            f"{loaded.files['train']}: column {loaded.missing_column('train', empty[0])} is "
+            "missing (null or NaN) in every row: nothing to learn from; leave it out"
+            + (" (data.features=[...])" if loaded.feature_names is not None else "")
+        )
+    return loaded
 
 
 def check_label_range(labels, path: Path, *, first_item: int = 0) -> None:
@@ -271,8 +340,6 @@ def _same_width(
     holding features that train lacks may also be a file of another data set, so the padding
     is announced unless ``data.n_features`` declares the width.
     """
-    import sys
-
     import numpy as np
 
     width = max(s.n_features for s in splits.values())

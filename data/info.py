@@ -87,7 +87,7 @@ def format_report(info: dict, dataset: str) -> str:
 
 
 def main(cfg, out_dir: Path | None = None) -> dict:
-    info = describe(prepare_data(cfg))
+    info = describe(prepare_data(cfg, missing="keep"))
     info["transform"] = {"name": cfg.data.transform, "clip": cfg.data.clip}
     print(format_report(info, cfg.data.run_name))
     return info
