@@ -52,6 +52,10 @@ def read_arrays(folder: str | Path, *, name: str) -> RankingSplit:
             f"{folder / 'features.npy'}: features must be float32 [N, d], got "
             f"{features.dtype} of shape {features.shape}"
         )
+    for key in ("labels", "offsets", "qids"):
+        if arrays[key].dtype.kind not in "iufb":
+            raise UserError(f"{folder / key}.npy holds {arrays[key].dtype}, not numbers; {_NEEDS}")
+    qids = _integers(arrays["qids"], folder / "qids.npy")
     offsets = np.asarray(arrays["offsets"], dtype=np.int64)
     if len(offsets) and (np.diff(offsets) < 0).any():
         raise UserError(f"{folder / 'offsets.npy'}: offsets must not decrease")
@@ -60,13 +64,32 @@ def read_arrays(folder: str | Path, *, name: str) -> RankingSplit:
             features,
             arrays["labels"],
             offsets,
-            np.asarray(arrays["qids"], dtype=np.int64),
+            qids,
             name,
         )
     except (ValueError, IndexError) as exc:
         raise UserError(f"{folder}: arrays do not fit together ({exc}); {_NEEDS}") from None
     check_labels(np.asarray(split.labels), folder / "labels.npy")
     return split
+
+
+def _integers(values: np.ndarray, path: Path) -> np.ndarray:
+    """``qids.npy`` as int64: a float that is no integer, or beyond 2^53 (where float64 stops
+    telling integers apart; int64 would wrap), is named with its index."""
+    values = np.asarray(values)
+    with np.errstate(invalid="ignore"):
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > 2**53)
+        elif values.dtype.kind == "u":
+            bad = values > np.iinfo(np.int64).max
+        else:
+            bad = np.zeros(len(values), dtype=bool)
+    wrong = np.flatnonzero(bad)
+    if len(wrong):
+        i = int(wrong[0])
+        raise UserError(f"{path}: qid {i} is {values[i]}, not an integer qid of int64 (up to 2^53 "
+                        "as a float)")  # fmt: skip
+    return values.astype(np.int64)
 
 
 def check_labels(labels: np.ndarray, where: object, *, rows: np.ndarray | None = None) -> None:

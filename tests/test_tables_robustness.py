@@ -16,7 +16,7 @@ from tiny import tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import DataFormatError, UserError
-from scarce_ltr.data.arrays import write_arrays
+from scarce_ltr.data.arrays import read_arrays, write_arrays
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.letor import read_letor
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -350,3 +350,18 @@ def test_a_feature_index_beyond_ulimit_v_is_refused_before_allocating(tmp_path) 
     assert child.returncode == 0, child.stderr[-2000:]
     assert re.fullmatch(r".*f.txt:1: 100 items x 999,999 features need 381.5 MiB .*renumber.*\n",
                         child.stdout)  # fmt: skip
+
+
+def test_arrays_with_float_qids_beyond_int64_or_text_labels_are_named(tmp_path) -> None:
+    cfg, _ = load_config(CommonConfig, tiny_data())
+    for name, split in load_dataset(cfg.data).items():
+        write_arrays(split, tmp_path / name)
+    qids = np.load(tmp_path / "train" / "qids.npy")
+    np.save(tmp_path / "train" / "qids.npy", qids * 1e19)
+    with pytest.raises(UserError, match=r"train/qids.npy: qid 0 is 1e\+19, not an integer qid"):
+        read_arrays(tmp_path / "train", name="train")
+    np.save(tmp_path / "train" / "qids.npy", qids)
+    labels = np.load(tmp_path / "train" / "labels.npy")
+    np.save(tmp_path / "train" / "labels.npy", labels.astype(str))
+    with pytest.raises(UserError, match=r"train/labels.npy holds <U32, not numbers"):
+        read_arrays(tmp_path / "train", name="train")
