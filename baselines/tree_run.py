@@ -91,10 +91,16 @@ class TreeBackend(Protocol):
         ...
 
 
+# The trees that split on NaN (a missing value takes a branch of its own); the PCA and hybrid
+# variants pass the features through a PCA or an encoder, where a NaN spoils every output.
+MISSING_AS_NAN = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost")
+
+
 def prepare_tree_data(cfg, check_labels: Callable[[RankingSplit, str], None]) -> PreparedData:
     """The prepared data of a tree run, after the checks every tree run makes: relevant labels,
-    labeled vali QGs, and labels the backend's objective takes (its ``check_labels``)."""
-    prepared = prepare_data(cfg)
+    labeled vali QGs, and labels the backend's objective takes (its ``check_labels``); missing
+    values (NaN) kept for the trees of `MISSING_AS_NAN`, refused for the others."""
+    prepared = prepare_data(cfg, missing="keep" if cfg.method in MISSING_AS_NAN else "raise")
     require_relevant_labels(prepared)
     require_labeled_vali(prepared)
     check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")

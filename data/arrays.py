@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,10 @@ def read_arrays(folder: str | Path, *, name: str) -> RankingSplit:
             f"{folder / 'features.npy'}: features must be float32 [N, d], got "
             f"{features.dtype} of shape {features.shape}"
         )
+    for key in ("labels", "offsets", "qids"):
+        if arrays[key].dtype.kind not in "iufb":
+            raise UserError(f"{folder / key}.npy holds {arrays[key].dtype}, not numbers; {_NEEDS}")
+    qids = _integers(arrays["qids"], folder / "qids.npy")
     offsets = np.asarray(arrays["offsets"], dtype=np.int64)
     if len(offsets) and (np.diff(offsets) < 0).any():
         raise UserError(f"{folder / 'offsets.npy'}: offsets must not decrease")
@@ -59,7 +64,7 @@ def read_arrays(folder: str | Path, *, name: str) -> RankingSplit:
             features,
             arrays["labels"],
             offsets,
-            np.asarray(arrays["qids"], dtype=np.int64),
+            qids,
             name,
         )
     except (ValueError, IndexError) as exc:
@@ -68,14 +73,101 @@ def read_arrays(folder: str | Path, *, name: str) -> RankingSplit:
     return split
 
 
-def check_labels(labels: np.ndarray, where: object) -> None:
-    """Refuse a label outside the relevance grades ``0..MAX_LABEL`` (or NaN), naming its row."""
-    row = label_outside_grades(labels)
-    if row is not None:
+def _integers(values: np.ndarray, path: Path) -> np.ndarray:
+    """``qids.npy`` as int64: a float that is no integer, or beyond 2^53 (where float64 stops
+    telling integers apart; int64 would wrap), is named with its index."""
+    values = np.asarray(values)
+    with np.errstate(invalid="ignore"):
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > 2**53)
+        elif values.dtype.kind == "u":
+            bad = values > np.iinfo(np.int64).max
+        else:
+            bad = np.zeros(len(values), dtype=bool)
+    wrong = np.flatnonzero(bad)
+    if len(wrong):
+        i = int(wrong[0])
+        raise UserError(f"{path}: qid {i} is {values[i]}, not an integer qid of int64 (up to 2^53 "
+                        "as a float)")  # fmt: skip
+    return values.astype(np.int64)
+
+
+def check_labels(labels: np.ndarray, where: object, *, rows: np.ndarray | None = None) -> None:
+    """Refuse a label outside the relevance grades ``0..MAX_LABEL`` (or NaN), naming its row
+    (``rows[i]``, the file's row of ``labels[i]``, when given)."""
+    item = label_outside_grades(labels)
+    if item is not None:
+        row = item if rows is None else int(rows[item])
         raise UserError(
-            f"{where}: row {row}: label {labels[row]:g} is outside the relevance grades "
+            f"{where}: row {row}: label {labels[item]:g} is outside the relevance grades "
             f"0..{MAX_LABEL} (NDCG's gain is 2^label - 1)"
         )
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Where a split's features are missing (null or NaN): ``counts`` ``[n_features]`` per
+    column, and the first missing value's column index and row (the row of the file: of the
+    table, of ``features.npy``); None when nothing is missing."""
+
+    counts: list[int]
+    first: tuple[int, int] | None
+
+    @property
+    def any(self) -> bool:
+        return self.first is not None
+
+    def as_dict(self) -> dict:
+        return {"counts": list(self.counts), "first": list(self.first) if self.first else None}
+
+    @classmethod
+    def from_dict(cls, info: dict | None, n_features: int) -> Missing:
+        if not info:
+            return cls([0] * n_features, None)
+        first = info.get("first")
+        return cls([int(c) for c in info["counts"]], tuple(first) if first else None)
+
+
+def check_values(
+    values: np.ndarray,
+    path: Path | str,
+    names: list[str],
+    rows: np.ndarray | None,
+    columns: list[np.ndarray] | None = None,
+) -> Missing:
+    """Refuse an infinite value or one beyond float32 in ``values`` ``[n, d]`` (float32: both
+    became inf), naming the column and the row of the file (``rows[i]``: the file's row of
+    ``values[i]``; None: the same); count the missing (NaN) values. ``columns``: the source
+    columns, to quote the value as written."""
+    counts = np.zeros(values.shape[1], dtype=np.int64)
+    first: tuple[int, int] | None = None
+    for start in range(0, len(values), _CHECK_ROWS):
+        block = values[start : start + _CHECK_ROWS]
+        if np.isfinite(block).all():
+            continue
+        infinite = np.flatnonzero(np.isinf(block).any(axis=1))
+        if len(infinite):
+            i = int(infinite[0])
+            j = int(np.flatnonzero(np.isinf(block[i]))[0])
+            row = start + i if rows is None else int(rows[start + i])
+            shown = columns[j][row] if columns is not None else block[i, j]
+            what = "infinite" if np.isinf(shown) else "beyond float32"
+            raise UserError(
+                f"{path}: column {names[j]!r}, row {row}: {shown} is {what} (the features are "
+                "stored as float32); rescale or clip the column (a missing value is null or NaN)"
+            )
+        nan = np.isnan(block)
+        counts += nan.sum(axis=0)
+        flat = np.argwhere(nan)
+        # the first missing value by file row (rows in qid order need not be in file order)
+        file_rows = start + flat[:, 0] if rows is None else rows[start + flat[:, 0]]
+        k = int(np.argmin(file_rows))
+        if first is None or file_rows[k] < first[1]:
+            first = (int(flat[k, 1]), int(file_rows[k]))
+    return Missing([int(c) for c in counts], first)
+
+
+_CHECK_ROWS = 1 << 15  # rows checked at a time
 
 
 def write_arrays(split: RankingSplit, folder: str | Path, *, meta: dict | None = None) -> None:

@@ -44,4 +44,6 @@ def write_run_bundle(
         },
         "run": run.identity.report_keys() | {"folder": str(run.folder.resolve())},
     }
+    if prepared.feature_names is not None:  # a table's columns: predict matches them by name
+        manifest["feature_names"] = list(prepared.feature_names)
     return write_bundle(run.folder, manifest, files)

@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from scarce_ltr.core.errors import DataFormatError, UserError
-from scarce_ltr.data.arrays import read_arrays, split_folder
+from scarce_ltr.data.arrays import Missing, check_values, read_arrays, split_folder
 from scarce_ltr.data.cache import load_split
 from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
 from scarce_ltr.data.ranking_split import MAX_LABEL, RankingSplit, label_outside_grades
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
 from scarce_ltr.data.tables import SUFFIXES as TABLE_SUFFIXES
-from scarce_ltr.data.tables import find_table, load_table, single_table
+from scarce_ltr.data.tables import find_table, open_table, single_table
 from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
@@ -150,30 +151,110 @@ class DataConfig:
         return f"{self.name}-{slug}" if slug else self.name
 
 
+@dataclass(frozen=True)
+class LoadedData:
+    """The raw splits with what their files say beside the values: the feature columns' names
+    (a table's; None for LETOR text, arrays and the synthetic data) and, per split, where its
+    features are missing (tables and arrays: NaN; LETOR text has no missing value)."""
+
+    splits: dict[str, RankingSplit]
+    files: dict[str, Path] = field(default_factory=dict)
+    feature_names: list[str] | None = None
+    missing: dict[str, Missing] = field(default_factory=dict)
+
+    def missing_column(self, split: str, j: int) -> str:
+        """Column ``j`` of ``split`` in messages: a table's name, or the index in features.npy."""
+        if self.feature_names is not None:
+            return repr(self.feature_names[j])
+        return f"{j} of features.npy"
+
+
 def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
     """The raw (untransformed) train, vali and test splits, with one feature count."""
+    return load_data(cfg).splits
+
+
+def load_data(cfg: DataConfig) -> LoadedData:
+    """`load_dataset` with the feature names and missing values of the files (`LoadedData`)."""
     if cfg.name == "synthetic":
-        splits = generate(cfg.synthetic)
-    else:
-        check_files(cfg)
-        files = {split: split_file(cfg, split) for split in SPLITS if cfg.splits[split]}
-        if cfg.format == "arrays":  # checked as they are read
-            splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
-        elif cfg.format == "table":
-            columns = dict(qid=cfg.qid, label=cfg.label, features=cfg.features)
-            splits = {
-                s: load_table(path, name=s, split=_split_rows(cfg, s), **columns)
-                for s, path in files.items()
-                if path
-            }
-        else:
-            splits = {split: load_split(path, name=split) for split, path in files.items() if path}
-            for split, path in files.items():
-                check_label_range(splits[split].labels, path)
-        if "vali" not in splits:
-            splits["train"], splits["vali"] = carve_vali(splits["train"], cfg, files["train"])
-        return _same_width(splits, cfg, files)
-    return _same_width(splits, cfg)
+        return LoadedData(_same_width(generate(cfg.synthetic), cfg))
+    check_files(cfg)
+    folder = _folder(cfg)
+    # A split named null (vali, with data.vali_from_train) is carved from train below.
+    files = {split: _find(cfg, folder, cfg.splits[split]) for split in SPLITS if cfg.splits[split]}
+    if cfg.format == "arrays":  # checked as they are read
+        splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
+        missing = {
+            s: check_values(split.features, files[s] / "features.npy", _indices(split), None)
+            for s, split in splits.items()
+        }
+        return _with_vali(_checked(LoadedData(splits, files, None, missing)), cfg)
+    if cfg.format == "table":
+        return _with_vali(_checked(_load_tables(cfg, files)), cfg)
+    splits = {split: load_split(path, name=split) for split, path in files.items() if path}
+    for split, path in files.items():
+        check_label_range(splits[split].labels, path)
+    return _with_vali(LoadedData(splits, files), cfg)
+
+
+def _with_vali(loaded: LoadedData, cfg: DataConfig) -> LoadedData:
+    """The splits as read (and checked), vali carved from train where the data has none
+    (``data.vali_from_train``), of one width. A carved vali's missing values stay counted in
+    train's file, whose rows they are."""
+    splits, files = dict(loaded.splits), loaded.files
+    if "vali" not in splits:
+        splits["train"], splits["vali"] = carve_vali(splits["train"], cfg, files["train"])
+    return replace(loaded, splits=_same_width(splits, cfg, files))
+
+
+def _load_tables(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
+    """Train's table first: its feature columns (``data.features``, or its numeric columns)
+    are taken by name from vali's and test's, whatever their order."""
+    columns = dict(qid=cfg.qid, label=cfg.label)
+    train = open_table(
+        files["train"], name="train", split=_split_rows(cfg, "train"), features=cfg.features,
+        **columns,
+    )  # fmt: skip
+    tables = {"train": train}
+    reference = None if cfg.features else str(files["train"])
+    for s in ("vali", "test"):
+        if s not in files:  # a vali carved from train (data.vali_from_train)
+            continue
+        tables[s] = open_table(
+            files[s], name=s, split=_split_rows(cfg, s), features=train.names,
+            reference=reference, **columns,
+        )  # fmt: skip
+        if not cfg.features and tables[s].others:
+            print(
+                f"warning: {files[s]}: numeric column(s) {', '.join(map(repr, tables[s].others))}"
+                f" not in {files['train']} are left out (the splits' columns are matched by name)",
+                file=sys.stderr,
+            )
+    splits = {s: t.split for s, t in tables.items()}
+    missing = {s: t.missing for s, t in tables.items()}
+    return LoadedData(splits, files, list(train.names), missing)
+
+
+def _indices(split: RankingSplit) -> list[str]:
+    return [str(j) for j in range(split.n_features)]
+
+
+def _checked(loaded: LoadedData) -> LoadedData:
+    """Refuse an empty split, and a train feature column missing in every row (nothing to
+    learn from, nothing to fill it with), naming the file."""
+    for s, split in loaded.splits.items():
+        if split.n_items == 0:
+            raise UserError(f"{loaded.files[s]}: no rows; the {s} split needs at least one QG")
+    train = loaded.splits["train"]
+    counts = loaded.missing["train"].counts
+    empty = [j for j, count in enumerate(counts) if count == train.n_items]
+    if empty:
+        raise UserError(
+            f"{loaded.files['train']}: column {loaded.missing_column('train', empty[0])} is "
+            "missing (null or NaN) in every row: nothing to learn from; leave it out"
+            + (" (data.features=[...])" if loaded.feature_names is not None else "")
+        )
+    return loaded
 
 
 def carve_vali(
@@ -332,8 +413,6 @@ def _same_width(
     holding features that train lacks may also be a file of another data set, so the padding
     is announced unless ``data.n_features`` declares the width.
     """
-    import sys
-
     import numpy as np
 
     width = max(s.n_features for s in splits.values())

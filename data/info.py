@@ -95,7 +95,7 @@ def format_report(info: dict, dataset: str) -> str:
 
 
 def main(cfg, out_dir: Path | None = None) -> dict:
-    prepared = prepare_data(cfg)
+    prepared = prepare_data(cfg, missing="keep")
     info = describe(prepared)
     info["transform"] = {"name": cfg.data.transform, "clip": cfg.data.clip}
     carve = cfg.data.vali_from_train

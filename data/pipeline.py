@@ -2,6 +2,12 @@
 
 load (cache) -> outlier QGs of test (on raw features, as the paper's histograms are)
 -> feature transform fit on train -> label scarcity (labeled-QG masks, binary labels).
+
+Missing values (NaN in a table or in ``features.npy``; LETOR text has none: a ``nan`` token is
+refused at its line) stop here unless the stage takes them: ``missing="raise"`` (the default:
+pretraining, finetuning, the deep baselines, the hybrid and PCA trees) names the file, the
+column, the first row and the count; ``missing="keep"`` (the trees that split on NaN, an
+ensemble, data-info) passes them on, through a transform fitted on the finite values, as NaN.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.datasets import load_dataset, split_file
+from scarce_ltr.data.datasets import LoadedData, load_data, split_file
 from scarce_ltr.data.outliers import detect_outlier_groups
 from scarce_ltr.data.outliers.histogram import histogram_bounds
 from scarce_ltr.data.ranking_split import RankingSplit
@@ -36,16 +42,27 @@ class PreparedData:
     # The file each split was read from ("train", "vali"; none for the synthetic data), for
     # messages about its labels.
     files: dict[str, str] = field(default_factory=dict)
+    # A table's feature columns (data=table), kept in the bundle: predict matches them by name.
+    feature_names: list[str] | None = None
 
     @property
     def n_features(self) -> int:
         return self.train.n_features
 
 
-def prepare_data(cfg) -> PreparedData:
-    """`cfg` is a `data.stage_config.CommonConfig` (or a stage config extending it)."""
-    raw = load_dataset(cfg.data)
+MISSING = ("raise", "keep")
+
+
+def prepare_data(cfg, *, missing: str = "raise") -> PreparedData:
+    """`cfg` is a `data.stage_config.CommonConfig` (or a stage config extending it);
+    ``missing``: ``raise`` refuses a missing feature value, ``keep`` keeps it as NaN (see the
+    module docstring)."""
+    if missing not in MISSING:
+        raise ValueError(f"missing must be one of {', '.join(MISSING)}, got {missing!r}")
+    loaded = load_data(cfg.data)
+    raw = loaded.splits
     out_cfg = cfg.data.outliers
+    check_missing(loaded, missing=missing, outliers=out_cfg.method)
     # The knn detector works in the transformed space; the histogram one on raw values.
     transform = fit_transform(cfg.data.transform, raw["train"], clip=cfg.data.clip)
     train, vali, test = (transform(raw[s]) for s in ("train", "vali", "test"))
@@ -85,7 +102,40 @@ def prepare_data(cfg) -> PreparedData:
         transform=transform,
         outlier_bounds=bounds,
         files=files,
+        feature_names=loaded.feature_names,
     )
+
+
+# The splits whose values each outlier detector measures: a NaN there has no bin, no distance.
+_DETECTOR_SPLITS = {"histogram": ("vali",), "knn": ("train", "test")}
+
+
+def check_missing(loaded: LoadedData, *, missing: str, outliers: str) -> None:
+    """Refuse missing feature values where they cannot go: into a model that needs every value
+    (``missing="raise"``), or into the outlier detector's measure."""
+    for split in ("train", "vali", "test"):
+        where = loaded.missing.get(split)
+        if where is None or not where.any:
+            continue
+        j, row = where.first
+        count = sum(where.counts)
+        column = loaded.missing_column(split, j)
+        found = (
+            f"{loaded.files[split]}: column {column} is missing (null or NaN) at row {row} "
+            f"({count} missing value{'s' if count > 1 else ''} in the {split} split)"
+        )
+        if missing == "raise":
+            raise UserError(
+                f"{found}; this model needs every value: fill them in, or leave the column out; "
+                "the trees (baseline gbdt, gbdt-optuna, gbdt-pseudo, catboost, xgboost) take "
+                "NaN as a missing value"
+            )
+        if split in _DETECTOR_SPLITS.get(outliers, ()):
+            raise UserError(
+                f"{found}; data.outliers.method={outliers} measures every value of the "
+                f"{' and '.join(_DETECTOR_SPLITS[outliers])} features: give "
+                "data.outliers.method=none (or qids), or fill the missing values in"
+            )
 
 
 def require_relevant_labels(prepared: PreparedData) -> None:

@@ -5,9 +5,18 @@
 Parquet parts; or all splits in the folder's one table, with ``data.split_column=<column>``
 naming each row's split (its values: ``data.splits``). A table has one row per item:
 ``data.qid`` (default ``qid``) and ``data.label`` (``label``) columns, and the features:
-``data.features=[...]`` in that order, or every other numeric column in the table's order. Rows
-may come in any qid order: they are grouped stably (QGs by ascending qid, a QG's rows in table
-order). NaN in a feature is a missing value.
+``data.features=[...]`` in that order, or every other numeric column of the train table in its
+order. The splits' columns are matched by name (`scarce_ltr.data.datasets` gives vali and test
+train's feature names): their order is free, a column train has and another split lacks is an
+error, one only another split has is named in a warning and left out. Rows may come in any qid
+order: they are grouped stably (QGs by ascending qid, a QG's rows in table order).
+
+A null (or NaN) feature value is a missing value: the table's `Missing` (counted here, kept in
+the cache) says where, and `scarce_ltr.data.pipeline` lets the trees take it and stops the deep
+models naming the column and row. An infinite value, or one beyond float32 (the features are
+stored as float32), is refused naming the file, the column and the row; so are a label that is no
+relevance grade, a qid that is no integer (or beyond 2^53, where float64 stops holding
+integers), a column name given twice and a file that cannot be read.
 
 Each table is read once into the parsed cache (``$LTR_CACHE_DIR``, the LETOR files' cache) in
 its own form (`scarce_ltr.data.arrays`), reloaded memory-mapped, and read again when the content
@@ -20,16 +29,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.arrays import check_labels, read_arrays, write_arrays
+from scarce_ltr.data.arrays import Missing, check_labels, check_values, read_arrays, write_arrays
 from scarce_ltr.data.cache import content_hash, default_cache_root, entry_lock
-from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
+from scarce_ltr.data.ranking_split import MAX_LABEL, QidGroups, RankingSplit
 
-TABLE_VERSION = 2  # bump when the reading changes (2: keyed on content), so tables are read again
+TABLE_VERSION = 3  # bump when the reading changes (3: values checked, missing counted), so
+# tables are read again
 SUFFIXES = (".parquet", ".pq", ".npz")
 PARQUET_MISSING = (
     "reading Parquet needs pyarrow, the optional extra 'parquet': pip install "
@@ -62,6 +73,17 @@ def single_table(folder: Path) -> Path | None:
     return tables[0] if tables else None
 
 
+@dataclass(frozen=True)
+class LoadedTable:
+    """A table's split, its feature columns' names, its other numeric columns (not features)
+    and where its features are missing."""
+
+    split: RankingSplit
+    names: list[str]
+    others: list[str]
+    missing: Missing
+
+
 def load_table(
     path: str | Path,
     *,
@@ -74,6 +96,24 @@ def load_table(
 ) -> RankingSplit:
     """The split of a table (its rows whose column ``split[0]`` is ``split[1]`` when given),
     from the cache when it is current."""
+    columns = dict(qid=qid, label=label, features=features, split=split)
+    return open_table(path, name=name, cache_root=cache_root, **columns).split
+
+
+def open_table(
+    path: str | Path,
+    *,
+    name: str,
+    qid: str = "qid",
+    label: str = "label",
+    features: list[str] | None = None,
+    split: tuple[str, str] | None = None,
+    cache_root: Path | None = None,
+    reference: str | None = None,
+) -> LoadedTable:
+    """`load_table` with the names of its columns and its missing values. ``reference``: the
+    file ``features`` were taken from (train's table), for the message naming a column this
+    table lacks."""
     source = Path(path).resolve()
     spec = {"qid": qid, "label": label, "features": list(features or [])}
     spec["split"] = list(split) if split else None
@@ -86,15 +126,24 @@ def load_table(
     # on a new table read it once, and none finds the entry half-built (as `data.cache`).
     with entry_lock(target):
         try:
-            current = json.loads(meta.read_text()).get("stamp") == stamp
+            info = json.loads(meta.read_text())
+            current = info.get("stamp") == stamp
         except (OSError, ValueError):
             current = False
         if not current:
             columns = dict(qid=qid, label=label, features=features, split=split)
-            data, names = read_table(source, name=name, **columns)
-            info = {"stamp": stamp, "n_items": data.n_items, "feature_names": names}
-            write_arrays(data, target, meta=info)
-        return read_arrays(target, name=name)
+            loaded = read_table(source, name=name, reference=reference, **columns)
+            info = {
+                "stamp": stamp,
+                "n_items": loaded.split.n_items,
+                "feature_names": loaded.names,
+                "other_columns": loaded.others,
+                "missing": loaded.missing.as_dict(),
+            }
+            write_arrays(loaded.split, target, meta=info)
+        data = read_arrays(target, name=name)
+        missing = Missing.from_dict(info.get("missing"), data.n_features)
+        return LoadedTable(data, info["feature_names"], info.get("other_columns", []), missing)
 
 
 def read_table(
@@ -105,8 +154,10 @@ def read_table(
     label: str,
     features: list[str] | None,
     split: tuple[str, str] | None = None,
-) -> tuple[RankingSplit, list[str]]:
-    """The split of a table (no cache) and its feature columns' names, checked."""
+    reference: str | None = None,
+) -> LoadedTable:
+    """The split of a table (no cache), its feature columns' names and its missing values,
+    checked."""
     table = Table.open(path)
     roles = [("data.qid", qid), ("data.label", label)]
     for role, column in roles + ([("data.split_column", split[0])] if split else []):
@@ -115,8 +166,16 @@ def read_table(
                 f"{path}: no {role} column '{column}'; its columns: {', '.join(table.names)} "
                 f"(give {role}=<column>)"
             )
+    taken = (qid, label, split[0] if split else None)
+    numeric = [c for c in table.names if c not in taken and table.numeric(c)]
     if features:
         absent = [c for c in features if c not in table.names]
+        if absent and reference:
+            raise UserError(
+                f"{path} lacks the column(s) {', '.join(map(repr, absent))} of {reference} "
+                f"(the splits' columns are matched by name); its columns: "
+                f"{', '.join(table.names)}"
+            )
         if absent:
             raise UserError(
                 f"{path}: no column {', '.join(map(repr, absent))} of data.features; its "
@@ -124,23 +183,38 @@ def read_table(
             )
         bad = [c for c in features if not table.numeric(c)]
         if bad:
-            raise UserError(f"{path}: data.features {', '.join(map(repr, bad))} not numeric")
+            what = f"numeric in {reference}" if reference else "in data.features"
+            raise UserError(
+                f"{path}: column(s) {', '.join(map(repr, bad))} ({what}) hold "
+                f"{', '.join(table.kind(c) for c in bad)}, not numbers"
+            )
         chosen = list(features)
     else:
-        taken = (qid, label, split[0] if split else None)
-        chosen = [c for c in table.names if c not in taken and table.numeric(c)]
+        chosen = numeric
         if not chosen:
             raise UserError(f"{path}: no numeric column besides {qid} and {label}")
+    if not table.numeric(label):
+        raise UserError(
+            f"{path}: the data.label column '{label}' holds {table.kind(label)}, not relevance "
+            f"grades (numbers 0..{MAX_LABEL})"
+        )
     table.load([qid, label, *chosen, *([split[0]] if split else [])])
     qids = integer_qids(table.column(qid), path, qid)
     rows = _rows(table, path, split, qids)  # None: every row, in qid order already
+    if not len(qids if rows is None else rows):
+        raise UserError(f"{path}: no rows{f' with {split[0]}={split[1]}' if split else ''}; "
+                        f"the {name} split needs at least one QG")  # fmt: skip
+    labels = table.column(label).astype(np.float64)
+    check_labels(labels if rows is None else labels[np.sort(rows)], f"{path} (column {label})",
+                 rows=None if rows is None else np.sort(rows))  # fmt: skip
     qids = qids if rows is None else qids[rows]
     values = feature_matrix([table.column(c) for c in chosen], rows, len(qids))
-    labels = table.column(label).astype(np.float32)
-    labels = labels if rows is None else labels[rows]
-    check_labels(labels, f"{path} (column {label}, rows in qid order)")
+    missing = check_values(values, path, chosen, rows, [table.column(c) for c in chosen])
+    labels = (labels if rows is None else labels[rows]).astype(np.float32)
     groups = QidGroups(qids)  # the rows are in qid order already: only offsets and qids
-    return RankingSplit(values, labels, groups.offsets, groups.qids, name), chosen
+    others = [c for c in numeric if c not in chosen]
+    split_data = RankingSplit(values, labels, groups.offsets, groups.qids, name)
+    return LoadedTable(split_data, chosen, others, missing)
 
 
 _BLOCK_ROWS = 1 << 15  # rows filled at a time: the block stays in cache across the columns
@@ -155,8 +229,9 @@ def feature_matrix(columns: list[np.ndarray], rows: np.ndarray | None, n: int) -
         picked = (
             slice(start, start + _BLOCK_ROWS) if rows is None else rows[start : start + _BLOCK_ROWS]
         )
-        for j, column in enumerate(columns):
-            block[:, j] = column[picked]
+        with np.errstate(over="ignore"):  # beyond float32 becomes inf: `check_values` names it
+            for j, column in enumerate(columns):
+                block[:, j] = column[picked]
     return values
 
 
@@ -181,8 +256,8 @@ def _rows(table, path: Path, split, qids: np.ndarray) -> np.ndarray | None:
 class Table:
     """Column names and columns of a Parquet file, a folder of parts or an ``.npz``."""
 
-    def __init__(self, names: list[str], load, numeric) -> None:
-        self.names, self._load, self._numeric = names, load, numeric
+    def __init__(self, names: list[str], load, numeric, kind) -> None:
+        self.names, self._load, self._numeric, self._kind = names, load, numeric, kind
         self._columns = None
 
     @classmethod
@@ -199,6 +274,7 @@ class Table:
         except Exception as exc:  # pyarrow's own errors name no common base class
             raise UserError(f"{path}: not readable as Parquet ({exc})") from None
         names = [f.name for f in schema]
+        _refuse_repeated(path, names)
 
         def load(columns: list[str]):
             try:
@@ -213,14 +289,17 @@ class Table:
             return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind)
                         or pa.types.is_boolean(kind))  # fmt: skip
 
-        return cls(names, load, numeric)
+        return cls(names, load, numeric, lambda column: str(schema.field(column).type))
 
     @classmethod
     def _npz(cls, path: Path) -> Table:
         try:
-            arrays = dict(np.load(path, allow_pickle=False))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{path}: not readable as .npz ({exc})") from None
+            with np.load(path, allow_pickle=False) as archive:
+                arrays = dict(archive)
+        except Exception as exc:  # zipfile, zlib and numpy each raise their own
+            raise UserError(f"{path}: not readable as .npz ({type(exc).__name__}: {exc})") from None
+        if not isinstance(arrays, dict):
+            raise UserError(f"{path}: one array, not columns; save one array per column")
         flat = [k for k, v in arrays.items() if v.ndim != 1]
         if flat:
             raise UserError(f"{path}: {flat[0]!r} is not a column (1-D array), shape "
@@ -233,10 +312,14 @@ class Table:
             kind = arrays[column].dtype.kind
             return kind in "iufb"
 
-        return cls(list(arrays), lambda columns: arrays, numeric)
+        return cls(list(arrays), lambda columns: arrays, numeric, lambda c: str(arrays[c].dtype))
 
     def numeric(self, column: str) -> bool:
         return self._numeric(column)
+
+    def kind(self, column: str) -> str:
+        """The column's type, for messages (``string``, ``list<item: int64>``, ``<U4``)."""
+        return self._kind(column)
 
     def load(self, columns: list[str]) -> None:
         """Read these columns (a Parquet file is read once, its other columns never)."""
@@ -247,21 +330,60 @@ class Table:
         data = self._columns[column]
         if isinstance(data, np.ndarray):
             return data
-        return np.asarray(self._columns.column(column).to_numpy(zero_copy_only=False))
+        data = self._columns.column(column)
+        if data.null_count and not _is_float(data.type):
+            import pyarrow as pa
+
+            # null in an integer or boolean column: NaN (missing), not None in an object array
+            data = data.cast(pa.float64())
+        return np.asarray(data.to_numpy(zero_copy_only=False))
+
+
+_MAX_QID = 2**53  # float64 holds every integer up to here; LETOR files refuse larger qids too
 
 
 def integer_qids(values: np.ndarray, path: Path, column: str) -> np.ndarray:
-    """A table's qid column as int64; `UserError` naming the first row that is no integer."""
-    if values.dtype.kind in "iu":
+    """A table's qid column as int64; `UserError` naming the first row that is no integer, or
+    an integer beyond int64 (a float qid beyond 2^53: float64 no longer tells it apart)."""
+    if values.dtype.kind == "i":
         return values.astype(np.int64)
+    if values.dtype.kind == "u":
+        bad = np.flatnonzero(values > np.iinfo(np.int64).max)
+        if not len(bad):
+            return values.astype(np.int64)
+        raise UserError(f"{path}: column {column}: row {int(bad[0])} is {values[bad[0]]}, beyond "
+                        "int64's qids")  # fmt: skip
     if values.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
-        if not len(bad):
+            beyond = np.flatnonzero(np.abs(values) > _MAX_QID)
+        if not len(bad) and not len(beyond):
             return values.astype(np.int64)
-        raise UserError(f"{path}: column {column}: row {int(bad[0])} is {values[bad[0]]}, not "
-                        "an integer qid")  # fmt: skip
+        if len(bad) and (not len(beyond) or bad[0] < beyond[0]):
+            raise UserError(f"{path}: column {column}: row {int(bad[0])} is {values[bad[0]]}, "
+                            "not an integer qid")  # fmt: skip
+        raise UserError(
+            f"{path}: column {column}: row {int(beyond[0])} is {values[beyond[0]]:g}, beyond 2^53 "
+            "(float qids stop being exact integers there); store the qids as integers"
+        )
     raise UserError(f"{path}: column {column} holds {values.dtype}, not integer qids")
+
+
+def _is_float(kind) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_floating(kind))
+
+
+def _refuse_repeated(path: Path, names: list[str]) -> None:
+    """A column name given twice: which column is meant cannot be told."""
+    seen: set[str] = set()
+    twice = [n for n in names if n in seen or seen.add(n)]
+    if twice:
+        raise UserError(
+            f"{path}: column name(s) {', '.join(map(repr, dict.fromkeys(twice)))} appear more "
+            "than once; rename or drop the copies"
+        )
 
 
 def _parts(folder: Path) -> list[Path]:

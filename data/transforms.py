@@ -14,6 +14,10 @@ Finite input gives finite output: statistics are summed in float64 around a refe
 cancellation for columns far from 0), a constant column (or a single item) is only centred, and
 a result beyond float32's range (a vali value far outside a near-constant train column)
 saturates at the float32 limit instead of becoming inf.
+
+A missing value (NaN: a table's null, for the trees that take it) is left out of the statistics,
+which are fitted on the finite values only (each column's mean and std over the rows it has), and
+stays NaN through every transform; it never spreads to the rest of its column (or QG).
 """
 
 from __future__ import annotations
@@ -127,6 +131,7 @@ def fit_transform(kind: str, train: RankingSplit, *, clip: float | None = None) 
     total = np.zeros(train.n_features)
     total_sq = np.zeros(train.n_features)
     reference = np.zeros(train.n_features)
+    counts: np.ndarray | int = n  # per column once a NaN is met: the finite values' count
     for start in range(0, n, _ROWS_PER_STEP):
         x = np.asarray(train.features[start : start + _ROWS_PER_STEP], dtype=np.float64)
         if kind == "log1p-standardize":
@@ -134,12 +139,17 @@ def fit_transform(kind: str, train: RankingSplit, *, clip: float | None = None) 
         if start == 0 and len(x):
             # Sums of x - x[0]: E[x^2] - E[x]^2 would cancel to 0 (or below) for columns of
             # large values with a small spread.
-            reference = x[0].copy()
+            reference = _first_finite(x)
         x = x - reference
+        nan = np.isnan(x)
+        if nan.any():  # missing values add nothing and are not counted
+            x[nan] = 0.0
+            counts = counts - nan.sum(axis=0)
         total += x.sum(axis=0)
         total_sq += (x * x).sum(axis=0)
-    shifted_mean = total / max(n, 1)
-    var = np.maximum(total_sq / max(n, 1) - shifted_mean**2, 0.0)
+    counts = np.maximum(counts, 1)
+    shifted_mean = total / counts
+    var = np.maximum(total_sq / counts - shifted_mean**2, 0.0)
     mean = shifted_mean + reference
     std = np.sqrt(var)
     # A constant feature would divide by zero; leave it centred at 0 instead.
@@ -147,15 +157,33 @@ def fit_transform(kind: str, train: RankingSplit, *, clip: float | None = None) 
     return FeatureTransform(kind, mean=mean, std=std, clip=clip)
 
 
+def _first_finite(x: np.ndarray) -> np.ndarray:
+    """``[n_features]``: row 0 of ``x``, each NaN replaced by its column's first finite value
+    (0 in a column without one)."""
+    reference = x[0].copy()
+    for j in np.flatnonzero(np.isnan(reference)):
+        finite = x[:, j][~np.isnan(x[:, j])]
+        reference[j] = finite[0] if len(finite) else 0.0
+    return reference
+
+
 def _standardize_within_groups(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """``[n_items, n_features]`` standardized per QG (segment sums, no loop over QGs)."""
+    """``[n_items, n_features]`` standardized per QG (segment sums, no loop over QGs); a NaN
+    (missing) is left out of its QG's statistics and stays NaN."""
     x = x.astype(np.float64)
     sizes = np.diff(offsets)
     nonempty = sizes > 0
     starts = offsets[:-1][nonempty]
     counts = sizes[nonempty][:, None]
-    mean = np.add.reduceat(x, starts, axis=0) / counts
-    mean_sq = np.add.reduceat(x * x, starts, axis=0) / counts
+    nan = np.isnan(x)
+    if nan.any():
+        finite = np.where(nan, 0.0, x)
+        counts = np.maximum(np.add.reduceat((~nan).astype(np.int64), starts, axis=0), 1)
+        mean = np.add.reduceat(finite, starts, axis=0) / counts
+        mean_sq = np.add.reduceat(finite * finite, starts, axis=0) / counts
+    else:
+        mean = np.add.reduceat(x, starts, axis=0) / counts
+        mean_sq = np.add.reduceat(x * x, starts, axis=0) / counts
     std = np.sqrt(np.maximum(mean_sq - mean**2, 0.0))
     std[std < 1e-12] = 1.0
     return (x - np.repeat(mean, sizes[nonempty], axis=0)) / np.repeat(std, sizes[nonempty], axis=0)

@@ -73,7 +73,7 @@ def main(cfg: EnsembleConfig, run: Run) -> Outcome:
     _check_distinct(cfg.runs)
     for member in cfg.runs:  # before loading any data: a mismatch is named at once
         check_member(member, cfg)
-    prepared = prepare_data(cfg)
+    prepared = prepare_data(cfg, missing="keep")  # the members' scores, not features
     require_labeled_vali(prepared)
     members = [load_member(member, prepared) for member in cfg.runs]
     normalize = NORMALIZERS[cfg.normalize]

@@ -128,7 +128,7 @@ def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: 
         for piece in pieces:
             # Training's check, inside the block: a bad label leaves no CSV.
             check_label_range(piece.labels, path, first_item=kept.n_items)
-            scores = ranker.score_split(piece)
+            scores = ranker.score_split(piece)  # never NaN: a NaN score is refused
             out.write(predictions_rows(piece, scores))
             kept.add(piece, scores, ranker.outlier_groups(piece))
         try:  # still inside the block: an error leaves no CSV

@@ -22,7 +22,7 @@ import numpy as np
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_path, atomic_text_writer
 from scarce_ltr.core.metrics import evaluate_ranking
-from scarce_ltr.data.arrays import check_labels
+from scarce_ltr.data.arrays import check_labels, check_values
 from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
 from scarce_ltr.data.tables import SUFFIXES, Table, feature_matrix, find_table, integer_qids
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
@@ -55,16 +55,24 @@ def predict_table(
         raise UserError(f"{path}: no qid column '{qid}'; its columns: {', '.join(table.names)}")
     names = _feature_names(ranker, table, path, qid=qid, label=label, given=features)
     labeled = label in table.names
+    if labeled and not table.numeric(label):
+        raise UserError(
+            f"{path}: the label column '{label}' holds {table.kind(label)}, not relevance grades "
+            "(give label=<column>)"
+        )
     table.load([qid, *names, *([label] if labeled else [])])
     qids = integer_qids(table.column(qid), path, qid)
     groups = QidGroups(qids)
     labels = np.zeros(len(qids), dtype=np.float32)
     if labeled:
-        labels = table.column(label).astype(np.float32)[groups.order]
-        check_labels(labels, f"{path} (column {label}, rows in qid order)")
-    x = feature_matrix([table.column(c) for c in names], groups.order, len(qids))
+        column = table.column(label).astype(np.float64)
+        check_labels(column, f"{path} (column {label})")
+        labels = column.astype(np.float32)[groups.order]
+    columns = [table.column(c) for c in names]
+    x = feature_matrix(columns, groups.order, len(qids))
+    check_values(x, path, names, groups.order, columns)
     split = RankingSplit(x, labels, groups.offsets, groups.qids, "table")
-    scores = ranker.score_split(split)
+    scores = ranker.score_split(split, source=path, names=names, rows=groups.order)
     position, rank = positions_and_ranks(groups.offsets, scores)
     back = groups.to_input_order
     rows = {"qid": qids, "position": back(position), "score": back(scores), "rank": back(rank)}
@@ -80,10 +88,13 @@ def predict_table(
 def _feature_names(
     ranker: BundledRanker, table: Table, path: Path, *, qid: str, label: str, given
 ) -> list[str]:
+    """The table's columns the model takes, in the model's order (see the module docstring)."""
     saved = ranker.folder / ESTIMATOR_FILE
     names = list(given or [])
     if not names and saved.is_file():
         names = json.loads(saved.read_text()).get("feature_names") or []
+    if not names:
+        names = list(ranker.manifest.get("feature_names") or [])
     if not names:
         names = [c for c in table.names if c not in (qid, label) and table.numeric(c)]
     absent = [c for c in names if c not in table.names]
@@ -91,6 +102,12 @@ def _feature_names(
         raise UserError(
             f"{path} lacks the column(s) {', '.join(map(repr, absent))} the ranker takes; its "
             f"columns: {', '.join(table.names)}"
+        )
+    bad = [c for c in names if not table.numeric(c)]
+    if bad:
+        raise UserError(
+            f"{path}: column(s) {', '.join(map(repr, bad))} hold "
+            f"{', '.join(table.kind(c) for c in bad)}, not numbers"
         )
     if len(names) != ranker.n_features:
         raise UserError(

@@ -83,9 +83,45 @@ class BundledRanker:
         labels = np.zeros(n, dtype=np.float32)
         return self.score_split(RankingSplit(features, labels, offsets, group_ids, "input"))
 
-    def score_split(self, split: RankingSplit) -> np.ndarray:
-        """``[n_items]`` float64 scores of a split of raw features."""
-        return self.model.score(self.check_width(split), self.transform)
+    def score_split(
+        self,
+        split: RankingSplit,
+        *,
+        source: object = "the input",
+        names: list[str] | None = None,
+        rows: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """``[n_items]`` float64 scores of a split of raw features. Nothing NaN is scored: an
+        item the model gives NaN (a missing value, where this model needs every value) stops
+        with a `UserError` naming ``source``, the column (``names[j]``, else the 1-based
+        feature index) and the row (``rows[i]``, the source's row of item ``i``, else ``i``)."""
+        scores = self.model.score(self.check_width(split), self.transform)
+        nan = np.flatnonzero(np.isnan(scores))
+        if len(nan):
+            raise UserError(self._nan_message(split, int(nan[0]), len(nan), source, names, rows))
+        return scores
+
+    def _nan_message(self, split, item: int, count: int, source, names, rows) -> str:
+        row = item if rows is None else int(rows[item])
+        values = np.asarray(split.features[item], dtype=np.float64)
+        missing = np.flatnonzero(np.isnan(values))
+        what = f"the model of {self.folder} ({self.model_name}) scores {count} item(s) NaN"
+        if len(missing):
+            j = int(missing[0])
+            column = repr(names[j]) if names is not None else f"feature {j + 1}"
+            return (
+                f"{source}: column {column} is missing (NaN) at row {row}: {what}, as it needs "
+                "every value; fill the missing values in, or score with a tree (gbdt, catboost, "
+                "xgboost take NaN as missing)"
+            )
+        stats = [a for a in (self.transform.mean, self.transform.std) if a is not None]
+        if any(np.isnan(a).any() for a in stats):
+            return (
+                f"{source}: {what}: its transform's statistics are NaN (the run was trained on "
+                "missing values before this version fitted them on finite values only); "
+                "train the run again"
+            )
+        return f"{source}: row {row}: {what} (its features are finite); no score is written"
 
     def score_file(self, path: str | Path) -> tuple[RankingSplit, np.ndarray]:
         """The parsed file (its raw features and labels) and the scores of its items."""

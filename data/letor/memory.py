@@ -15,8 +15,9 @@ from scarce_ltr.data.letor.parsed import Parsed, parsed_width
 
 def available_memory() -> int | None:
     """Bytes this process can still allocate without swapping: ``MemAvailable`` of
-    ``/proc/meminfo``, lowered to the room left under a cgroup v2 limit (a container's), or
-    the free pages `os.sysconf` counts elsewhere; None when the system says nothing."""
+    ``/proc/meminfo``, lowered to the room left under a cgroup v2 limit (a container's) and
+    under the process's own address-space limit (``ulimit -v``), or the free pages `os.sysconf`
+    counts elsewhere; None when the system says nothing."""
     try:
         meminfo = Path("/proc/meminfo").read_text()
         match = re.search(r"^MemAvailable:\s+(\d+) kB", meminfo, re.MULTILINE)
@@ -35,7 +36,26 @@ def available_memory() -> int | None:
             available = min(available, max(int(limit) - used, 0))
     except (OSError, ValueError):
         pass
-    return available
+    room = address_space_room()
+    return available if room is None else min(available, room)
+
+
+def address_space_room() -> int | None:
+    """Bytes of address space left under ``ulimit -v`` (``RLIMIT_AS``, what the process's
+    mappings may add up to: an allocation beyond it fails whatever the free memory), or None
+    without a limit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            return None
+        status = Path("/proc/self/status").read_text()
+        match = re.search(r"^VmSize:\s+(\d+) kB", status, re.MULTILINE)
+    except (ImportError, OSError, ValueError):
+        return None
+    used = int(match.group(1)) * 1024 if match else 0
+    return max(soft - used, 0)
 
 
 def check_memory(path: Path, chunks: list[Parsed], n_items: int, n_features: int) -> None:

@@ -151,6 +151,13 @@ def _decimal_numbers(
     dots = (packed >> 6) & 63
     signs = (packed >> 12) & 63
     others = packed >> 18
+    # A segment of 64 bytes or more may carry over from one 6-bit field into the next: its
+    # counts are taken again, one by one (rare: no number needs 64 characters).
+    long = np.flatnonzero(np.diff(np.append(starts, len(buf))) >= 64)
+    for i in long:
+        segment = slice(starts[i], starts[i + 1] if i + 1 < n else len(buf))
+        digits[i], dots[i] = is_digit[segment].sum(), is_dot[segment].sum()
+        signs[i], others[i] = is_sign[segment].sum(), odd[segment].sum()
     integer_text = (others == 0) & (dots == 0) & (signs == is_sign[starts]) & (digits >= 1)
     simple = (others == 0) & (dots <= 1) & (signs == is_sign[starts])
     simple &= (digits >= 1) & (digits <= _MAX_DIGITS)
