@@ -31,13 +31,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from scarce_ltr.api import aliases, inputs, lgbm
 from scarce_ltr.api.layout import holdout, train_split
 from scarce_ltr.api.stages import SCHEMAS, leaves, route, run_stage
+from scarce_ltr.baselines.tree_run import MISSING_AS_NAN
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
 from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 
 # Trees that take NaN as a missing value (the others' inputs pass through an encoder or PCA).
-NAN_TREES = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost")
+NAN_TREES = MISSING_AS_NAN  # one list: baselines/tree_run.py's
 # What the estimators set unless a keyword says otherwise: no tracker; no Outlier-NDCG (fit's
 # test split is its eval_set again: the stages need one, the estimator reports none).
 DEFAULTS = {"logger": "none", "data__outliers__method": "none"}
