@@ -15,6 +15,7 @@ bundle; its `core.runs.Outcome` goes back to ``Run.execute``, which writes ``rep
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,11 +40,20 @@ from scarce_ltr.data.evaluation import (
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import Phase, TrainOptions
-from scarce_ltr.finetune.loop import CHECKPOINT, FitResult, LossFn, fit, predict
+from scarce_ltr.finetune.loop import (
+    CHECKPOINT,
+    FitResult,
+    LossFn,
+    Prune,
+    TrialPruned,
+    fit,
+    predict,
+)
 from scarce_ltr.finetune.model import MODEL_FILE, ModelKinds, load_model, save_model, torch_bundle
 from scarce_ltr.finetune.teacher import Teaching, teaching_for
 
 BEST_VALI = f"best_vali_{SELECTION_METRIC}"  # a point's score, the one it is chosen on
+PRUNED = "pruned"  # True in a pruned search trial's result (its BEST_VALI NaN: never chosen)
 # A point's result: its own keys, then these. The deep baselines' reports predate
 # ``train_seconds_per_epoch`` and leave it out (`GridTraining.result_keys`).
 RESULT_KEYS = (
@@ -69,6 +79,7 @@ class Candidate:
     log: Callable[[dict], None] | None = None  # each epoch's row (`finetune.loop.fit`)
     # the point's own training options; None: the grid's at its rate (``GridTraining.options``)
     options: TrainOptions | None = None
+    prune: Prune | None = None  # a search trial's pruner (`finetune.loop.fit`)
 
 
 @dataclass(frozen=True)
@@ -169,7 +180,28 @@ def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) 
     seed_everything(cfg.seed)  # every point starts from the same model and data order
     model, spec, source = candidate.build()
     candidate.folder.mkdir(parents=True, exist_ok=True)
-    fitted = fit(
+    try:
+        fitted = _fit_point(training, candidate, model)
+    except TrialPruned as stop:  # finished as pruned: no model to keep, never chosen
+        values = _fit_values(stop.fitted) | {BEST_VALI: math.nan}
+        result = candidate.keys | {key: values[key] for key in training.result_keys}
+        result[PRUNED] = True
+        if in_grid:
+            grid_point.finish(result | training.point_extra)
+        return TrainedPoint(candidate, result)
+    data = {"name": cfg.data.name, "transform": cfg.data.transform}
+    data["n_features"] = training.prepared.n_features
+    save_model(candidate.folder, model, spec=spec, data=data, source=source)
+    values = _fit_values(fitted)
+    result = candidate.keys | {key: values[key] for key in training.result_keys}
+    if in_grid:  # done on its own, so an interrupted grid resumes after it
+        grid_point.finish(result | training.point_extra)
+    return TrainedPoint(candidate, result, model, spec, source)
+
+
+def _fit_point(training: GridTraining, candidate: Candidate, model: nn.Module) -> FitResult:
+    cfg = training.cfg
+    return fit(
         model,
         training.prepared,
         phases=training.phases,
@@ -183,21 +215,16 @@ def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) 
         meta=training.meta,
         desc=candidate.desc,
         teaching=training.teaching,
+        prune=candidate.prune,
     )
-    data = {"name": cfg.data.name, "transform": cfg.data.transform}
-    data["n_features"] = training.prepared.n_features
-    save_model(candidate.folder, model, spec=spec, data=data, source=source)
-    values = _fit_values(fitted)
-    result = candidate.keys | {key: values[key] for key in training.result_keys}
-    if in_grid:  # done on its own, so an interrupted grid resumes after it
-        grid_point.finish(result | training.point_extra)
-    return TrainedPoint(candidate, result, model, spec, source)
 
 
-def point_vali_per_group(training: GridTraining, point: TrainedPoint) -> np.ndarray:
+def point_vali_per_group(training: GridTraining, point: TrainedPoint) -> np.ndarray | None:
     """The point's vali NDCG@5 per labeled vali QG (`core.trial_scores`), from its model in
     memory or, for a point read back, its ``model.pt``; all NaN where the model's vali scores
-    are NaN (it diverged: its vali score is NaN too)."""
+    are NaN (it diverged: its vali score is NaN too); None for a pruned search trial."""
+    if point.result.get(PRUNED):
+        return None
     model = point.model
     if model is None:
         model, _ = load_model(point.folder, kinds=training.kinds)

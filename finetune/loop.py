@@ -54,6 +54,17 @@ CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_SECONDS = 10.0
 _STATE_KEYS = ("model", "optimizer", "best_model", "progress", "rng")
 LossFn = Callable[..., torch.Tensor]
+# A search's pruner (`finetune.search`): given the epochs' rows so far, True to stop the trial
+Prune = Callable[[list[dict]], bool]
+
+
+class TrialPruned(Exception):
+    """A search's pruner stopped the trial after an epoch; ``fitted`` is what it had trained
+    (the vali-best weights so far back in the model)."""
+
+    def __init__(self, fitted: FitResult) -> None:
+        super().__init__(f"pruned after epoch {fitted.epochs}")
+        self.fitted = fitted
 
 
 @dataclass
@@ -168,8 +179,12 @@ def fit(
     meta: dict | None = None,
     desc: str = "finetune",
     teaching: Teaching | None = None,
+    prune: Prune | None = None,
 ) -> FitResult:
     """Train ``model`` in place; on return it holds the validation-best weights.
+
+    ``prune``: asked after every epoch (and once on resume) with the history so far; True
+    raises `TrialPruned` (a search's pruner, `finetune.search`).
 
     ``teaching``: the unlabeled train QGs join the labeled ones with a teacher's targets
     (`finetune.teacher`); vali stays the labeled vali QGs.
@@ -199,6 +214,7 @@ def fit(
         meta=meta,
         teaching=teaching,
         l2sp=l2sp,
+        prune=prune,
     )
     if checkpoint is not None and checkpoint.is_file():
         task.resume(checkpoint, desc)
@@ -208,14 +224,17 @@ def fit(
     total = sum(p.epochs for p in phases)
     task.bar = progress_bar(total=total, initial=task.progress.epoch, desc=desc, unit="epoch")
     saving = checkpoint is not None
-    train_phases(
-        task,
-        task.progress,
-        [p.epochs for p in phases],
-        patience=options.patience,
-        cadence=Cadence(CHECKPOINT_SECONDS if saving else None, phase_end=saving),
-    )
-    task.bar.close()
+    try:
+        task.check_prune()  # a resumed trial: its epochs so far are the pruner's again
+        train_phases(
+            task,
+            task.progress,
+            [p.epochs for p in phases],
+            patience=options.patience,
+            cadence=Cadence(CHECKPOINT_SECONDS if saving else None, phase_end=saving),
+        )
+    finally:
+        task.bar.close()
     return task.result()
 
 
@@ -253,6 +272,7 @@ class _Fit:
     meta: dict | None
     teaching: Teaching | None
     l2sp: L2SP | None = None  # the encoder's anchor (`finetune.l2sp`), in encoder phases
+    prune: Prune | None = None  # a search's pruner, asked after each epoch
     progress: Progress = field(default_factory=Progress)
     best_state: dict | None = None
     opt_state: dict | None = None  # a resumed phase's optimizer, loaded when it begins
@@ -342,7 +362,13 @@ class _Fit:
             self.log({**row, "best_vali_ndcg@5": progress.best_score})
         self.bar.set_postfix(loss=f"{loss:.4f}", vali=f"{score:.4f}")  # before: lines show it
         self.bar.update(1)
+        self.check_prune()
         return better
+
+    def check_prune(self) -> None:
+        """`TrialPruned` when the search's pruner stops the trial after its last epoch."""
+        if self.prune is not None and self.prune(self.progress.history):
+            raise TrialPruned(self.result())
 
     def end_phase(self, position: Position) -> None:
         # the epochs early stopping skipped

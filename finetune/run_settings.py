@@ -23,8 +23,11 @@ def run_identity(cfg: FinetuneConfig) -> str:
     settings = without_free_keys(asdict(cfg))
     if not cfg.search.on:  # a run without a search is the run it was before the key existed
         settings.pop("search")
-    elif not cfg.search.l2sp:  # likewise a search without an L2-SP range
-        settings["search"].pop("l2sp")
+    else:
+        if not cfg.search.l2sp:  # likewise a search without an L2-SP range
+            settings["search"].pop("l2sp")
+        if cfg.search.pruner == "none":  # likewise a search without a pruner
+            settings["search"].pop("pruner"), settings["search"].pop("prune_warmup")
     if not cfg.l2sp_on:  # likewise without L2-SP
         settings.pop("l2sp"), settings.pop("l2sp_grid")
     if cfg.head_lr is None:  # likewise with one rate for both phases

@@ -17,10 +17,17 @@ so the search never chooses worse on vali than the fixed recipe would have. With
 trial kept is `core.selection.select_best` over the trials' best vali NDCG@5; test is scored
 once, with it (`finetune.grid.finish_grid`).
 
-No pruner: a trial's vali NDCG@5 per epoch exists, but the head-only phase of ``full`` at a
-low rate looks bad before its whole-network phase, trials differ in epochs and phases, and
-NDCG@5 on a few dozen vali QGs is noisy; a median rule would stop good recipes early. Each
-trial's early stopping (``patience``) already cuts a hopeless one short.
+Pruning (``search.pruner``, default ``none``): each trial reports its best vali NDCG@5 so far
+after every epoch (step = the epoch over all phases) to one of Optuna's pruners (median,
+successive halving, Hyperband; deterministic: Hyperband's brackets follow the study's fixed
+name), which may stop it after ``search.prune_warmup`` epochs. The best so far, not the epoch's
+own score, so a noisy epoch on a few dozen vali QGs does not stop a trial; the warm-up, because
+``full``'s head-only phase at a low rate looks bad before its whole-network phase. The fixed
+recipe's trials (trial 0 first) are never pruned. A pruned trial is finished as such
+(``result.json`` with ``pruned`` and a NaN score, never chosen, a row of NaN in ``trials.npz``);
+on resume every finished trial's epochs are reported to the study again before it is told, and a
+trial resumed from its checkpoint reports its epochs so far first, so the pruner decides as in
+an uninterrupted search. ``none`` reports nothing: the search it always was, bit for bit.
 """
 
 from __future__ import annotations
@@ -40,10 +47,11 @@ import numpy as np
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
-from scarce_ltr.core.selection import select_best
+from scarce_ltr.core.selection import nan_low, select_best
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
+    PRUNED,
     Candidate,
     GridTraining,
     TrainedPoint,
@@ -179,10 +187,19 @@ def run_search(
     """
     recipe = chosen_recipe(space) if space.config.recipe_from else None
     study, n_trials = None, 1
+    pruning = recipe is None and space.config.pruner != "none"
     if recipe is None:
         optuna = _optuna()
         sampler = optuna.samplers.TPESampler(seed=cfg.seed)
-        study = optuna.create_study(direction="maximize", sampler=sampler)
+        if pruning:
+            study = optuna.create_study(
+                direction="maximize",
+                sampler=sampler,
+                pruner=make_pruner(space),
+                study_name=f"search-seed{cfg.seed}",  # Hyperband's brackets hash it
+            )
+        else:
+            study = optuna.create_study(direction="maximize", sampler=sampler)
         n_trials = space.config.n_trials
         for point in space.first[:n_trials]:
             study.enqueue_trial(point)
@@ -195,11 +212,19 @@ def run_search(
         params = space.suggest(trial) if recipe is None else recipe
         training, candidate = make_trial(number, with_params(cfg, params))
         candidate = _as_trial(candidate, run.folder, number, params, desc)
+        reporter = None
+        if pruning:
+            reporter = Reporter(trial, protected=number < max(len(space.first), 1))
+            candidate = replace(candidate, prune=reporter)
         start = time.perf_counter()
         point = train_point(training, candidate, in_grid=True)
         _check_params(candidate, point.result, params)
         value = point.result[BEST_VALI]
-        if study is not None and math.isfinite(value):
+        if reporter is not None:  # a trial read back: its epochs, as the pruner saw them
+            reporter(point.result["history"])
+        if point.result.get(PRUNED):
+            study.tell(trial, state=_optuna().trial.TrialState.PRUNED)
+        elif study is not None and math.isfinite(value):
             study.tell(trial, value)
         elif study is not None:  # nothing scored: the sampler learns nothing from it
             study.tell(trial, state=_optuna().trial.TrialState.FAIL)
@@ -218,6 +243,42 @@ def run_search(
     )
     training = trainings[chosen.result["trial"]]
     return finish_grid(run, training, chosen, results, report=search_report, per_point=per_trial)
+
+
+def make_pruner(space: Space):
+    """``search.pruner``'s Optuna pruner: no trial stopped before ``prune_warmup`` epochs."""
+    optuna, config = _optuna(), space.config
+    warmup = config.prune_warmup
+    if config.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=warmup)
+    if config.pruner == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup, reduction_factor=3)
+    most = max(config.head_epochs or [0]) + max(config.full_epochs or [0])
+    return optuna.pruners.HyperbandPruner(
+        min_resource=warmup, max_resource=max(most, warmup), reduction_factor=3
+    )
+
+
+class Reporter:
+    """A trial's `finetune.loop.Prune`: each new epoch's best vali NDCG@5 so far (NaN while none
+    is finite) reported at step = its epoch, then the pruner asked, epoch by epoch, also for a
+    trial read back or resumed (successive halving and Hyperband record the rungs a trial passed
+    when asked, and later trials compete against them). A ``protected`` trial (the fixed
+    recipe's) is asked too but never stopped."""
+
+    def __init__(self, trial, *, protected: bool) -> None:
+        self.trial, self.protected = trial, protected
+        self.reported, self.best = 0, -math.inf
+
+    def __call__(self, history: list[dict]) -> bool:
+        prune = False
+        for row in history[self.reported :]:
+            self.best = max(self.best, nan_low(row["vali_ndcg@5"]))
+            value = self.best if math.isfinite(self.best) else math.nan
+            self.trial.report(value, row["epoch"])
+            prune = self.trial.should_prune()
+        self.reported = len(history)
+        return prune and not self.protected
 
 
 def _search_report(
@@ -264,13 +325,20 @@ def summary(results: list[dict], chosen: TrainedPoint, *, seed: int, space: Spac
             "best_epoch": r["best_epoch"],
             "epochs_trained": r["epochs_trained"],
             "seconds": trial_seconds(r),
+            **({PRUNED: True} if r.get(PRUNED) else {}),
         }
         for r in results
     ]
     recipe_from = space.config.recipe_from
+    pruner = space.config.pruner
     return {
         "n_trials": len(results),
         "sampler": f"the recipe {recipe_from} chose" if recipe_from else f"optuna TPE, seed {seed}",
+        **(
+            {"pruner": pruner, "n_pruned": sum(bool(r.get(PRUNED)) for r in results)}
+            if pruner != "none" and not recipe_from
+            else {}
+        ),
         "searched": list(space.keys) + list(space.choices),
         "chosen_trial": chosen.result["trial"],
         "chosen_params": chosen.result["params"],
@@ -296,10 +364,13 @@ def _progress(desc: str, number: int, total: int, result: dict, best: dict, seco
     """One line per trial, as the tree search's: its params, vali score, the best so far."""
     params = " ".join(f"{k}={_short(v)}" for k, v in result["params"].items())
     value, top = result[BEST_VALI], best[BEST_VALI]
+    name = BEST_VALI.removeprefix("best_vali_")
+    score = f"{value:.4f}"
+    if result.get(PRUNED):
+        score = f"pruned after epoch {result['epochs_trained']}"
     print(
-        f"{desc} trial {number} ({number + 1}/{total}): {params} vali "
-        f"{BEST_VALI.removeprefix('best_vali_')}"
-        f" {value:.4f} (best {top:.4f}, trial {best['trial']}) {duration(seconds)}",
+        f"{desc} trial {number} ({number + 1}/{total}): {params} vali {name}"
+        f" {score} (best {top:.4f}, trial {best['trial']}) {duration(seconds)}",
         file=sys.stderr,
         flush=True,
     )

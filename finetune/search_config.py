@@ -22,6 +22,7 @@ SEARCH_BOUNDS = {
     "head_hidden": Allowed(1, 65536),
     "l2sp": Allowed(0, 1e6, low_open=True, why="log scale: use a small low, not 0"),
 }
+PRUNERS = ("none", "median", "halving", "hyperband")  # search.pruner (`finetune.search`)
 LOG_SCALE = ("lr", "weight_decay", "head_hidden", "l2sp")  # drawn on a log scale
 
 
@@ -56,6 +57,14 @@ class SearchConfig:
     # searching (a seed ensemble's other members take the recipe of the member of the cell's
     # seed, as DASALC-ens repeats one tuned model); "" (the default): search
     recipe_from: str = ""
+    # Optuna's pruner on each trial's per-epoch vali NDCG@5 (the best so far, reported each
+    # epoch): none (the default: every trial trains its epochs, the search as it always was) |
+    # median | halving (successive halving) | hyperband. Trial 0 (the fixed recipe) is never
+    # pruned; a pruned trial is kept in the report (``pruned``) and trials.npz (a row of NaN).
+    pruner: str = "none"
+    # epochs every trial trains before it may be pruned (median: the warm-up; halving and
+    # hyperband: the first rung's resource)
+    prune_warmup: int = 20
 
     def check(self, prefix: str) -> None:
         """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
@@ -82,6 +91,15 @@ class SearchConfig:
             )
         if len(set(self.loss)) != len(self.loss):
             raise ValueError(f"{prefix}loss must list distinct losses")
+        if self.pruner not in PRUNERS:
+            raise ValueError(
+                f"{prefix}pruner must be one of {', '.join(PRUNERS)}, got {self.pruner!r}"
+            )
+        if not 1 <= self.prune_warmup <= MAX_EPOCHS:
+            raise ValueError(
+                f"{prefix}prune_warmup must be >= 1 and <= {MAX_EPOCHS} (epochs before a trial "
+                f"may be pruned), got {self.prune_warmup}"
+            )
         if self.recipe_from and not self.n_trials:
             raise ValueError(
                 f"{prefix}recipe_from trains a searched run's chosen recipe in place of this "
