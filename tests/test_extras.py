@@ -106,6 +106,14 @@ run(["baseline", "gbdt", *{data!r}, "gbdt.max_rounds=5", f"run_dir={{tmp}}/gbdt"
 for run_dir in ("ft", "gbdt"):
     scores = scarce_ltr.load_ranker(f"{{tmp}}/{{run_dir}}").predict(np.ones((3, 12)))
     assert scores.shape == (3,), scores
+# A sweep with logger=wandb ends with the offline runs' line (one planted in its folder), and
+# without its report's extra with that extra's line instead of the report.
+__import__("os").environ["WANDB_MODE"] = "disabled"  # the jobs' own processes have wandb
+(__import__("pathlib").Path(tmp) / "sweep" / "old" / "wandb" / "offline-run-1").mkdir(parents=True)
+sweep = ["sweep", "quick", "models=[gbdt]", "fractions=[1.0]", "seeds=[0]", "workers=1",
+         "overrides.common=[" + ",".join([*{data!r}, "gbdt.max_rounds=5"]) + "]",
+         "overrides.pretrain=[]", "overrides.finetune=[]", f"run_dir={{tmp}}/sweep"]
+assert run(sweep).exit_code == 0
 for args in (["export", f"{{tmp}}/ft", "format=onnx"], ["report", f"out={{tmp}}/report"],
              ["baseline", "xgboost", *{data!r}, f"run_dir={{tmp}}/xgb"]):
     try:
@@ -139,8 +147,16 @@ def test_the_core_runs_without_the_extras(tmp_path):
         '"scarce-ltr[trees]"',
     ]  # fmt: skip
     assert "loaded: []" in done.stdout
-    # logger=wandb without wandb: one line, and the run goes on untracked.
-    _one_line(done.stderr, "wandb")
+    assert f"W&B: 1 offline run(s) under {tmp_path / 'sweep'}" in done.stdout
+    assert (
+        "warning: the sweep's report needs matplotlib, which is not installed: pip install "
+        f'"scarce-ltr[report]"; then ./run.sh report {tmp_path / "sweep"}'
+    ) in done.stderr
+    # logger=wandb without wandb: one line (once per process), and the run goes on untracked.
+    assert (
+        done.stderr.count('needs wandb, which is not installed: pip install "scarce-ltr[wandb]"')
+        == 1
+    )
     assert (tmp_path / "pre" / "DONE").is_file() and not (tmp_path / "pre" / "wandb").exists()
 
 
@@ -197,3 +213,14 @@ def test_a_deleted_wandb_folder_leaves_the_run_finished(tmp_path):
     # a marker of an earlier version listed it
     (tmp_path / "DONE").write_text(json.dumps({"files": ["report.json", "wandb"]}))
     assert is_done(tmp_path)
+
+
+def test_a_sweep_passes_keep_checkpoints_to_its_jobs(tmp_path, capsys):
+    from scarce_ltr.cli import run
+
+    base = ["sweep", "quick", "models=[gbdt]", "fractions=[1.0]", "seeds=[0]", "--dry-run",
+            f"run_dir={tmp_path}"]  # fmt: skip
+    run(base)
+    assert "keep_checkpoints" not in capsys.readouterr().out
+    run([*base, "keep_checkpoints=true"])
+    assert "keep_checkpoints=true" in capsys.readouterr().out
