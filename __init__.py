@@ -9,7 +9,15 @@ docs/architecture.md says what each may import.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+import os
+
+# OpenMP threads spin while they wait by default; on cores other processes share, that makes
+# runs 2-3x slower (BENCHMARKS.md, "Thread settings in the package"). The OpenMP runtime reads
+# the policy once, when torch or LightGBM load it, so it is set here, before any part of the
+# package imports them; a value the user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+from importlib.metadata import PackageNotFoundError, version  # noqa: E402
 from pathlib import Path
 from typing import TYPE_CHECKING
 

@@ -11,7 +11,6 @@ a stage whose result has an ``exit_code`` (a sweep with failed cells) exits with
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import sys
@@ -23,6 +22,7 @@ from omegaconf import OmegaConf
 from scarce_ltr.core.config import CONFIG_ROOT, available, load_config, merge_config, to_yaml
 from scarce_ltr.core.config_doc import describe, help_text
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import import_feature
 from scarce_ltr.core.files import file_error
 from scarce_ltr.core.runs import Run
 
@@ -44,8 +44,11 @@ class Stage:
 
 
 def _load(ref: str):
+    """``module:attr`` imported; a command needing a missing extra says which (one line)."""
     module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    command = next((c for c, s in STAGES.items() if ref in (s.entry, s.schema)), None)
+    feature = f"./run.sh {command}" if command else module
+    return getattr(import_feature(module, feature), attr)
 
 
 def usage() -> str:

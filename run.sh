@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Entry point: ./run.sh <command> [<name>] [key=value ...]   (./run.sh --help lists them)
-# On first use it makes .venv, installs torch==2.13.0 (the CPU build), then this project,
-# with constraints.txt (the tested versions), and leaves a stamp keyed on pyproject.toml and
-# constraints.txt so later calls start at once.
+# On first use it makes .venv, installs torch==2.13.0 (the CPU build), then this project with
+# every extra (report, export, wandb, trees, parquet, cluster; pyproject.toml) and the test
+# tools, with constraints.txt (the tested versions), and leaves a stamp keyed on pyproject.toml
+# and constraints.txt so later calls start at once.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,8 +32,9 @@ setup() {
   # torch first and pinned exactly: any other spec pulls gigabytes of CUDA wheels.
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
   # constraints.txt: the versions the tests passed with, for a reproducible environment.
+  # pyproject.toml's core needs none of the extras; the commands and the tests use them all.
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -c "$ROOT/constraints.txt" -e "$ROOT[dev,trees,parquet,cluster]"
+    -c "$ROOT/constraints.txt" -e "$ROOT[dev,report,export,wandb,trees,parquet,cluster]"
   rm -f "$VENV"/.installed-*
   touch "$STAMP"
   echo "run.sh: setup done" >&2
@@ -43,7 +45,9 @@ setup
 # ./.cache/letor of the working directory instead); the variables win when set.
 export LTR_RUNS_DIR="${LTR_RUNS_DIR:-$ROOT/runs}"
 export LTR_CACHE_DIR="${LTR_CACHE_DIR:-$ROOT/.cache/letor}"
-# OpenMP threads that spin while waiting make runs sharing the cores many times slower.
+# OpenMP threads that spin while waiting make runs sharing the cores many times slower. The
+# package sets the same default itself when imported (__init__.py); this keeps it for anything
+# run.sh starts before the package (the test tools); a value already set wins either way.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 case "${1:-}" in
   test)

@@ -9,7 +9,6 @@ its model is kept. Test never enters: the caller scores test once, with the chos
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import numpy as np
 
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import require
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.ranking_split import RankingSplit
 
@@ -68,14 +68,9 @@ class SearchOptions:
 
 
 def require_backend(module: str, package: str) -> ModuleType:
-    """Import an optional backend, or stop with the command that installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise UserError(
-            f"the {package} backend is not installed; install it with "
-            f"'.venv/bin/pip install {package}' (or pip install 'scarce-ltr[trees]')"
-        ) from None
+    """Import an optional backend (``package`` installs ``module``), or stop with one line naming
+    the extra that installs it (`scarce_ltr.core.extras`)."""
+    return require(module, f"the {module} backend")
 
 
 @dataclass

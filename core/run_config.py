@@ -25,11 +25,13 @@ CONFIG = "config.yaml"
 # The settings that may change between a run and its resume, or its skip once finished: where it
 # runs and logs (device, AMP, the tracker), how many items it scores at once (a QG's scores do not
 # depend on the others in its batch), where pretraining batches are gathered (the same batches),
+# whether its checkpoints are kept once it finished,
 # and its folder (moved or copied). A free key is one of
 # these at the top of a stage's config or of a family's section (``deep.device``), never inside a
 # pass-through mapping of a backend's own options (``xgboost.params.device`` is a setting).
 FREE_KEYS = (
-    "logger", "run_dir", "device", "amp", "cpu_amp", "eval_item_budget", "gather_on_device"
+    "logger", "run_dir", "device", "amp", "cpu_amp", "eval_item_budget", "gather_on_device",
+    "keep_checkpoints",
 )  # fmt: skip
 # Keys naming the run folders a run is built from: they may differ when those folders moved.
 SOURCE_KEYS = ("pretrained", "runs")

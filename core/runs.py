@@ -16,7 +16,8 @@ own, named by its `RunIdentity` (`scarce_ltr.core.run_identity`). `Run` lives it
   the tracker and writes ``DONE`` last, so a finished run is skipped and an unfinished one
   resumes from its checkpoint. ``DONE`` lists the files the run finished with: a run whose
   ``DONE`` names a file that is gone (deleted because it was corrupt) is not finished, and running
-  it again redoes its finish from its checkpoint;
+  it again rebuilds it (from its checkpoint when ``keep_checkpoints=true`` kept it, else by
+  training it again from the start);
 - `GridPoint` is one resumable point of a grid inside a run (``result.json`` + ``DONE``).
 
 `read_report` reads a run's ``report.json`` back; `run_model` names the model of a finished run.
@@ -55,9 +56,11 @@ REPORT = "report.json"
 DONE = "DONE"
 POINT_RESULT = "result.json"
 GRID_DIR = "grid"
-# Files that are no result of a run: DONE does not list them (a checkpoint may be deleted to
-# save space once the run is finished).
-NOT_RESULTS = (DONE, "log.txt", "checkpoint.pt")
+CHECKPOINT = "checkpoint.pt"  # what a run (or a grid point in it) resumes from; nothing else
+# Files that are no result of a run: DONE does not list them, so a run stays finished without
+# them. A finished run's checkpoints are removed (`Run.finish`, unless keep_checkpoints=true);
+# ``wandb/`` (its offline W&B run) may be deleted once synced.
+NOT_RESULTS = (DONE, "log.txt", CHECKPOINT, "wandb")
 
 
 @dataclass(frozen=True)
@@ -73,10 +76,18 @@ class Outcome:
 class Run:
     """A run's folder and life: `start`, `open_tracker`, `finish` (see the module docstring)."""
 
-    def __init__(self, identity: RunIdentity, folder: Path, *, logger: str = "none") -> None:
+    def __init__(
+        self,
+        identity: RunIdentity,
+        folder: Path,
+        *,
+        logger: str = "none",
+        keep_checkpoints: bool = False,
+    ) -> None:
         self.identity = identity
         self.folder = Path(folder)
         self.logger = logger
+        self.keep_checkpoints = keep_checkpoints
         self.tracker = Tracker(None)
         self.started = time.monotonic()  # the final block's seconds: this process's share
 
@@ -87,7 +98,8 @@ class Run:
         if folder is None:
             folder = Path(cfg.run_dir) if cfg.run_dir else identity.default_folder()
         check_run_folder(folder)
-        return cls(identity, folder, logger=cfg.logger)
+        keep = bool(getattr(cfg, "keep_checkpoints", False))
+        return cls(identity, folder, logger=cfg.logger, keep_checkpoints=keep)
 
     @property
     def done(self) -> bool:
@@ -189,7 +201,8 @@ class Run:
         return report
 
     def finish(self, body: dict[str, Any], *, summary: dict[str, Any] | None = None) -> dict:
-        """Write ``report.json``, close the tracker (with ``summary``), then write ``DONE``."""
+        """Write ``report.json``, close the tracker (with ``summary``), then write ``DONE``; then
+        remove the run's checkpoints, which only a resume reads, unless ``keep_checkpoints``."""
         report = self.report(body)
         try:
             if summary:
@@ -199,6 +212,8 @@ class Run:
             self.tracker.finish()
         write_json(self.folder / REPORT, report)
         mark_done(self.folder)
+        if not self.keep_checkpoints:  # after DONE: a crash before leaves a resumable run
+            remove_checkpoints(self.folder)
         # Last, on stdout: what a user reads after nohup or in a sweep cell's log.txt.
         print(final_block(report, self.folder, time.monotonic() - self.started), flush=True)
         return report
@@ -253,7 +268,10 @@ def missing_results(folder: Path) -> list[str]:
         listed = json.loads(text).get("files", []) if text.strip() else []
     except (ValueError, AttributeError):
         listed = []  # a marker of an older version: nothing listed
-    return [name for name in listed if not (Path(folder) / name).exists()]
+    # A marker of an older version may list what is no result (wandb/): that may go.
+    return [
+        name for name in listed if name not in NOT_RESULTS and not (Path(folder) / name).exists()
+    ]
 
 
 def mark_done(folder: Path) -> None:
@@ -263,6 +281,17 @@ def mark_done(folder: Path) -> None:
         p.name for p in folder.iterdir() if p.name not in NOT_RESULTS and not p.name.startswith(".")
     )
     atomic_write_text(folder / DONE, json.dumps({"files": files}) + "\n")
+
+
+def remove_checkpoints(folder: Path) -> list[Path]:
+    """Delete the ``checkpoint.pt`` files of a finished run (its own and its grid points' or
+    trials'); the bundle, ``report.json``, scores and ``encoder.pt`` stay. Returns them."""
+    removed = []
+    for path in sorted(Path(folder).rglob(CHECKPOINT)):
+        if path.is_file() and "wandb" not in path.relative_to(folder).parts:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def read_report(folder: str | Path) -> dict | None:

@@ -2,9 +2,12 @@
 
 `start_tracker` opens a wandb run in the run directory: online when the user is logged in
 (``WANDB_API_KEY`` or a ``~/.netrc`` entry for api.wandb.ai), offline otherwise (``wandb sync``
-uploads it later); ``WANDB_MODE`` always wins, ``logger=none`` or ``WANDB_MODE=disabled`` skip
-wandb entirely. A resumed run passes the id kept in its checkpoint and continues the same wandb
-run. wandb never ends a run: any failure is a warning, after which the tracker does nothing.
+uploads it later; its files are in ``<run_dir>/wandb/offline-run-*``, and a sweep ends with
+`offline_note` saying so). ``WANDB_MODE`` always wins; ``logger=none`` or
+``WANDB_MODE=disabled`` skip wandb entirely. A resumed run passes the id kept in its checkpoint
+and continues the same wandb run. wandb never ends a run: any failure is a warning, after which
+the tracker does nothing; wandb not installed (the extra ``scarce-ltr[wandb]``) is one line,
+once per process.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from scarce_ltr.core.extras import missing_message
+
 PROJECT = "scarce-ltr"
+OFFLINE_RUNS = "offline-run-*"  # wandb's folder of an offline run, in <run_dir>/wandb/
 
 
 class Tracker:
@@ -96,6 +102,12 @@ def start_tracker(
     if not enabled or logger == "none" or mode == "disabled":
         return Tracker(None, run_id)
     run_id = run_id or secrets.token_hex(4)
+    try:
+        import wandb
+    except ImportError as exc:
+        _say_once(f"warning: {missing_message('wandb', 'logger=wandb', exc)}; runs are not "
+                  "tracked (logger=none or WANDB_MODE=disabled hides this line)")  # fmt: skip
+        return Tracker(None, run_id)
     # A sweep groups its runs and tags them through the environment; that wins over the stage's.
     group = os.environ.get("WANDB_RUN_GROUP") or group
     env_tags = [t for t in os.environ.get("WANDB_TAGS", "").split(",") if t]
@@ -104,8 +116,6 @@ def start_tracker(
     os.environ.setdefault("WANDB_SILENT", "true")
     mode = mode or ("online" if _logged_in() else "offline")
     try:
-        import wandb
-
         run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", PROJECT),
             dir=str(run_dir),
@@ -125,6 +135,16 @@ def start_tracker(
     return Tracker(run, run_id, online=mode == "online")
 
 
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    """Print ``line`` to stderr once per process (a sweep's job server runs many stages)."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr, flush=True)
+
+
 # The metrics a run is chosen by, and how W&B should sum each up (its run table's column): vali
 # NDCG@5 picks epochs, grid points and rounds; the pretraining loss has no labels to pick by.
 SUMMARIES = {
@@ -141,6 +161,26 @@ SUMMARIES = {
 def _define_metrics(run: Any) -> None:
     for name, summary in SUMMARIES.items():
         run.define_metric(name, summary=summary)
+
+
+def offline_runs(folder: Path) -> list[Path]:
+    """The W&B offline runs under ``folder``: every run's ``wandb/offline-run-*`` folders."""
+    return sorted(
+        p for p in Path(folder).rglob(OFFLINE_RUNS) if p.is_dir() and p.parent.name == "wandb"
+    )
+
+
+def offline_note(folder: Path) -> str | None:
+    """One line saying where the offline runs under ``folder`` are, how to upload them and how
+    to turn them off; None when there are none."""
+    runs = offline_runs(folder)
+    if not runs:
+        return None
+    return (
+        f"W&B: {len(runs)} offline run(s) under {folder} (<run>/wandb/{OFFLINE_RUNS}, kept "
+        f"locally without a W&B login); upload: find {folder} -type d -name '{OFFLINE_RUNS}' "
+        "-exec wandb sync {} +; turn off: logger=none or WANDB_MODE=disabled"
+    )
 
 
 def artifact_name(name: str) -> str:

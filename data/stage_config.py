@@ -47,6 +47,8 @@ class CommonConfig:
     # caps a training stage's epochs
     epochs: int | None = field(default=None, metadata=allowed(EPOCHS))
     logger: str = "wandb"  # wandb (offline unless logged in) | none
+    # keep checkpoint.pt (a resume's state) once the run finished; it is removed by default
+    keep_checkpoints: bool = False
 
     def __post_init__(self) -> None:
         if self.logger not in LOGGERS:

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import require
 from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.selection import nan_low, select_best
@@ -381,11 +382,6 @@ def _short(value) -> str:
 
 
 def _optuna():
-    try:
-        import optuna
-    except ImportError:
-        raise UserError(
-            "search.n_trials needs optuna; install it with '.venv/bin/pip install optuna'"
-        ) from None
+    optuna = require("optuna", "search.n_trials")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import require, require_all
 from scarce_ltr.core.files import atomic_path, remove_stale_temps
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.families import export_formats
@@ -50,6 +51,9 @@ FILE_NAMES = {
 }
 CHECK_SIZES = (1, 7, 300)  # items per QG of the self-check
 TOLERANCE = 1e-5  # max |difference| / max(1, max |score|) of the self-check
+# format=onnx: torch's exporter needs onnxscript, the file is written by onnx and checked by ONNX
+# Runtime (the extra scarce-ltr[export]).
+ONNX_MODULES = ("onnx", "onnxscript", "onnxruntime")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
     """Export the run's bundle; ``{"out": path, "format", "max_difference"}``."""
     ranker = load_ranker(cfg.run)
     check_format(ranker, cfg.format)
+    if cfg.format == "onnx":  # before any work: torch's exporter, the file, its check
+        require_all(ONNX_MODULES, "export format=onnx")
     target = Path(cfg.out) if cfg.out else run_folder_of(ranker) / "export" / FILE_NAMES[cfg.format]
     if target.is_dir():
         raise UserError(
@@ -193,8 +199,7 @@ def score_exported(fmt: str, path: Path, features: np.ndarray) -> np.ndarray:
 def load_exported(fmt: str, path: Path) -> Callable[[np.ndarray], np.ndarray]:
     """The exported file loaded once, as a scorer of one QG ``[n_items, n_features]``."""
     if fmt == "onnx":
-        import onnxruntime
-
+        onnxruntime = require("onnxruntime", "scoring an ONNX file")
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
         def onnx_scores(features: np.ndarray) -> np.ndarray:

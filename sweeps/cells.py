@@ -136,6 +136,8 @@ class _Planner:
     def __init__(self, cfg, folder: Path) -> None:
         self.cfg, self.folder = cfg, folder
         self.common = [*cfg.overrides.common, f"logger={cfg.logger}"]
+        if cfg.keep_checkpoints:
+            self.common.append("keep_checkpoints=true")
         self.jobs: dict[str, Job] = {}
         # The fold being planned (plan_cells sets both) and its data.splits.* overrides.
         self.fold: int | None = None

@@ -44,6 +44,7 @@ SWEEP_KEYS = {
     "scarcity.binary_tau": "binary_taus",
     "scarcity.val": "val",
     "logger": "logger",
+    "keep_checkpoints": "keep_checkpoints",
     "run_dir": "run_dir",
     "pretrained": "models (a sweep plans the encoders)",
     "runs": "models (ensemble:<model>,<model>)",

@@ -148,7 +148,10 @@ def rows_from_scan(runs_root: Path, ks: list[int], notes: list[str] | None = Non
 
 # Keys that do not change what a run measures: where it lives, its logger and device, and the
 # cell's own coordinates (label setting and seed are in the cell id; an encoder run is a path).
-UNSETTING_KEYS = ("run_dir", "logger", "device", "amp", "seed", "scarcity", "pretrained", "runs")
+UNSETTING_KEYS = (
+    "run_dir", "logger", "keep_checkpoints", "device", "amp", "seed", "scarcity", "pretrained",
+    "runs",
+)  # fmt: skip
 
 
 def _settings(run_dir: Path) -> dict:

@@ -21,7 +21,9 @@ seeds, e.g. ``models=[...]`` given on the command line) while their run folders 
 ``./run.sh report <name>`` turns it into tables and plots.
 
 Every run is logged to wandb with group = the sweep and tags for model, label setting and seed
-(``WANDB_RUN_GROUP`` / ``WANDB_TAGS``), when ``logger=wandb``.
+(``WANDB_RUN_GROUP`` / ``WANDB_TAGS``), when ``logger=wandb``; without a W&B login the runs are
+offline, in each run folder's ``wandb/``, and the sweep ends with a line saying where they are
+and how to upload them (``wandb sync``) or turn them off (``logger=none``).
 
 ``executor=ray`` runs the same jobs as Ray tasks across a cluster (`scarce_ltr.sweeps.executors`,
 `scarce_ltr.sweeps.ray_executor`); the plan, order, manifest and report stay this module's.
@@ -39,11 +41,13 @@ from pathlib import Path
 
 from scarce_ltr.core.config_fields import LOGGERS
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import MissingExtra, import_feature
 from scarce_ltr.core.files import TEMP_SUFFIX, file_error, make_folder, write_json
 from scarce_ltr.core.locks import WAIT_ENV, FolderLock
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.run_identity import runs_root
 from scarce_ltr.core.runs import is_done
+from scarce_ltr.core.tracking import offline_note
 from scarce_ltr.models.names import ModelName
 from scarce_ltr.sweeps.cells import SweepCell, plan_cells
 from scarce_ltr.sweeps.checks import (
@@ -106,6 +110,8 @@ class SweepConfig:
     run_dir: str | None = None  # default runs/sweeps/<name>
     report: bool = True  # end with ./run.sh report <name>: the table and the dashboard
     logger: str = "wandb"  # every job's logger: wandb | none
+    # every job keeps its checkpoint.pt once finished (by default only a resume's use, removed)
+    keep_checkpoints: bool = False
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -222,12 +228,22 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
         runner = _Runner(cfg, folder, jobs, cells, executor, earlier)
         runner.run()
         print(runner.summary_line())
+        note = offline_note(folder) if cfg.logger == "wandb" else None
+        if note:  # offline W&B runs would otherwise pile up unsaid
+            print(note)
         if cfg.report and any(c.status == "done" for c in runner.cells):
-            from scarce_ltr.sweeps.report import ReportConfig
-            from scarce_ltr.sweeps.report import main as report
-
-            report(ReportConfig(sweep=str(folder)))
+            _report(folder, runner.target())
     return SweepResult(runner.cells, folder)
+
+
+def _report(folder: Path, target: str) -> None:
+    """``./run.sh report`` of the finished sweep; without the extra it needs, one line instead
+    (the runs are there: the report can be made once it is installed)."""
+    try:
+        report = import_feature("scarce_ltr.sweeps.report", "the sweep's report")
+        report.main(report.ReportConfig(sweep=str(folder)))
+    except MissingExtra as exc:
+        print(f"warning: {exc}; then ./run.sh report {target}", file=sys.stderr)
 
 
 def earlier_cells(path: Path, cells: list[SweepCell]) -> list[dict]:
@@ -367,12 +383,15 @@ class _Runner:
             counts[cell.status] = counts.get(cell.status, 0) + 1
         parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         minutes = (time.time() - self.started) / 60
-        # A sweep in a folder of its own (run_dir=) is not found by its name: give the folder.
-        target = str(self.folder) if self.cfg.run_dir else self.cfg.name
         return (
             f"sweep {self.cfg.name}: {len(self.cells)} cells ({parts}) in {minutes:.1f} min; "
-            f"manifest {self.folder / MANIFEST}; next: ./run.sh report {target}"
+            f"manifest {self.folder / MANIFEST}; next: ./run.sh report {self.target()}"
         )
+
+    def target(self) -> str:
+        """What ``./run.sh report`` finds this sweep by: a sweep in a folder of its own
+        (``run_dir=``) is not found by its name, so its folder."""
+        return str(self.folder) if self.cfg.run_dir else self.cfg.name
 
 
 def _last_error(log: Path, code: int) -> str:

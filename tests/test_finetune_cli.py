@@ -131,7 +131,13 @@ def test_bad_input(pretrained, tmp_path) -> None:
 
 def test_learning_rate_grid_keeps_the_vali_best_rate_and_resumes(pretrained, tmp_path) -> None:
     run_dir = tmp_path / "grid"
-    args = (f"pretrained={pretrained['resnet']}", "lrs=[1e-5,1e-2]", "epochs=4")
+    # keep_checkpoints: the grid points' checkpoints stay, as an interrupted run's do.
+    args = (
+        f"pretrained={pretrained['resnet']}",
+        "lrs=[1e-5,1e-2]",
+        "epochs=4",
+        "keep_checkpoints=true",
+    )
     finetune("full", run_dir, *args)
     got = report(run_dir)
     rows = {row["lr"]: row["best_vali_ndcg@5"] for row in got["lr_grid"]}
@@ -148,6 +154,7 @@ def test_learning_rate_grid_keeps_the_vali_best_rate_and_resumes(pretrained, tmp
     (run_dir / "DONE").unlink()
     (run_dir / "report.json").unlink()
     checkpoints = {p: p.stat().st_mtime_ns for p in run_dir.glob("grid/*/checkpoint.pt")}
+    assert len(checkpoints) == 2
     finetune("full", run_dir, *args)
     assert report(run_dir)["learning_rate"] == got["learning_rate"]
     assert {p: p.read_text() for p in results} == results
