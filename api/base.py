@@ -259,6 +259,14 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         source = self._pretrained_source()
         overrides = route(config, self._stages(source))  # before anything is written
         self._reset()  # a refit keeps nothing of the fit before
+        if config.get("logger") == "wandb" and self.work_dir is None:
+            warnings.warn(
+                "logger='wandb' without work_dir: the offline W&B run is written in the fit's "
+                "temporary folder and removed with it; pass work_dir=<folder> to keep it (and "
+                "sync it with `wandb sync`)",
+                UserWarning,
+                stacklevel=2,
+            )
         self._config = config
         self.pretrained_source_ = source
         workspace = Workspace(self.work_dir)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import warnings
 
 import lightgbm as lgb
 import numpy as np
@@ -294,3 +295,13 @@ def test_progress_is_shown_unless_verbose_is_false(data, capfd) -> None:
     TreeRanker("gbdt", **FAST).fit(x, y, qid, eval_set=vali)
     shown = capfd.readouterr()
     assert shown.out == "" and shown.err == ""
+
+
+def test_an_offline_wandb_run_without_work_dir_is_announced(data, tmp_path) -> None:
+    """The offline W&B run lives in the fit's folder: a temporary one is removed, so say so."""
+    (x, y, qid), vali = data["train"], data["vali"]
+    with pytest.warns(UserWarning, match="work_dir"):
+        TreeRanker("gbdt", **FAST, logger="wandb").fit(x, y, qid, eval_set=vali)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        TreeRanker("gbdt", **FAST, logger="wandb", work_dir=tmp_path).fit(x, y, qid, eval_set=vali)
