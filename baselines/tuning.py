@@ -12,8 +12,11 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -76,6 +79,32 @@ def require_backend(module: str, package: str) -> ModuleType:
             f"the {package} backend is not installed; install it with "
             f"'.venv/bin/pip install {package}' (or pip install 'scarce-ltr[trees]')"
         ) from None
+
+
+def check_in_child(code: str, path: Path, what: str) -> None:
+    """Run ``code`` (a model loader given ``path`` as ``sys.argv[1]``) in a child process first:
+    XGBoost's and CatBoost's loaders abort or crash the process on some damaged files, which no
+    ``except`` catches. About 2 s of CPU (the child imports the backend); `UserError` naming
+    ``path`` when the child does not end well."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, os.fspath(path)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=CHILD_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            f"{path}: not a readable {what} model (loading it took over {CHILD_SECONDS} s)"
+        ) from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        why = lines[-1][:200] if lines else f"exit code {done.returncode}"
+        raise UserError(f"{path}: not a readable {what} model ({why})")
+
+
+CHILD_SECONDS = 120
 
 
 @dataclass
