@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import open_no_follow
 from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.jobserver import JobServer, die_with
 
@@ -178,7 +179,8 @@ def _run_on_node(
     pretraining, run under torchrun); its exit code."""
     import ray
 
-    with open(log, "a") as out:  # a task Ray retried shows each of its runs
+    # A task Ray retried shows each of its runs; never through a link (`open_no_follow`).
+    with open(open_no_follow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "log"), "a") as out:
         ddp = f" (torchrun, {ranks} ranks)" if ranks > 1 else ""
         out.write(f"ray: on node {ray.util.get_node_ip_address()} pid {os.getpid()}{ddp}\n")
     job_env = {**os.environ, **env}  # this task's own (CUDA_VISIBLE_DEVICES) under the sweep's
@@ -197,7 +199,7 @@ def _torchrun(args: list[str], *, log: str, env: dict, cwd: str | None, ranks: i
     command = [sys.executable, "-m", "scarce_ltr.sweeps.ray_executor", str(os.getpid()),
                sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc_per_node={ranks}", "-m", "scarce_ltr", *args]  # fmt: skip
-    with open(log, "ab") as out:
+    with open(open_no_follow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "log"), "ab") as out:
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=cwd
         )
