@@ -29,6 +29,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -46,6 +47,7 @@ TASK_OPTIONS = ("num_cpus", "num_gpus", "memory")  # other keys are custom resou
 # The driver's variables a job gets on any node (the node's own environment gives the rest).
 FORWARDED = ("LTR_", "WANDB_", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
 PROBE_SECONDS = 120
+PROBE_CONNECT_SECONDS = 10.0  # a head that accepts no TCP connection within this is unreachable
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class RayConfig:
     max_retries: int = 3  # retries of a task whose worker or node died (not of a failing job)
 
     def __post_init__(self) -> None:
+        if self.address and self.address != "auto":
+            endpoint(self.address)  # a malformed host:port is a config error
         if self.max_retries < 0:
             raise ValueError("ray.max_retries must be >= 0")
         for stage, resources in self.resources.items():
@@ -99,6 +103,8 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._running: set = set()
         quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+        if cfg.address and cfg.address != "auto":
+            probe_address(cfg.address)  # Ray itself retries an unreachable head for minutes
         try:
             if cfg.address:
                 ray.init(address=cfg.address, **quiet)
@@ -290,6 +296,39 @@ def _warn_unplaceable(cfg: RayConfig, stages: set[str]) -> None:
                 f"(ray.resources.{stage}); those jobs wait until one joins",
                 file=sys.stderr,
             )
+
+
+def endpoint(address: str) -> tuple[str, int]:
+    """``(host, port)`` of ``host:port`` or ``ray://host:port``; `ValueError` (a config error
+    naming ``ray.address``) for anything else, a port outside 1..65535 included."""
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(
+            f"ray.address={address!r}: expected host:port, ray://host:port (a port in "
+            "1..65535), auto, or empty for a Ray started for the sweep"
+        )
+    return host, int(port)
+
+
+def probe_address(address: str, seconds: float = PROBE_CONNECT_SECONDS) -> None:
+    """Stop in one line, within ``seconds``, when nothing accepts a connection at ``address``
+    (``ray.init`` would retry for minutes)."""
+    host, port = endpoint(address)
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            pass
+    except OSError as exc:
+        why = (
+            exc.strerror or type(exc).__name__
+            if not isinstance(exc, TimeoutError)
+            else (f"no answer within {seconds:g} s")
+        )
+        raise UserError(
+            f"ray.address={address}: nothing answers at {host}:{port} ({why}); start the head "
+            "there (ray start --head) or give the address it printed"
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:

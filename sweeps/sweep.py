@@ -335,12 +335,10 @@ class _Runner:
             WAIT_ENV: os.environ.get(WAIT_ENV, str(24 * 3600)),
         }
         start = time.time()
-        try:  # never through a link: the job's output would go to the file it points at
-            fd = open_no_follow(
-                job.run_dir / "log.txt", os.O_WRONLY | os.O_APPEND | os.O_CREAT, "log"
-            )
-        except UserError as exc:
-            return "failed", str(exc), 0.0
+        # Never through a link: the job's output would go to the file it points at (a
+        # `UserError` here fails the cell alone, in `_run_job`).
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        fd = open_no_follow(job.run_dir / "log.txt", flags, "log")
         with open(fd, "ab") as log:
             # The command that reruns the job by hand.
             log.write(f"$ {sys.executable} -m scarce_ltr {' '.join(args)}\n".encode())
