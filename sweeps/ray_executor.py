@@ -24,6 +24,7 @@ ordering, manifest (written by this driver only), skipping and report are the sw
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -33,6 +34,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +49,7 @@ TASK_OPTIONS = ("num_cpus", "num_gpus", "memory")  # other keys are custom resou
 # The driver's variables a job gets on any node (the node's own environment gives the rest).
 FORWARDED = ("LTR_", "WANDB_", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
 PROBE_SECONDS = 120
+INIT_ENV, INIT_SECONDS = "LTR_RAY_INIT_SECONDS", 120.0  # the most ray.init may take (`_deadline`)
 PROBE_CONNECT_SECONDS = 10.0  # a head that accepts no TCP connection within this is unreachable
 
 
@@ -107,7 +110,8 @@ class RayExecutor:
             probe_address(cfg.address)  # Ray itself retries an unreachable head for minutes
         try:
             if cfg.address:
-                ray.init(address=cfg.address, **quiet)
+                with _deadline(f"ray.address={cfg.address}"):
+                    ray.init(address=cfg.address, **quiet)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
                 # "local": a new Ray, never one found running here (RAY_ADDRESS included)
@@ -296,6 +300,32 @@ def _warn_unplaceable(cfg: RayConfig, stages: set[str]) -> None:
                 f"(ray.resources.{stage}); those jobs wait until one joins",
                 file=sys.stderr,
             )
+
+
+@contextlib.contextmanager
+def _deadline(where: str) -> Iterator[None]:
+    """End the process in one line when the block (``ray.init``) has not returned within
+    ``$LTR_RAY_INIT_SECONDS`` (default 120): a port that accepts connections but is no Ray head
+    makes Ray retry without end, and nothing else can stop a call blocked inside Ray. It runs
+    before any job, so nothing but the sweep's lock (dropped by the kernel) is held."""
+    seconds = float(os.environ.get(INIT_ENV) or INIT_SECONDS)
+    done = threading.Event()
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            print(
+                f"error: {where}: Ray did not answer within {seconds:g} s (is it the port a Ray "
+                "head printed, ray start --head?)",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(2)
+
+    threading.Thread(target=watch, name="ray-init-deadline", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def endpoint(address: str) -> tuple[str, int]:

@@ -296,3 +296,25 @@ def test_an_unreachable_ray_address_fails_in_one_line_quickly() -> None:
     with pytest.raises(UserError, match=r"nothing answers at 127\.0\.0\.1:1 "):
         probe_address("127.0.0.1:1")  # loopback only; ray.init retried it for over 300 s
     assert time.monotonic() - start < 15
+
+
+def test_a_port_that_is_no_ray_head_ends_in_one_line_within_the_deadline(tmp_path) -> None:
+    import socket
+    import threading
+
+    pytest.importorskip("ray", reason="Ray is not installed")
+    server = socket.create_server(("127.0.0.1", 0))  # accepts, never answers (loopback only)
+    threading.Thread(target=lambda: [server.accept() for _ in range(100)], daemon=True).start()
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    args = ["sweep", "quick", "models=[gbdt]", "fractions=[1.0]", "seeds=[0]", "logger=none",
+            "report=false", "executor=ray", f"ray.address={address}",
+            f"run_dir={tmp_path / 's'}"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "LTR_RAY_INIT_SECONDS": "5",
+           "RAY_AUTH_MODE": "disabled"}  # fmt: skip
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "scarce_ltr", *args], capture_output=True,
+                          text=True, env=env, timeout=240)  # fmt: skip
+    server.close()
+    assert time.monotonic() - start < 120  # it ran on past 300 s
+    assert done.returncode == 2, done.stderr[-1000:]
+    assert f"error: ray.address={address}: Ray did not answer within 5 s" in done.stderr
