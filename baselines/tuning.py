@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -99,8 +100,12 @@ def check_in_child(code: str, path: Path, what: str) -> None:
             f"{path}: not a readable {what} model (loading it took over {CHILD_SECONDS} s)"
         ) from None
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        why = lines[-1][:200] if lines else f"exit code {done.returncode}"
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        errors = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b", line)]
+        if done.returncode < 0:
+            why = f"its loader crashed the process: signal {-done.returncode}"
+        else:
+            why = (errors or lines or [f"exit code {done.returncode}"])[0][:200]
         raise UserError(f"{path}: not a readable {what} model ({why})")
 
 

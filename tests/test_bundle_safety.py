@@ -318,3 +318,35 @@ def test_a_port_that_is_no_ray_head_ends_in_one_line_within_the_deadline(tmp_pat
     assert time.monotonic() - start < 120  # it ran on past 300 s
     assert done.returncode == 2, done.stderr[-1000:]
     assert f"error: ray.address={address}: Ray did not answer within 5 s" in done.stderr
+
+
+@pytest.mark.parametrize("backend", ["xgboost", "catboost"])
+def test_damaged_xgboost_and_catboost_files_are_one_line(tmp_path, backend) -> None:
+    import numpy as np
+
+    from scarce_ltr.baselines.tuning import check_in_child
+
+    module = pytest.importorskip(backend)
+    x = np.random.default_rng(0).random((60, 4), dtype=np.float32)
+    y, qid = np.arange(60) % 3, np.repeat(np.arange(6), 10)
+    path = tmp_path / "model"
+    if backend == "xgboost":
+        from scarce_ltr.baselines.xgboost.train import _CHECK
+
+        params = {"objective": "rank:ndcg", "nthread": 1}
+        model = module.train(params, module.DMatrix(x, y, qid=qid), 3)
+        data = bytes(model.save_raw("ubj"))
+    else:
+        from scarce_ltr.baselines.catboost.train import _CHECK
+
+        model = module.CatBoost({"loss_function": "YetiRank", "iterations": 3, "verbose": 0,
+                                 "thread_count": 1, "allow_writing_files": False})  # fmt: skip
+        model.fit(module.Pool(x, y, group_id=qid))
+        model.save_model(str(path))
+        data = path.read_bytes()
+    path.write_bytes(data)
+    check_in_child(_CHECK, path, backend)  # the whole file passes
+    for cut in (len(data) // 3, len(data) // 2):
+        path.write_bytes(data[:cut])  # some cuts aborted or crashed the process
+        with pytest.raises(UserError, match=f"^{re.escape(str(path))}: not a readable"):
+            check_in_child(_CHECK, path, backend)
