@@ -194,8 +194,8 @@ def test_the_cluster_tests_run_in_a_network_namespace_of_their_own():
                     "network namespace of their own")  # fmt: skip
     here = Path(__file__)
     # Only the loopback exists in there; it is brought up, then this module runs again.
-    script = (f'ip link set lo up && exec env {NETNS_ENV}=1 "$0" -m pytest "$1" -o addopts= -n 0 -q '
-              "-p no:cacheprovider")  # fmt: skip
+    script = (f'ip link set lo up && exec env {NETNS_ENV}=1 "$0" -m pytest "$1" -o addopts= '
+              "-n 0 -q -p no:cacheprovider")  # fmt: skip
     command = ["unshare", "-n", "sh", "-c", script, sys.executable, str(here)]
     done = subprocess.run(command, cwd=here.parent.parent, capture_output=True, text=True,
                           timeout=1800)  # fmt: skip

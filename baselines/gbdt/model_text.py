@@ -8,8 +8,11 @@ lines closed by a blank line, ``end of trees``, then the importances, parameters
 lines) and refuses, with the line, anything LightGBM could not parse into a sound model: a
 missing or extra number in an array, a child index outside its tree or a node reached twice (a
 cycle would never end a prediction), a split feature beyond ``max_feature_idx``. What it passes
-is the text unchanged, so a valid model loads and scores exactly as before. About 10 ms per
-MB of model text (numpy reads the arrays; `tests/test_bundle_safety.py` fuzzes it).
+is the text unchanged, so a valid model loads and scores exactly as before. It costs about
+0.25-0.35 s on a 4.2 MB model (300 trees of 127 leaves, 136 features), whose LightGBM load takes
+0.08-0.14 s; loading in a child process instead would cost about 2 s of CPU (importing LightGBM).
+`tests/test_bundle_safety.py` holds the cases; a fuzz of about 10,000 truncations and 10,000 random
+edits of a model passed every text it did not refuse to LightGBM without an abort.
 """
 
 from __future__ import annotations
