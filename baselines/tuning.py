@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -71,6 +75,36 @@ def require_backend(module: str, package: str) -> ModuleType:
     """Import an optional backend (``package`` installs ``module``), or stop with one line naming
     the extra that installs it (`scarce_ltr.core.extras`)."""
     return require(module, f"the {module} backend")
+
+
+def check_in_child(code: str, path: Path, what: str) -> None:
+    """Run ``code`` (a model loader given ``path`` as ``sys.argv[1]``) in a child process first:
+    XGBoost's and CatBoost's loaders abort or crash the process on some damaged files, which no
+    ``except`` catches. About 2 s of CPU (the child imports the backend); `UserError` naming
+    ``path`` when the child does not end well."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, os.fspath(path)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=CHILD_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            f"{path}: not a readable {what} model (loading it took over {CHILD_SECONDS} s)"
+        ) from None
+    if done.returncode != 0:
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        errors = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b", line)]
+        if done.returncode < 0:
+            why = f"its loader crashed the process: signal {-done.returncode}"
+        else:
+            why = (errors or lines or [f"exit code {done.returncode}"])[0][:200]
+        raise UserError(f"{path}: not a readable {what} model ({why})")
+
+
+CHILD_SECONDS = 120
 
 
 @dataclass

@@ -6,9 +6,11 @@ validation metric the model was chosen with, the run's identity, project version
 revision) beside plain data files (``*.npz`` arrays read without pickle: the transform's
 statistics, the histogram detector's bounds, PCA projections; ``*.safetensors`` torch weights of
 a ranker or of gbdt-ssl's encoder; LightGBM's ``model.txt``; and ``members/<i>/`` sub-bundles of
-an ensemble). Reading one never executes code
-from a file. The folder is written under a temporary name and renamed into place, so a crash
-never leaves half a bundle. `scarce_ltr.serving` loads and scores bundles.
+an ensemble). Reading one never executes code from a file, and a bundle is read as untrusted
+input: every file it names must lie inside it (`bundle_path`: no ``..``, no absolute path, no
+link out), and every field is checked against the weights before anything of its size is
+allocated (`serving.ranker`). The folder is written under a temporary name and renamed into
+place, so a crash never leaves half a bundle. `scarce_ltr.serving` loads and scores bundles.
 """
 
 from __future__ import annotations
@@ -105,11 +107,35 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else None
         raise UserError(f"{path}: format {found!r}, this version reads {FORMAT!r}")
+    for key, kind in (("model", dict), ("transform", dict), ("n_features", int)):
+        if not isinstance(manifest.get(key), kind) or isinstance(manifest.get(key), bool):
+            raise UserError(
+                f"{path}: {key} is missing or not a{'n integer' if kind is int else ' mapping'}"
+            )
     return manifest
 
 
+def bundle_path(bundle: Path, name: object, key: str = "a file") -> Path:
+    """``bundle/name`` for a manifest's relative ``name`` that stays inside the bundle once
+    links are resolved (and is not the bundle itself); `UserError` naming ``key`` otherwise."""
+    bundle = Path(bundle)
+    where = f"{bundle / MANIFEST}: {key} {name!r}"
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise UserError(f"{where} is not a file name inside the bundle")
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        raise UserError(f"{where} leads out of the bundle (an absolute path or '..'); refused")
+    path = bundle / name
+    try:
+        root, target = bundle.resolve(), path.resolve()
+    except (OSError, RuntimeError) as exc:  # a loop of links
+        raise UserError(f"{where} cannot be resolved ({exc})") from None
+    if target == root or root not in target.parents:
+        raise UserError(f"{where} is a link leading out of the bundle (to {target}); refused")
+    return path
+
+
 def read_npz(bundle: Path, name: str) -> dict[str, np.ndarray]:
-    path = Path(bundle) / name
+    path = bundle_path(bundle, name)
     try:
         with np.load(path, allow_pickle=False) as stored:
             return {key: stored[key] for key in stored.files}
@@ -123,7 +149,7 @@ def tensors_bytes(module: torch.nn.Module) -> bytes:
 
 
 def read_tensors(bundle: Path, name: str) -> dict[str, torch.Tensor]:
-    path = Path(bundle) / name
+    path = bundle_path(bundle, name)
     try:
         return load_tensors(path.read_bytes())
     except Exception as exc:  # safetensors raises its own error types for a damaged file

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,6 +195,26 @@ def file_error(
     }
     hint = hints.get(exc.errno or 0)
     return UserError(f"cannot {operation} {where}: {reason}" + (f" ({hint})" if hint else ""))
+
+
+def open_no_follow(path: Path | str, flags: int, what: str, mode: int = 0o644) -> int:
+    """``os.open(path, flags | O_NOFOLLOW | O_CLOEXEC)``: a lock or log file that is a symbolic
+    link is refused (opening through it would truncate or append to whatever file it points at,
+    a user's own included); other errors as `file_error` puts them."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(
+                f"{path}: a symbolic link where the {what} file belongs; refused (it would write "
+                "to the file it points at); remove the link and run the same command again"
+            ) from None
+        raise file_error(exc, f"open the {what} file", Path(path)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UserError(f"{path}: not a plain file where the {what} file belongs; remove it")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def make_folder(path: Path | str) -> Path:

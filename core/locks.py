@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import file_error, make_folder
+from scarce_ltr.core.files import make_folder, open_no_follow
 
 LOCK_FILE = ".lock"
 WAIT_ENV = "LTR_LOCK_WAIT"  # seconds a second process waits for the holder (default: 0)
@@ -42,10 +42,8 @@ class FolderLock:
         make_folder(self.folder)
         if not is_rank_zero():  # the ranks of one DDP job share the folder; rank 0 holds it
             return
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise file_error(exc, "create the lock file", self.path) from None
+        # Never through a link: it would truncate the file it points at (a user's own).
+        fd = open_no_follow(self.path, os.O_RDWR | os.O_CREAT, "lock")
         deadline = time.monotonic() + self.wait
         told = False
         while True:

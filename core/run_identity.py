@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scarce_ltr.core.config import PACKAGE_ROOT
+from scarce_ltr.core.errors import UserError
 
 RUNS_ENV = "LTR_RUNS_DIR"
 STAGES = ("pretrain", "finetune", "baseline", "ensemble")
@@ -39,8 +40,15 @@ def run_folder(
     A sweep's pretraining runs leave the label setting out (they see no label and serve every
     setting of the sweep).
     """
-    folder = root / dataset / stage / name
-    return (folder / setting if setting else folder) / f"seed={seed}"
+    parts = [dataset, stage, name, *([setting] if setting else [])]
+    for part in parts:
+        # Each part is one folder: a run is never written outside ``root`` (``..``, ``/x``).
+        if part in ("", ".", "..") or "/" in part or "\0" in part:
+            raise UserError(
+                f"{part!r} cannot name a run folder (of {'/'.join(parts)}): a plain name is "
+                "needed, no '/' and not '..'"
+            )
+    return Path(root, *parts, f"seed={seed}")
 
 
 def git_revision() -> str | None:

@@ -133,7 +133,7 @@ def _take_lock(lock: Path) -> int | None:
         return None
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never via a link
         except OSError:
             return None
         try:

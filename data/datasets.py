@@ -107,6 +107,12 @@ class DataConfig:
             raise ValueError(f"data.splits must name exactly {', '.join(SPLITS)}")
         if self.format not in FORMATS:
             raise ValueError(f"data.format must be one of {', '.join(FORMATS)}")
+        if self.name in ("", ".", "..") or any(c in self.name for c in "/\\\0"):
+            # It names a folder of the runs folder: '../x' or '/x' would write runs elsewhere.
+            raise ValueError(
+                f"data.name={self.name!r} must be a plain name (no '/', not '..'): it names the "
+                "runs' folder inside the runs folder"
+            )
         self._check_vali_source()
         if self.name == "synthetic" and self.path:  # it would be ignored: the data is generated
             raise ValueError(

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.bundle import bundle_files, bundle_folder
+from scarce_ltr.core.bundle import bundle_files, bundle_folder, bundle_path
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.core.run_config import without_free_keys
@@ -146,8 +146,22 @@ class EnsembleScorer:
     def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
         if info["normalize"] not in NORMALIZERS:
             raise UserError(f"{folder}: unknown normalization {info['normalize']!r}")
-        self.members = [context.load_bundle(folder / member) for member in info["members"]]
-        self.weights = np.asarray(info["weights"], dtype=np.float64)
+        members, weights = info.get("members"), info.get("weights")
+        if not isinstance(members, list) or not isinstance(weights, list) or not members:
+            raise UserError(f"{folder}: an ensemble needs lists of members and weights")
+        if len(weights) != len(members):
+            raise UserError(f"{folder}: {len(weights)} weights for {len(members)} members")
+        try:
+            self.weights = np.asarray(weights, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise UserError(f"{folder}: the ensemble's weights are not numbers") from None
+        if self.weights.ndim != 1 or not np.isfinite(self.weights).all():
+            raise UserError(f"{folder}: the ensemble's weights are not finite numbers")
+        # Inside the bundle and never the bundle itself: a member cannot hold its ensemble.
+        self.members = [
+            context.load_bundle(bundle_path(folder, member, "an ensemble member"))
+            for member in members
+        ]
         self.normalize = NORMALIZERS[info["normalize"]]
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:

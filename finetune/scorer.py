@@ -28,11 +28,19 @@ class TorchScorer:
     not the finetuned ranker's own) with the bundle's weights, scoring in eval mode."""
 
     def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
+        state = read_tensors(folder, info.get("weights"))
         try:
+            # Built without memory first: a spec whose widths disagree with the weights (or ask
+            # for more memory than there is) is refused before anything of its size exists.
+            with torch.device("meta"):
+                shapes = build_model(info["spec"], kinds=context.torch_builders).state_dict()
+            if {k: tuple(v.shape) for k, v in shapes.items()} != {
+                k: tuple(v.shape) for k, v in state.items()
+            }:
+                raise ValueError("its widths or layers differ from those of the weights")
             self.module = build_model(info["spec"], kinds=context.torch_builders)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise UserError(f"{folder}: bad model description ({exc})") from None
-        state = read_tensors(folder, info["weights"])
         load_module_state(self.module, state, path=folder, what="the bundle's weights")
         self.module.eval()
         self.item_budget = int(info["item_budget"])

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.bundle import BUNDLE_DIR, bundle_folder, read_manifest, read_npz
+from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST, bundle_folder, read_manifest, read_npz
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
+from scarce_ltr.data.letor.parsed import MAX_FEATURE_INDEX
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 
@@ -35,14 +36,42 @@ class BundledRanker:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
-        self.n_features = int(self.manifest["n_features"])
+        self.n_features = self.manifest["n_features"]
+        if not 1 <= self.n_features <= MAX_FEATURE_INDEX:
+            raise UserError(
+                f"{self.folder / MANIFEST}: n_features={self.n_features} is not in "
+                f"1..{MAX_FEATURE_INDEX}"
+            )
         info = self.manifest["transform"]
         arrays = read_npz(self.folder, info["file"]) if info.get("file") else {}
-        self.transform = FeatureTransform.from_bundle(info, arrays)
+        _check_widths(self.folder, arrays, self.n_features)
+        try:
+            self.transform = FeatureTransform.from_bundle(info, arrays)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"{self.folder / MANIFEST}: bad transform ({exc})") from None
         # The run's histogram-detector bounds (raw features), read once: `outlier_groups`.
         outliers = (self.manifest.get("outliers") or {}).get("file")
         self.outlier_bounds = read_npz(self.folder, outliers) if outliers else None
+        if self.outlier_bounds is not None:
+            _check_widths(self.folder, self.outlier_bounds, self.n_features)
         self.model = _build(self.folder, self.manifest["model"])
+        self._check_parts()
+
+    def _check_parts(self) -> None:
+        """Score one zero item: a part whose width disagrees with the others (the transform,
+        PCA columns, a booster's features, a member) is one message at load, not at predict."""
+        probe = np.zeros((1, self.n_features), dtype=np.float32)
+        one = np.array([0, 1], dtype=np.int64)
+        split = RankingSplit(probe, np.zeros(1, np.float32), one, one[:1], "probe")
+        try:
+            self.model.score(split, self.transform)
+        except UserError:
+            raise
+        except Exception as exc:  # whatever the part's library raises on a width it did not expect
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise UserError(
+                f"{self.folder}: the bundle's parts do not fit together ({first})"
+            ) from None
 
     @property
     def kind(self) -> str:
@@ -178,6 +207,16 @@ def _build(folder: Path, info: dict):
         raise UserError(f"{folder}: model kind {kind!r}; this version scores {', '.join(kinds)}")
     context = ScoringContext(torch_builders=torch_builders(), load_bundle=BundledRanker)
     return kinds[kind](folder, info, context)
+
+
+def _check_widths(folder: Path, arrays: dict[str, np.ndarray], n_features: int) -> None:
+    """Per-feature arrays (a transform's mean and std, a detector's bounds) of the bundle's
+    width."""
+    for key, array in arrays.items():
+        if key in ("mean", "std", "lower", "upper") and array.shape != (n_features,):
+            raise UserError(
+                f"{folder}: {key} has shape {array.shape}, the bundle's n_features is {n_features}"
+            )
 
 
 def _offsets_of(qids: np.ndarray | None, n_items: int) -> tuple[np.ndarray, np.ndarray]:

@@ -135,7 +135,8 @@ def _become_job(request: dict) -> None:
     """In the child: the job's Ctrl-C, environment, folder, arguments, and output to its log."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     null = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # Never through a link (the sweep refused one before; this is the job's own open).
+    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)

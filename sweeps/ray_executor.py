@@ -24,18 +24,22 @@ ordering, manifest (written by this driver only), skipping and report are the sw
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import open_no_follow
 from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.jobserver import JobServer, die_with
 
@@ -45,6 +49,8 @@ TASK_OPTIONS = ("num_cpus", "num_gpus", "memory")  # other keys are custom resou
 # The driver's variables a job gets on any node (the node's own environment gives the rest).
 FORWARDED = ("LTR_", "WANDB_", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
 PROBE_SECONDS = 120
+INIT_ENV, INIT_SECONDS = "LTR_RAY_INIT_SECONDS", 120.0  # the most ray.init may take (`_deadline`)
+PROBE_CONNECT_SECONDS = 10.0  # a head that accepts no TCP connection within this is unreachable
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class RayConfig:
     max_retries: int = 3  # retries of a task whose worker or node died (not of a failing job)
 
     def __post_init__(self) -> None:
+        if self.address and self.address != "auto":
+            endpoint(self.address)  # a malformed host:port is a config error
         if self.max_retries < 0:
             raise ValueError("ray.max_retries must be >= 0")
         for stage, resources in self.resources.items():
@@ -98,9 +106,12 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._running: set = set()
         quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+        if cfg.address and cfg.address != "auto":
+            probe_address(cfg.address)  # Ray itself retries an unreachable head for minutes
         try:
             if cfg.address:
-                ray.init(address=cfg.address, **quiet)
+                with _deadline(f"ray.address={cfg.address}"):
+                    ray.init(address=cfg.address, **quiet)
             else:
                 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
                 # "local": a new Ray, never one found running here (RAY_ADDRESS included)
@@ -178,7 +189,8 @@ def _run_on_node(
     pretraining, run under torchrun); its exit code."""
     import ray
 
-    with open(log, "a") as out:  # a task Ray retried shows each of its runs
+    # A task Ray retried shows each of its runs; never through a link (`open_no_follow`).
+    with open(open_no_follow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "log"), "a") as out:
         ddp = f" (torchrun, {ranks} ranks)" if ranks > 1 else ""
         out.write(f"ray: on node {ray.util.get_node_ip_address()} pid {os.getpid()}{ddp}\n")
     job_env = {**os.environ, **env}  # this task's own (CUDA_VISIBLE_DEVICES) under the sweep's
@@ -197,7 +209,7 @@ def _torchrun(args: list[str], *, log: str, env: dict, cwd: str | None, ranks: i
     command = [sys.executable, "-m", "scarce_ltr.sweeps.ray_executor", str(os.getpid()),
                sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc_per_node={ranks}", "-m", "scarce_ltr", *args]  # fmt: skip
-    with open(log, "ab") as out:
+    with open(open_no_follow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "log"), "ab") as out:
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=cwd
         )
@@ -288,6 +300,65 @@ def _warn_unplaceable(cfg: RayConfig, stages: set[str]) -> None:
                 f"(ray.resources.{stage}); those jobs wait until one joins",
                 file=sys.stderr,
             )
+
+
+@contextlib.contextmanager
+def _deadline(where: str) -> Iterator[None]:
+    """End the process in one line when the block (``ray.init``) has not returned within
+    ``$LTR_RAY_INIT_SECONDS`` (default 120): a port that accepts connections but is no Ray head
+    makes Ray retry without end, and nothing else can stop a call blocked inside Ray. It runs
+    before any job, so nothing but the sweep's lock (dropped by the kernel) is held."""
+    seconds = float(os.environ.get(INIT_ENV) or INIT_SECONDS)
+    done = threading.Event()
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            print(
+                f"error: {where}: Ray did not answer within {seconds:g} s (is it the port a Ray "
+                "head printed, ray start --head?)",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(2)
+
+    threading.Thread(target=watch, name="ray-init-deadline", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def endpoint(address: str) -> tuple[str, int]:
+    """``(host, port)`` of ``host:port`` or ``ray://host:port``; `ValueError` (a config error
+    naming ``ray.address``) for anything else, a port outside 1..65535 included."""
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(
+            f"ray.address={address!r}: expected host:port, ray://host:port (a port in "
+            "1..65535), auto, or empty for a Ray started for the sweep"
+        )
+    return host, int(port)
+
+
+def probe_address(address: str, seconds: float = PROBE_CONNECT_SECONDS) -> None:
+    """Stop in one line, within ``seconds``, when nothing accepts a connection at ``address``
+    (``ray.init`` would retry for minutes)."""
+    host, port = endpoint(address)
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            pass
+    except OSError as exc:
+        why = (
+            exc.strerror or type(exc).__name__
+            if not isinstance(exc, TimeoutError)
+            else (f"no answer within {seconds:g} s")
+        )
+        raise UserError(
+            f"ray.address={address}: nothing answers at {host}:{port} ({why}); start the head "
+            "there (ray start --head) or give the address it printed"
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:

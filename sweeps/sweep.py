@@ -42,7 +42,7 @@ from pathlib import Path
 from scarce_ltr.core.config_fields import LOGGERS
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import MissingExtra, import_feature
-from scarce_ltr.core.files import TEMP_SUFFIX, file_error, make_folder, write_json
+from scarce_ltr.core.files import TEMP_SUFFIX, file_error, make_folder, open_no_follow, write_json
 from scarce_ltr.core.locks import WAIT_ENV, FolderLock
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.run_identity import runs_root
@@ -351,7 +351,11 @@ class _Runner:
             WAIT_ENV: os.environ.get(WAIT_ENV, str(24 * 3600)),
         }
         start = time.time()
-        with open(job.run_dir / "log.txt", "ab") as log:
+        # Never through a link: the job's output would go to the file it points at (a
+        # `UserError` here fails the cell alone, in `_run_job`).
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        fd = open_no_follow(job.run_dir / "log.txt", flags, "log")
+        with open(fd, "ab") as log:
             # The command that reruns the job by hand.
             log.write(f"$ {sys.executable} -m scarce_ltr {' '.join(args)}\n".encode())
         code = self.executor.run(job, args, log=job.run_dir / "log.txt", env=env)

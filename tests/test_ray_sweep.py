@@ -1,5 +1,11 @@
 """``executor=ray``: a sweep on a real two-node Ray cluster on the loopback address.
 
+The cluster runs inside a network namespace of its own (``unshare -n``, only a loopback there):
+a Ray head listens on every interface whatever ``--node-ip-address`` says, so on the machine's
+own network a test cluster would be open to the network. `test_the_cluster_tests_run_in_a_
+network_namespace_of_their_own` runs this module again inside one; the cluster tests skip
+outside it, and everywhere, with the reason, where ``unshare -n`` is not allowed.
+
 The head and a worker node are started here (one CPU each, a small object store, no dashboard)
 in a temp folder of this module's own, and every process they started is killed at the end by
 PID. A sweep's jobs on Ray end with the metrics the local executor gives; a worker node killed
@@ -162,8 +168,47 @@ class Cluster:
         assert not left, f"Ray processes left running: {sorted(left)}"
 
 
+NETNS_ENV = "LTR_TEST_IN_NETNS"  # set inside the namespace this module runs itself in
+INSIDE = os.environ.get(NETNS_ENV) == "1"
+
+
+def _netns_refusal() -> str | None:
+    """Why no network namespace can be made here (None: one can)."""
+    for tool in ("unshare", "ip"):
+        if shutil.which(tool) is None:
+            return f"no {tool} command"
+    try:
+        done = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"],
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
+
+
+def test_the_cluster_tests_run_in_a_network_namespace_of_their_own():
+    if INSIDE:
+        pytest.skip("already inside the namespace")
+    refusal = _netns_refusal()
+    if refusal is not None:
+        pytest.skip(f"unshare -n is not allowed here ({refusal}): the Ray cluster tests need a "
+                    "network namespace of their own")  # fmt: skip
+    here = Path(__file__)
+    # Only the loopback exists in there; it is brought up, then this module runs again.
+    script = (f'ip link set lo up && exec env {NETNS_ENV}=1 "$0" -m pytest "$1" -o addopts= '
+              "-n 0 -q -p no:cacheprovider")  # fmt: skip
+    command = ["unshare", "-n", "sh", "-c", script, sys.executable, str(here)]
+    done = subprocess.run(command, cwd=here.parent.parent, capture_output=True, text=True,
+                          timeout=1800)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert "1 skipped" in summary and "passed" in summary, summary  # only this test skips there
+
+
 @pytest.fixture(scope="module")
 def cluster():
+    if not INSIDE:
+        pytest.skip("a Ray cluster runs only inside a network namespace of its own (see "
+                    "test_the_cluster_tests_run_in_a_network_namespace_of_their_own)")  # fmt: skip
     cluster = Cluster()
     try:
         cluster.start()

@@ -23,8 +23,9 @@ import numpy as np
 
 from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
-from scarce_ltr.baselines.tuning import Pruned, check_labels, require_backend
-from scarce_ltr.core.bundle import read_model_bytes
+from scarce_ltr.baselines.tuning import Pruned, check_in_child, check_labels, require_backend
+from scarce_ltr.core.bundle import bundle_path, read_model_bytes
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
@@ -155,6 +156,15 @@ def model_bytes(model: Any) -> bytes:
         return path.read_bytes()
 
 
+# Load and score one row: CatBoost crashes the process on some damaged files (`check_in_child`).
+_CHECK = (
+    "import sys, numpy, catboost; m = catboost.CatBoost(); "
+    "m.load_model(blob=open(sys.argv[1], 'rb').read()); "
+    "m.predict(catboost.Pool(numpy.zeros((1, len(m.feature_names_)), 'float32')), "
+    "prediction_type='RawFormulaVal', thread_count=1)"
+)
+
+
 class CatBoostScorer:
     """A catboost bundle's model (`ModelFamily.scorer`): what `CatBoostBackend.bundle` wrote."""
 
@@ -163,7 +173,13 @@ class CatBoostScorer:
         self.pool = catboost.Pool
         self.model = catboost.CatBoost()
         # CatBoost's own binary format: trees and borders, no code.
-        self.model.load_model(blob=read_model_bytes(folder / info["model"]))
+        path = bundle_path(folder, info.get("model"), "model.model")
+        check_in_child(_CHECK, path, "CatBoost")
+        try:
+            self.model.load_model(blob=read_model_bytes(path))
+        except catboost.CatBoostError as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise UserError(f"{path}: not a CatBoost model ({first})") from None
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         features = np.asarray(transform(raw).features, dtype=np.float32)

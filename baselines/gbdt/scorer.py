@@ -12,8 +12,9 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 
+from scarce_ltr.baselines.gbdt.model_text import checked_model_text
 from scarce_ltr.baselines.gbdt.semi_supervised import Projection
-from scarce_ltr.core.bundle import read_model_bytes, read_npz, read_tensors
+from scarce_ltr.core.bundle import bundle_path, read_model_bytes, read_npz, read_tensors
 from scarce_ltr.core.checkpointing import load_module_state
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
@@ -26,10 +27,12 @@ class LightGBMScorer:
     """The booster, read from its text model, and the extra columns it reads."""
 
     def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
-        path = folder / info["booster"]
+        path = bundle_path(folder, info.get("booster"), "model.booster")
+        # Checked first: LightGBM's parser aborts the process on some damaged texts.
+        text = checked_model_text(read_model_bytes(path), path)
         try:
-            self.booster = lgb.Booster(model_str=read_model_bytes(path).decode())
-        except (lgb.basic.LightGBMError, UnicodeDecodeError) as exc:
+            self.booster = lgb.Booster(model_str=text)
+        except (lgb.basic.LightGBMError, ValueError) as exc:  # ValueError: its params' JSON
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise UserError(f"{path}: not a LightGBM model ({first})") from None
         self.pca, self.k = _projection(folder, info)

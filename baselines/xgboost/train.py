@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
-from scarce_ltr.baselines.tuning import check_labels, require_backend
+from scarce_ltr.baselines.tuning import check_in_child, check_labels, require_backend
 from scarce_ltr.baselines.xgboost.config import MAX_XGBOOST_LABEL, XGBoostOptions
-from scarce_ltr.core.bundle import read_model_bytes
+from scarce_ltr.core.bundle import bundle_path, read_model_bytes
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
@@ -146,6 +147,14 @@ def _reporter(xgb, report: Report):
     return Reporter()
 
 
+# Load and score one row: XGBoost aborts the process on some damaged files (`check_in_child`).
+_CHECK = (
+    "import sys, numpy, xgboost; b = xgboost.Booster(); "
+    "b.load_model(bytearray(open(sys.argv[1], 'rb').read())); "
+    "b.predict(xgboost.DMatrix(numpy.zeros((1, b.num_features()), 'float32')))"
+)
+
+
 class XGBoostScorer:
     """An xgboost bundle's model (`ModelFamily.scorer`): what `XGBoostBackend.bundle` wrote."""
 
@@ -153,7 +162,13 @@ class XGBoostScorer:
         self.xgb = require_backend("xgboost", "xgboost-cpu")
         self.booster = self.xgb.Booster()
         # XGBoost's UBJSON model: trees and parameters, no code.
-        self.booster.load_model(bytearray(read_model_bytes(folder / info["model"])))
+        path = bundle_path(folder, info.get("model"), "model.model")
+        check_in_child(_CHECK, path, "XGBoost")
+        try:
+            self.booster.load_model(bytearray(read_model_bytes(path)))
+        except self.xgb.core.XGBoostError as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise UserError(f"{path}: not an XGBoost model ({first})") from None
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         features = np.asarray(transform(raw).features, dtype=np.float32)
