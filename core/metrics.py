@@ -1,6 +1,6 @@
 """NDCG@k: the single numpy reference implementation.
 
-The one convention of the project (README, "The NDCG convention"): gain ``2**y - 1``, discount
+The one convention of the project (docs/data.md, "The NDCG convention"): gain ``2**y - 1``, discount
 ``1 / log2(rank + 1)``, k clipped to the list length (never padded with zeros), ties in score
 broken by stable input order. A query group (QG) whose ideal DCG is 0 (no label above 0, or no
 item at all) has no defined NDCG; the empty-QG policy says what it counts as:

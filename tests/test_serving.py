@@ -185,9 +185,9 @@ def test_bad_input_gets_one_clear_message(runs, tmp_path) -> None:
 
 
 def test_the_readme_section_runs(runs, tmp_path, monkeypatch) -> None:
-    """The commands and the snippet of README's "Use a trained ranker", on a tiny run."""
+    """The commands and the snippet of README's "Deploy a ranker", on a tiny run."""
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = text[text.index("## Use a trained ranker") :].split("\n## ", 1)[0]
+    section = text[text.index("## Deploy a ranker") :].split("\n## ", 1)[0]
     shell, python = section.split("```bash\n")[1].split("```")[0], section.split("```python\n")[1]
     python = python.split("```")[0]
     readme_run = "runs/synthetic/baseline/gbdt/frac=0.02/seed=0"
