@@ -115,3 +115,20 @@ def test_storage_and_study_name_are_free_on_resume() -> None:
     assert changed_settings(gbdt, OmegaConf.create({"gbdt": {"storage": "sqlite:///s.db"}})) == []
     own = {**moved, "xgboost": {"params": {"storage": "x"}}}
     assert changed_settings(saved, OmegaConf.create(own)) == ["xgboost.params.storage"]
+
+
+def test_an_estimator_passes_storage_through(tmp_path: Path) -> None:
+    """``xgboost__storage``/``xgboost__study_name`` are keywords like any config key."""
+    from test_estimators import arrays
+
+    from scarce_ltr.api import TreeRanker
+    from scarce_ltr.core.config import load_config
+    from scarce_ltr.data.datasets import load_dataset
+    from scarce_ltr.data.stage_config import CommonConfig
+
+    splits = load_dataset(load_config(CommonConfig, DATA)[0].data)
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    keys = {k.replace(".", "__"): v for k, v in (o.split("=") for o in FAST["xgboost"])}
+    ranker = TreeRanker("xgboost", **keys, xgboost__storage=url, xgboost__study_name="est")
+    ranker.fit(*arrays(splits["train"]), eval_set=arrays(splits["vali"]))
+    assert len(_stored(url, "est")) == 3
