@@ -18,7 +18,7 @@ from test_trees import DATA, FAST
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import changed_settings
-from scarce_ltr.core.studies import OWNER
+from scarce_ltr.core.studies import OWNER, StudyStore
 
 pytestmark = pytest.mark.cpu
 
@@ -132,3 +132,14 @@ def test_an_estimator_passes_storage_through(tmp_path: Path) -> None:
     ranker = TreeRanker("xgboost", **keys, xgboost__storage=url, xgboost__study_name="est")
     ranker.fit(*arrays(splits["train"]), eval_set=arrays(splits["vali"]))
     assert len(_stored(url, "est")) == 3
+
+
+def test_the_default_study_name_is_the_run_folder_below_the_runs_root(monkeypatch, tmp_path):
+    monkeypatch.setenv("LTR_RUNS_DIR", str(tmp_path / "runs"))
+    folder = tmp_path / "runs" / "synthetic" / "baseline" / "xgboost" / "frac=1" / "seed=0"
+    store = StudyStore.of("sqlite:///s.db", None, folder, key="xgboost.storage")
+    assert store is not None and store.name == "synthetic/baseline/xgboost/frac=1/seed=0"
+    assert store.part("pseudo").name == f"{store.name}/pseudo"
+    elsewhere = StudyStore.of("sqlite:///s.db", None, tmp_path / "mine", key="gbdt.storage")
+    assert elsewhere is not None and elsewhere.name == str(tmp_path / "mine")
+    assert StudyStore.of(None, "named", folder, key="gbdt.storage") is None
