@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,6 +35,7 @@ from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Outcome, Run
+from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
@@ -62,6 +64,7 @@ class TreeBackend(Protocol):
     name: str  # as a message names it: "CatBoost YetiRank"
     n_trials: int
     early_stopping_rounds: int
+    options: Any  # its config section: storage, study_name (`search_store`)
 
     def check_labels(self, split: RankingSplit, what: str) -> None: ...
 
@@ -132,14 +135,16 @@ def search(
     seed: int,
     train: TrainTrial,
     on_trial: Callable[[TrialResult], None],
+    study: StudyStore | None = None,
 ) -> SearchOutcome:
-    """The vali-best fit of ``strategy`` (a name in `SEARCHES`) for ``backend``."""
+    """The vali-best fit of ``strategy`` (a name in `SEARCHES`) for ``backend``; ``study``:
+    where its Optuna study is kept (`core.studies`; None: in memory)."""
     chosen = SEARCHES[strategy]  # the name is checked with the config
     if chosen.grid and getattr(backend, "grid", None) is None:
         offered = [name for name, other in SEARCHES.items() if not other.grid]
         offers = ", ".join(offered)
         raise UserError(f"{backend.name} has no search '{strategy}'; it offers {offers}")
-    return chosen.search(backend, seed=seed, train=train, on_trial=on_trial)
+    return chosen.search(backend, seed=seed, train=train, on_trial=on_trial, study=study)
 
 
 def score_and_save(
@@ -215,6 +220,12 @@ def tree_outcome(report: dict, *, start: float) -> Outcome:
     return Outcome(report, summary)
 
 
+def search_store(options: Any, folder: Path, section: str) -> StudyStore | None:
+    """Where the search of a backend's ``section`` (``options``: its ``storage`` and
+    ``study_name``) keeps its study for the run in ``folder``; None: in memory."""
+    return StudyStore.of(options.storage, options.study_name, folder, key=f"{section}.storage")
+
+
 def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
     """Search with ``strategy`` on the labeled train QGs, choose on vali, score vali and test
     once, write the run (see the module docstring)."""
@@ -234,6 +245,7 @@ def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> Outc
         seed=cfg.seed,
         train=trainer(backend, train, labeled_vali, score_vali),
         on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
+        study=search_store(backend.options, run.folder, backend.options.section),
     )
     model, best = outcome.best_model, outcome.best_result
     write_trials(run.folder, prepared, [result.vali_per_group for result in outcome.results])

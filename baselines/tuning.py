@@ -26,6 +26,7 @@ from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import require
 from scarce_ltr.core.selection import select_best
+from scarce_ltr.core.studies import check_storage
 from scarce_ltr.data.ranking_split import RankingSplit
 
 
@@ -43,12 +44,17 @@ class SearchOptions:
     early_stopping_rounds: int = 50  # on vali NDCG@5
     num_threads: int = 0  # 0: every core of the machine
     params: dict[str, Any] = field(default_factory=dict)  # any backend parameter, every trial
+    # an Optuna RDB URL (sqlite:///studies.db) the search's study is mirrored into, for
+    # optuna.load_study and optuna-dashboard (core.studies); null: in memory only
+    storage: str | None = None
+    study_name: str | None = None  # the study's name in storage; null: the run folder's
 
     def __post_init__(self) -> None:
         # Imported here: the strategies import this module for a search's trials.
         from scarce_ltr.baselines.searches import check_search
 
         check_search(f"{self.section}.search", self.search)
+        check_storage(f"{self.section}.storage", self.storage)
         if not 1 <= self.n_trials <= MAX_TRIALS:
             raise ValueError(
                 f"{self.section}.n_trials must be >= 1 and <= {MAX_TRIALS}, got {self.n_trials}"

@@ -25,14 +25,18 @@ CONFIG = "config.yaml"
 # The settings that may change between a run and its resume, or its skip once finished: where it
 # runs and logs (device, AMP, the tracker), how many items it scores at once (a QG's scores do not
 # depend on the others in its batch), where pretraining batches are gathered (the same batches),
-# whether its checkpoints are kept once it finished,
-# and its folder (moved or copied). A free key is one of
-# these at the top of a stage's config or of a family's section (``deep.device``), never inside a
-# pass-through mapping of a backend's own options (``xgboost.params.device`` is a setting).
+# whether its checkpoints are kept once it finished, its folder (moved or copied), and where a
+# search's Optuna study is mirrored (``storage``, ``study_name``: `core.studies` rebuilds it from
+# the run folder; the same trials, the same choice). A free key is one of these at the top of a
+# stage's config, of a family's section (``deep.device``) or of a section's search
+# (`FREE_SECTIONS`: ``deep.search.storage``), never inside a pass-through mapping of a backend's
+# own options (``xgboost.params.device`` is a setting).
 FREE_KEYS = (
     "logger", "run_dir", "device", "amp", "cpu_amp", "eval_item_budget", "gather_on_device",
-    "keep_checkpoints",
+    "keep_checkpoints", "storage", "study_name",
 )  # fmt: skip
+# The sections inside a family's section whose free keys are free too.
+FREE_SECTIONS = ("search",)
 # Keys naming the run folders a run is built from: they may differ when those folders moved.
 SOURCE_KEYS = ("pretrained", "runs")
 
@@ -113,14 +117,22 @@ def _plain(config: Any) -> dict:
 
 
 def without_free_keys(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` (a stage's config as plain values) without its `FREE_KEYS`: those at the top
-    and those of a section one level down."""
+    """``settings`` (a stage's config as plain values) without its `FREE_KEYS`: those at the top,
+    those of a section one level down and those of its `FREE_SECTIONS` (``deep.search``)."""
     return {
-        key: {k: v for k, v in value.items() if k not in FREE_KEYS}
-        if isinstance(value, dict)
-        else value
+        key: _without_free(value, nested=True) if isinstance(value, dict) else value
         for key, value in settings.items()
         if key not in FREE_KEYS
+    }
+
+
+def _without_free(section: dict[str, Any], *, nested: bool) -> dict[str, Any]:
+    return {
+        k: _without_free(v, nested=False)
+        if nested and k in FREE_SECTIONS and isinstance(v, dict)
+        else v
+        for k, v in section.items()
+        if k not in FREE_KEYS
     }
 
 

@@ -49,6 +49,7 @@ from scarce_ltr.core.extras import require
 from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
 from scarce_ltr.core.selection import nan_low, select_best
+from scarce_ltr.core.studies import StudyStore, create_study
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
@@ -192,15 +193,18 @@ def run_search(
     if recipe is None:
         optuna = _optuna()
         sampler = optuna.samplers.TPESampler(seed=cfg.seed)
+        store = _store(run, cfg, space)
         if pruning:
-            study = optuna.create_study(
+            study = create_study(
+                optuna,
+                store,
                 direction="maximize",
                 sampler=sampler,
                 pruner=make_pruner(space),
                 study_name=f"search-seed{cfg.seed}",  # Hyperband's brackets hash it
             )
         else:
-            study = optuna.create_study(direction="maximize", sampler=sampler)
+            study = create_study(optuna, store, direction="maximize", sampler=sampler)
         n_trials = space.config.n_trials
         for point in space.first[:n_trials]:
             study.enqueue_trial(point)
@@ -244,6 +248,14 @@ def run_search(
     )
     training = trainings[chosen.result["trial"]]
     return finish_grid(run, training, chosen, results, report=search_report, per_point=per_trial)
+
+
+def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
+    """Where the study is kept (``search.storage`` or ``deep.search.storage``: `core.studies`,
+    rebuilt from the trials in the run folder); None: in memory."""
+    prefix = "search" if getattr(cfg, "search", None) is space.config else "deep.search"
+    config = space.config
+    return StudyStore.of(config.storage, config.study_name, run.folder, key=f"{prefix}.storage")
 
 
 def make_pruner(space: Space):

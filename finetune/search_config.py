@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS, Allowed
+from scarce_ltr.core.studies import check_storage
 from scarce_ltr.finetune.losses import LOSSES
 
 PHASE_EPOCHS = Allowed(0, MAX_EPOCHS)  # head_epochs, full_epochs: 0 leaves a phase out
@@ -65,6 +66,10 @@ class SearchConfig:
     # epochs every trial trains before it may be pruned (median: the warm-up; halving and
     # hyperband: the first rung's resource)
     prune_warmup: int = 20
+    # an Optuna RDB URL (sqlite:///studies.db) the study is mirrored into, for
+    # optuna.load_study and optuna-dashboard (core.studies); null: in memory only
+    storage: str | None = None
+    study_name: str | None = None  # the study's name in storage; null: the run folder's
 
     def check(self, prefix: str) -> None:
         """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
@@ -100,6 +105,7 @@ class SearchConfig:
                 f"{prefix}prune_warmup must be >= 1 and <= {MAX_EPOCHS} (epochs before a trial "
                 f"may be pruned), got {self.prune_warmup}"
             )
+        check_storage(f"{prefix}storage", self.storage)
         if self.recipe_from and not self.n_trials:
             raise ValueError(
                 f"{prefix}recipe_from trains a searched run's chosen recipe in place of this "

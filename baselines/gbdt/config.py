@@ -19,6 +19,7 @@ from scarce_ltr.core.config_fields import (
     allowed,
     check_allowed,
 )
+from scarce_ltr.core.studies import check_storage
 
 GRIDS = ("paper", "full")
 OBJECTIVES = ("lambdarank", "rank_xendcg")
@@ -54,6 +55,10 @@ class GBDTOptions:
     # the objectives a search that draws its trials (not paper-grid) chooses among
     objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))
     n_trials: int = 40  # search=optuna|random
+    # search=optuna|random: an Optuna RDB URL (sqlite:///studies.db) the study is mirrored
+    # into, for optuna.load_study and optuna-dashboard (core.studies); null: in memory only
+    storage: str | None = None
+    study_name: str | None = None  # the study's name in storage; null: the run folder's
     # Any LightGBM parameter, the same in every fit (gbdt.params.lambda_l2=1); the search
     # leaves the ones given here out.
     params: dict[str, Any] = field(default_factory=dict)
@@ -74,6 +79,7 @@ class GBDTOptions:
 
     def __post_init__(self) -> None:
         check_search("gbdt.search", self.search)
+        check_storage("gbdt.storage", self.storage)
         for objective in [self.objective, *self.objectives]:
             if objective not in OBJECTIVES:
                 raise ValueError(
@@ -89,6 +95,11 @@ class GBDTOptions:
                 raise ValueError(
                     f"gbdt.params.{key}: the paper grid varies it; set the list gbdt.{key}"
                 )
+        if self.storage and SEARCHES[self.search].grid:
+            raise ValueError(
+                f"gbdt.storage: the {self.search} search has no Optuna study; give "
+                "gbdt.search=optuna or random with it"
+            )
         if self.grid not in GRIDS:
             raise ValueError(f"gbdt.grid must be one of {', '.join(GRIDS)}, got {self.grid!r}")
         _check_list("gbdt.num_leaves", self.num_leaves, low=2)

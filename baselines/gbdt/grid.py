@@ -39,6 +39,7 @@ from scarce_ltr.baselines.gbdt.search import LEAF_KEYS, defaults, lightgbm_choic
 from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.tree_run import Bundle, Report, search, trainer
 from scarce_ltr.baselines.tuning import TrialResult
+from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.data.ranking_split import RankingSplit
 
 BUNDLE_KIND = "lightgbm"  # a booster, with its PCA or encoder columns beside it
@@ -214,6 +215,7 @@ def run_search(
     pca_components: int,
     on_point: Callable[[PointResult], None] = lambda result: None,
     points: list[LeafSettings] | None = None,
+    study: StudyStore | None = None,
 ) -> GridOutcome:
     """The vali-best LightGBM fit of ``options.search`` on ``data``, as grid rows.
 
@@ -221,6 +223,7 @@ def run_search(
         score_vali: a fit's NDCG@5 on the labeled vali QGs (the project's metric and policy),
             and per QG (`data.evaluation.vali_selection_scores`).
         on_point: called with each fit's row (progress bar, tracker).
+        study: where an Optuna search keeps its study (`core.studies`; None: in memory).
     """
     backend = LightGBMBackend(options, training, data, points=points)
     outcome = GridOutcome()
@@ -236,6 +239,7 @@ def run_search(
         seed=training.seed,
         train=trainer(backend, None, None, score_vali),
         on_trial=on_trial,
+        study=study,
     )
     outcome.best, outcome.best_fit = searched.best, searched.best_model
     return outcome

@@ -47,6 +47,7 @@ from scarce_ltr.baselines.tree_run import (
     Bundle,
     prepare_tree_data,
     score_and_save,
+    search_store,
     tree_report,
     write_tree_run,
 )
@@ -55,6 +56,7 @@ from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Outcome, Run, run_model
 from scarce_ltr.core.selection import select_best
+from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import vali_selection_scores, write_trials
 from scarce_ltr.data.pipeline import PreparedData
@@ -133,7 +135,8 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
     backend = LightGBMBackend(cfg.gbdt, training)
     tracker = run.open_tracker(asdict(cfg))
     fit_args = (training, variant, tracker, teacher)
-    candidates = _fit_all(cfg, prepared, features, ks or [0], *fit_args)
+    study = search_store(cfg.gbdt, run.folder, "gbdt")
+    candidates = _fit_all(cfg, prepared, features, ks or [0], *fit_args, study=study)
     chosen, scores = save_chosen(run, prepared, backend, features, candidates)
     report = _report(cfg, prepared, backend, candidates, chosen, scores)
     if teacher is not None:
@@ -174,8 +177,12 @@ def _fit_all(
     variant: Variant,
     tracker: Tracker,
     teacher: RunTeacher | None = None,
+    *,
+    study: StudyStore | None = None,
 ) -> list[Candidate]:
-    """One candidate per PCA size (``[0]``: none), each chosen on vali within its feature set."""
+    """One candidate per PCA size (``[0]``: none), each chosen on vali within its feature set;
+    ``study``: where an Optuna search keeps its studies (one per search: ``<name>/pca=<k>``,
+    ``.../pseudo``)."""
     with progress_bar(
         total=_total_fits(cfg, prepared, variant, len(ks), teacher), desc=cfg.method, unit="fit"
     ) as progress:
@@ -185,7 +192,7 @@ def _fit_all(
             progress.update()
 
         args = (training, variant, on_point, teacher)
-        return [_fit_features(cfg, prepared, features, k, *args) for k in ks]
+        return [_fit_features(cfg, prepared, features, k, *args, study=study) for k in ks]
 
 
 def save_chosen(
@@ -239,6 +246,8 @@ def _fit_features(
     variant: Variant,
     on_point: Callable[[PointResult], None],
     teacher: RunTeacher | None = None,
+    *,
+    study: StudyStore | None = None,
 ) -> Candidate:
     """The grid on one feature set; with pseudo-labeling, the teacher's grid (none with a run as
     ``teacher``), then the student's."""
@@ -262,7 +271,8 @@ def _fit_features(
             num_threads=training.num_threads,
             params=training.params,
         )
-        outcome = run_search(cfg.gbdt, data=data, phase="labeled", **grid)
+        labeled = _part(study, k, "")
+        outcome = run_search(cfg.gbdt, data=data, phase="labeled", study=labeled, **grid)
         if not variant.pseudo:
             return Candidate(k=k, outcome=outcome)
         if labels.train_labeled.all():
@@ -281,7 +291,8 @@ def _fit_features(
         num_threads=training.num_threads,
         params=training.params,
     )
-    student = run_search(cfg.gbdt, data=data, phase="pseudo", **grid)
+    pseudo_study = _part(study, k, "pseudo")
+    student = run_search(cfg.gbdt, data=data, phase="pseudo", study=pseudo_study, **grid)
     return Candidate(k=k, outcome=student, teacher=outcome, pseudo=pseudo)
 
 
@@ -295,6 +306,13 @@ def _pseudo_labeled(
     counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
     summary = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
     return with_pseudo_labels(train, labeled, levels), summary
+
+
+def _part(study: StudyStore | None, k: int, phase: str) -> StudyStore | None:
+    """The study of one search of the run: its feature set (``pca=<k>``) and phase."""
+    if study is None:
+        return None
+    return study.part("/".join(([f"pca={k}"] if k else []) + ([phase] if phase else [])))
 
 
 def _total_fits(

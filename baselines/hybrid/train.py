@@ -31,11 +31,12 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
 from scarce_ltr.baselines.gbdt.train import KEPT_FILES, prepare_lightgbm_data, save_chosen
 from scarce_ltr.baselines.hybrid.embedding_features import SPLITS, Embeddings, compute_embeddings
-from scarce_ltr.baselines.tree_run import Bundle, tree_report, write_tree_run
+from scarce_ltr.baselines.tree_run import Bundle, search_store, tree_report, write_tree_run
 from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import npz_bytes
 from scarce_ltr.core.runs import Outcome, Run
+from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import vali_selection_scores
 from scarce_ltr.data.pipeline import PreparedData
@@ -92,7 +93,11 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
     training = BoosterOptions.from_config(cfg)
     backend = LightGBMBackend(cfg.gbdt, training)
     tracker = run.open_tracker(asdict(cfg))
-    candidates = [_fit(cfg, prepared, features, n, k, training, tracker) for n, k in options]
+    study = search_store(cfg.gbdt, run.folder, "gbdt")  # one study per candidate, named after it
+    candidates = [
+        _fit(cfg, prepared, features, n, k, training, tracker, study=study and study.part(n))
+        for n, k in options
+    ]
     chosen, scores = save_chosen(run, prepared, backend, features, candidates)
     report = _report(cfg, prepared, backend, features, candidates, chosen, scores)
     bundle = _bundle(cfg, features, chosen, backend.bundle(chosen.outcome.best_fit))
@@ -130,6 +135,8 @@ def _fit(
     k: int | None,
     training: BoosterOptions,
     tracker: Tracker,
+    *,
+    study: StudyStore | None = None,
 ) -> Candidate:
     """The GBDT grid on one candidate's features, trained on the labeled train QGs."""
     train, vali = features.split("train", k), features.split("vali", k)
@@ -156,6 +163,7 @@ def _fit(
         phase="labeled",
         pca_components=k or 0,
         on_point=on_point,
+        study=study,
     )
     best = outcome.best_result.vali_ndcg
     print(f"gbdt-ssl {name}: vali ndcg@5 {best:.4f} ({len(outcome.results)} fits)", file=sys.stderr)

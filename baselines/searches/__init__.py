@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from scarce_ltr.baselines.searches import paper_grid, random_search, tpe
 from scarce_ltr.baselines.searches.study import search_backend
 from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
+from scarce_ltr.core.studies import StudyStore
 
 if TYPE_CHECKING:
     from scarce_ltr.baselines.tree_run import TreeBackend
@@ -47,14 +48,20 @@ class Strategy:
         seed: int,
         train: TrainTrial,
         on_trial: Callable[[TrialResult], None],
+        study: StudyStore | None = None,
     ) -> SearchOutcome:
-        """The vali-best fit of this strategy's trials for ``backend``."""
+        """The vali-best fit of this strategy's trials for ``backend``; ``study``: where a
+        sampled search's study is kept (`core.studies`; a grid walk has none)."""
         if self.walk is not None:
             return self.walk(backend, train=train, on_trial=on_trial)
         assert self.sampler is not None
         sampler = self.sampler
         return search_backend(
-            backend, lambda optuna: sampler(optuna, seed), train=train, on_trial=on_trial
+            backend,
+            lambda optuna: sampler(optuna, seed),
+            train=train,
+            on_trial=on_trial,
+            study=study,
         )
 
 

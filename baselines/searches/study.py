@@ -19,6 +19,7 @@ from scarce_ltr.baselines.tuning import (
     require_backend,
 )
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.studies import StudyStore, create_study
 
 if TYPE_CHECKING:
     from scarce_ltr.baselines.tree_run import TreeBackend
@@ -30,10 +31,11 @@ def search_backend(
     *,
     train: TrainTrial,
     on_trial: Callable[[TrialResult], None],
+    study: StudyStore | None = None,
 ) -> SearchOutcome:
     """`optuna_search` of ``backend``'s space: its ``n_trials``, ``suggest`` and ``first``,
     no trial pruned before its early-stopping patience; ``sampler(optuna)`` the study's
-    sampler."""
+    sampler, ``study`` where it is kept (None: in memory)."""
     optuna = require_backend("optuna", "optuna")
     return optuna_search(
         n_trials=backend.n_trials,
@@ -43,6 +45,7 @@ def search_backend(
         first=backend.first(),
         warmup_steps=backend.early_stopping_rounds,
         on_trial=on_trial,
+        study=study,
     )
 
 
@@ -55,6 +58,7 @@ def optuna_search(
     first: dict | None = None,
     warmup_steps: int = 0,
     on_trial: Callable[[TrialResult], None] = lambda result: None,
+    study: StudyStore | None = None,
 ) -> SearchOutcome:
     """``n_trials`` trials of a study drawn by ``sampler`` (an Optuna sampler, seeded), pruned
     by a median rule on the backend's own per-round vali NDCG@5; the vali-best completed trial
@@ -67,21 +71,25 @@ def optuna_search(
             point a hand-tuned user would try first.
         warmup_steps: rounds before a trial may be pruned (the early-stopping patience: a
             slower learning rate is not cut while it catches up).
+        study: the storage and name the study is kept under (`core.studies`: made anew, the
+            search runs all its trials again); None: in memory.
     """
     if n_trials < 1:
         raise UserError(f"n_trials must be >= 1, got {n_trials}")
     optuna = require_backend("optuna", "optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
+    search_study = create_study(
+        optuna,
+        study,
         direction="maximize",
         sampler=sampler,
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=warmup_steps),
     )
     if first is not None:
-        study.enqueue_trial(first)
+        search_study.enqueue_trial(first)
     outcome = SearchOutcome()
     for _ in range(n_trials):
-        trial = study.ask()
+        trial = search_study.ask()
         choices = suggest(trial)
 
         def report(step: int, value: float, trial=trial) -> None:
@@ -95,15 +103,15 @@ def optuna_search(
         except Pruned as stop:
             seconds = time.perf_counter() - start
             result = TrialResult(trial.number, choices, stop.rounds, math.nan, seconds, pruned=True)
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            search_study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             keep_if_best(outcome, result, None)
             on_trial(result)
             continue
         result = TrialResult(trial.number, choices, rounds, vali, seconds, vali_per_group=per_group)
         if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing from it
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            search_study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
-            study.tell(trial, vali)
+            search_study.tell(trial, vali)
         keep_if_best(outcome, result, model)
         on_trial(result)
     if all(result.pruned for result in outcome.results):
