@@ -124,4 +124,5 @@ def test_a_free_key_inside_a_backends_own_options_is_a_setting(tmp_path) -> None
     with pytest.raises(UserError, match=r"other settings \(xgboost.params.device differ\)"):
         Run(identity, tmp_path).start(OmegaConf.create(changed))
     assert {"device", "amp", "cpu_amp", "eval_item_budget", "logger", "run_dir",
-            "gather_on_device", "keep_checkpoints", "storage", "study_name"} == set(FREE_KEYS)  # fmt: skip
+            "gather_on_device", "keep_checkpoints", "storage",
+            "study_name"} == set(FREE_KEYS)  # fmt: skip
