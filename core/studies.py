@@ -75,7 +75,7 @@ def create_study(optuna: Any, store: StudyStore | None, **kwargs: Any) -> Any:
     if store is None:
         return optuna.create_study(**kwargs)
     # The stored study's own name replaces a fixed one (`finetune.search`'s, which Hyperband's
-    # brackets hash: with a storage they follow the stored name).
+    # brackets hash: `finetune.search` refuses Hyperband with a storage).
     kwargs.pop("study_name", None)
     try:
         storage = optuna.storages.RDBStorage(store.storage)

@@ -255,6 +255,14 @@ def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
     rebuilt from the trials in the run folder); None: in memory."""
     prefix = "search" if getattr(cfg, "search", None) is space.config else "deep.search"
     config = space.config
+    if config.storage is not None and config.pruner == "hyperband":
+        # Hyperband's brackets hash the study's name, and a stored study is named after its
+        # run: the mirror would change which trials are pruned, and storage is a free key.
+        raise UserError(
+            f"{prefix}.pruner=hyperband with {prefix}.storage: Hyperband's brackets follow the "
+            "study's name, so a stored study would prune other trials than the same search in "
+            f"memory; use {prefix}.pruner=median or halving with a storage"
+        )
     return StudyStore.of(config.storage, config.study_name, run.folder, key=f"{prefix}.storage")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -143,3 +144,16 @@ def test_the_default_study_name_is_the_run_folder_below_the_runs_root(monkeypatc
     elsewhere = StudyStore.of("sqlite:///s.db", None, tmp_path / "mine", key="gbdt.storage")
     assert elsewhere is not None and elsewhere.name == str(tmp_path / "mine")
     assert StudyStore.of(None, "named", folder, key="gbdt.storage") is None
+
+
+def test_hyperband_with_a_storage_is_refused(tmp_path) -> None:
+    """Hyperband's brackets hash the study's name: a stored study (named after its run) would
+    prune other trials than the same search in memory, and the storage is a free key."""
+    from scarce_ltr.finetune.search import _store
+    from scarce_ltr.finetune.search_config import SearchConfig
+
+    config = SearchConfig(n_trials=3, pruner="hyperband", storage=f"sqlite:///{tmp_path}/s.db")
+    space = SimpleNamespace(config=config)
+    cfg = SimpleNamespace(search=config)
+    with pytest.raises(UserError, match="search.pruner=hyperband with search.storage"):
+        _store(SimpleNamespace(folder=tmp_path), cfg, space)
