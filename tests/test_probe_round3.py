@@ -4,9 +4,17 @@ failed before its fix."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from scarce_ltr.api import TreeRanker
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
 
 FAST = {"n_estimators": 5, "n_jobs": 1, "num_leaves": 7, "verbose": False}
 
@@ -19,3 +27,33 @@ def test_a_model_of_one_leaf_trees_loads(tmp_path) -> None:
     x, y = rng.normal(size=(60, 4)), rng.integers(0, 3, 60).astype(float)
     ranker = TreeRanker("gbdt", **FAST).fit(x, y, np.arange(60))
     assert np.allclose(ranker.predict(x[:5]), ranker.predict(x[:5])[0])  # a constant model
+
+
+def _table(folder: Path) -> Path:
+    """train/vali/test.parquet: qid, f0, f1, label (relevant items in every QG)."""
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True)
+    for split, n_groups in (("train", 12), ("vali", 4), ("test", 4)):
+        n = n_groups * 6
+        columns = {"qid": np.repeat(np.arange(n_groups), 6), "f0": rng.normal(size=n),
+                   "f1": rng.normal(size=n), "label": np.tile([0, 1, 2], 2 * n_groups)}  # fmt: skip
+        pq.write_table(pa.table(columns), folder / f"{split}.parquet")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "setting, expected",
+    [
+        ("data.features=[f0,label]", r"data.features lists 'label', the data.label column"),
+        ("data.features=[f0,qid]", r"data.features lists 'qid', the data.qid column"),
+        ("data.features=[f0,f0]", r"data.features lists 'f0' twice"),
+        ("data.label=qid", r"data.qid and data.label are both 'qid'"),
+    ],
+)
+def test_one_column_in_two_roles_is_refused(tmp_path, setting, expected) -> None:
+    """Before: the label trained as a feature (a leak), the qids read as labels, a feature
+    taken twice, all silently."""
+    folder = _table(tmp_path / "t")
+    with pytest.raises(UserError, match=expected) as info:
+        run(["data-info", "data=table", f"data.path={folder}", setting])
+    assert "train.parquet" in str(info.value) and "\n" not in str(info.value)
