@@ -102,6 +102,7 @@ def _predict_table(cfg: PredictConfig, ranker: BundledRanker, source: Path) -> d
     if cfg.out:
         given = Path(cfg.out)
         target = given if given.suffix in (".csv", ".parquet", ".pq") else given / name
+    refuse_target(target, [source], ranker)
     columns = dict(qid=cfg.data.qid, label=cfg.data.label, features=cfg.data.features or None)
     result = predict_table(ranker, source, target, ks=tuple(cfg.ks), policy=cfg.policy, **columns)
     print(f"{source}: {result['n_items']} items" + _shown(cfg, result["metrics"]))
@@ -267,7 +268,26 @@ def output_paths(cfg: PredictConfig, ranker: BundledRanker, inputs: list[Path]) 
                 f"to {target}; move one of them out of the folder, or give data.path=<one file>"
             )
         first[target] = source
+        refuse_target(target, inputs, ranker)
     return targets
+
+
+def refuse_target(target: Path, inputs: list[Path], ranker: BundledRanker) -> None:
+    """Refuse an ``out=`` that is an input file (it was overwritten by its own predictions) or
+    inside the bundle (which holds what training wrote, nothing else)."""
+    where = target.resolve()
+    for source in inputs:
+        if where == source.resolve():
+            raise UserError(
+                f"out={target} is the input file {source}: predict never overwrites its input; "
+                "give out=<another file or folder>"
+            )
+    bundle = Path(ranker.folder).resolve()
+    if where == bundle or bundle in where.parents:
+        raise UserError(
+            f"out={target} is inside the bundle {bundle}, which holds what training wrote; "
+            "give out=<a file or folder outside it>"
+        )
 
 
 def output_path(cfg: PredictConfig, ranker: BundledRanker, source: Path, *, several: bool) -> Path:

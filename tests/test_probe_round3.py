@@ -57,3 +57,25 @@ def test_one_column_in_two_roles_is_refused(tmp_path, setting, expected) -> None
     with pytest.raises(UserError, match=expected) as info:
         run(["data-info", "data=table", f"data.path={folder}", setting])
     assert "train.parquet" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_predict_never_writes_over_its_input_or_into_the_bundle(tmp_path) -> None:
+    """Before: ``out=<the input table>`` replaced the table by its predictions, and ``out=`` the
+    bundle (or a file in it) wrote the predictions among the bundle's files."""
+    folder = _table(tmp_path / "t")
+    run_dir = tmp_path / "run"
+    run(["baseline", "gbdt", "data=table", f"data.path={folder}", "gbdt.num_threads=1",
+         "gbdt.max_rounds=5", "logger=none", f"run_dir={run_dir}"])  # fmt: skip
+    test = folder / "test.parquet"
+    before, bundle = test.read_bytes(), sorted((run_dir / "bundle").iterdir())
+    cases = {
+        str(test): r"is the input file .*test.parquet: predict never overwrites its input",
+        str(folder): r"is the input file .*test.parquet",
+        str(run_dir / "bundle"): r"is inside the bundle",
+        str(run_dir / "bundle" / "p.parquet"): r"is inside the bundle",
+    }
+    for out, expected in cases.items():
+        with pytest.raises(UserError, match=expected):
+            run(["predict", str(run_dir), f"data.path={test}", f"out={out}"])
+    assert test.read_bytes() == before
+    assert sorted((run_dir / "bundle").iterdir()) == bundle
