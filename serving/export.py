@@ -81,6 +81,12 @@ def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
         raise UserError(
             f"out={target} is a folder; give a file: out={target / FILE_NAMES[cfg.format]}"
         )
+    bundle = Path(ranker.folder).resolve()
+    if bundle == target.resolve() or bundle in target.resolve().parents:  # its model.txt, too
+        raise UserError(
+            f"out={target} is inside the bundle {bundle}, which holds what training wrote; "
+            "give out=<a file outside it>"
+        )
     if target.parent.is_dir():
         name = glob.escape(target.name)
         for stale in remove_stale_temps(target.parent, name=name, below=False, key="out"):

@@ -79,3 +79,20 @@ def test_predict_never_writes_over_its_input_or_into_the_bundle(tmp_path) -> Non
             run(["predict", str(run_dir), f"data.path={test}", f"out={out}"])
     assert test.read_bytes() == before
     assert sorted((run_dir / "bundle").iterdir()) == bundle
+
+
+def test_export_never_writes_into_the_bundle(tmp_path) -> None:
+    """Before: ``export out=<bundle>/model.txt`` put the exported model (the transform folded
+    in) in place of the bundle's, which then applied the transform twice: every later score
+    was wrong, silently."""
+    folder = _table(tmp_path / "t")
+    run_dir = tmp_path / "run"
+    run(["baseline", "gbdt", "data=table", f"data.path={folder}", "gbdt.num_threads=1",
+         "gbdt.max_rounds=5", "logger=none", f"run_dir={run_dir}"])  # fmt: skip
+    model = run_dir / "bundle" / "model.txt"
+    before = model.read_bytes()
+    for out in (model, run_dir / "bundle" / "other.txt"):
+        with pytest.raises(UserError, match=r"is inside the bundle"):
+            run(["export", str(run_dir), "format=lightgbm", f"out={out}"])
+    assert model.read_bytes() == before
+    assert not (run_dir / "bundle" / "other.txt").exists()
