@@ -16,7 +16,8 @@ Nothing is silent: a label outside the relevance grades ``0..30`` stops the file
 stops (`check_label_range`, naming file and line) before its CSV is kept (any error leaves no
 CSV, a label above ``max_grade=`` too); two inputs that would write one CSV (``test.txt`` and
 ``test.txt.gz``) are refused; a file narrower than the model gets training's padding warning.
-Temp files of an earlier, killed predict of the same CSV are removed (those of a predict still
+An ``out=`` that is the input file, or inside the bundle, is refused. Temp files of an earlier,
+killed predict of the same CSV are removed (those of a predict still
 writing are locked, and kept: `remove_stale_temps`). Errors advise ``out=``, the key for where
 predict writes.
 """
