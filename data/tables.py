@@ -115,6 +115,7 @@ def open_table(
     file ``features`` were taken from (train's table), for the message naming a column this
     table lacks."""
     source = Path(path).resolve()
+    _check_roles(source, qid, label, features, split)  # before the cache: an entry may exist
     spec = {"qid": qid, "label": label, "features": list(features or [])}
     spec["split"] = list(split) if split else None
     stamp = {"source": str(source), "files": _file_stamps(source), "columns": spec}
@@ -144,6 +145,26 @@ def open_table(
         data = read_arrays(target, name=name)
         missing = Missing.from_dict(info.get("missing"), data.n_features)
         return LoadedTable(data, info["feature_names"], info.get("other_columns", []), missing)
+
+
+def _check_roles(path: Path, qid: str, label: str, features, split) -> None:
+    """Refuse one column in two roles (qids read as labels, the label as a feature) or listed
+    twice in data.features."""
+    twice = sorted({c for c in features or [] if list(features).count(c) > 1})
+    if twice:
+        raise UserError(f"{path}: data.features lists {', '.join(map(repr, twice))} twice")
+    named = [("data.qid", qid), ("data.label", label)]
+    named += [("data.split_column", split[0])] if split else []
+    for i, (role, column) in enumerate(named):
+        same = [other for other, c in named[:i] if c == column]
+        if same:
+            raise UserError(f"{path}: {same[0]} and {role} are both '{column}'; give each its "
+                            "own column")  # fmt: skip
+        if column in (features or []):
+            raise UserError(
+                f"{path}: data.features lists '{column}', the {role} column; a feature must be "
+                "another column (drop it from data.features)"
+            )
 
 
 def read_table(

@@ -19,7 +19,7 @@ ways (the bundle and the exported model) and refuses the file if they differ by 
 tolerance; the file is written atomically (`core.files.atomic_path`: the umask's mode, a temp
 file of a killed export removed by the next export of that file, errors naming ``out=`` and the
 file, never the temp file). ``out=`` naming an existing folder is refused, as LightGBM's
-``save_model`` refuses it.
+``save_model`` refuses it, and so is one inside the bundle (its own ``model.txt``).
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
     if target.is_dir():
         raise UserError(
             f"out={target} is a folder; give a file: out={target / FILE_NAMES[cfg.format]}"
+        )
+    bundle = Path(ranker.folder).resolve()
+    if bundle == target.resolve() or bundle in target.resolve().parents:  # its model.txt, too
+        raise UserError(
+            f"out={target} is inside the bundle {bundle}, which holds what training wrote; "
+            "give out=<a file outside it>"
         )
     if target.parent.is_dir():
         name = glob.escape(target.name)

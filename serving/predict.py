@@ -16,7 +16,8 @@ Nothing is silent: a label outside the relevance grades ``0..30`` stops the file
 stops (`check_label_range`, naming file and line) before its CSV is kept (any error leaves no
 CSV, a label above ``max_grade=`` too); two inputs that would write one CSV (``test.txt`` and
 ``test.txt.gz``) are refused; a file narrower than the model gets training's padding warning.
-Temp files of an earlier, killed predict of the same CSV are removed (those of a predict still
+An ``out=`` that is the input file, or inside the bundle, is refused. Temp files of an earlier,
+killed predict of the same CSV are removed (those of a predict still
 writing are locked, and kept: `remove_stale_temps`). Errors advise ``out=``, the key for where
 predict writes.
 """
@@ -102,6 +103,7 @@ def _predict_table(cfg: PredictConfig, ranker: BundledRanker, source: Path) -> d
     if cfg.out:
         given = Path(cfg.out)
         target = given if given.suffix in (".csv", ".parquet", ".pq") else given / name
+    refuse_target(target, [source], ranker)
     columns = dict(qid=cfg.data.qid, label=cfg.data.label, features=cfg.data.features or None)
     result = predict_table(ranker, source, target, ks=tuple(cfg.ks), policy=cfg.policy, **columns)
     print(f"{source}: {result['n_items']} items" + _shown(cfg, result["metrics"]))
@@ -267,7 +269,26 @@ def output_paths(cfg: PredictConfig, ranker: BundledRanker, inputs: list[Path]) 
                 f"to {target}; move one of them out of the folder, or give data.path=<one file>"
             )
         first[target] = source
+        refuse_target(target, inputs, ranker)
     return targets
+
+
+def refuse_target(target: Path, inputs: list[Path], ranker: BundledRanker) -> None:
+    """Refuse an ``out=`` that is an input file (it was overwritten by its own predictions) or
+    inside the bundle (which holds what training wrote, nothing else)."""
+    where = target.resolve()
+    for source in inputs:
+        if where == source.resolve():
+            raise UserError(
+                f"out={target} is the input file {source}: predict never overwrites its input; "
+                "give out=<another file or folder>"
+            )
+    bundle = Path(ranker.folder).resolve()
+    if where == bundle or bundle in where.parents:
+        raise UserError(
+            f"out={target} is inside the bundle {bundle}, which holds what training wrote; "
+            "give out=<a file or folder outside it>"
+        )
 
 
 def output_path(cfg: PredictConfig, ranker: BundledRanker, source: Path, *, several: bool) -> Path:

@@ -163,7 +163,8 @@ def _tree(lines: list[str], start: int, n_features: int) -> int:
         _array(fields, "shrinkage", float, 1)
     _array(fields, "leaf_value", float, leaves, required=start)
     for key, (kind, length) in _OPTIONAL.items():
-        if key in fields:
+        # A one-leaf tree (nothing to split: LightGBM learned a constant) has empty arrays.
+        if key in fields and not (leaves == 1 and fields[key][1] == ""):
             _array(fields, key, kind, leaves if length == "leaves" else leaves - 1)
     if leaves > 1:
         arrays = {
