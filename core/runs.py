@@ -90,6 +90,7 @@ class Run:
         self.keep_checkpoints = keep_checkpoints
         self.tracker = Tracker(None)
         self.started = time.monotonic()  # the final block's seconds: this process's share
+        self.cpu_started = time.process_time()  # report.json's cpu_seconds, likewise
 
     @classmethod
     def of(cls, cfg: Any, identity: RunIdentity, folder: Path | None = None) -> Run:
@@ -202,8 +203,13 @@ class Run:
 
     def finish(self, body: dict[str, Any], *, summary: dict[str, Any] | None = None) -> dict:
         """Write ``report.json``, close the tracker (with ``summary``), then write ``DONE``; then
-        remove the run's checkpoints, which only a resume reads, unless ``keep_checkpoints``."""
+        remove the run's checkpoints, which only a resume reads, unless ``keep_checkpoints``.
+
+        The report gets ``cpu_seconds``: the CPU time (user + system, every thread) this
+        process spent since the run began (a resumed run's share only), what a sweep's and a
+        report's cost lines sum (`sweeps.report_text.cost_text`)."""
         report = self.report(body)
+        report["cpu_seconds"] = round(time.process_time() - self.cpu_started, 3)
         try:
             if summary:
                 self.tracker.summary(summary)

@@ -41,7 +41,7 @@ from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.finetune.config import Phase, TrainOptions
 from scarce_ltr.finetune.l2sp import L2SP
-from scarce_ltr.finetune.scoring import FrozenEncoderCache, selection_score
+from scarce_ltr.finetune.scoring import FrozenEncoderCache, FrozenTrainItems, selection_score
 from scarce_ltr.finetune.scoring import predict as predict  # where its callers import it from
 from scarce_ltr.pretrain.augmentations import gaussian_noise
 
@@ -101,6 +101,7 @@ def train_epoch(
     schedule: Callable[[float], None] | None = None,
     teaching: Teaching | None = None,
     penalty: Callable[[], torch.Tensor] | None = None,
+    encoded: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> float:
     """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
     before each step with the share of the epoch done, to set the learning rate. ``teaching``:
@@ -109,11 +110,18 @@ def train_epoch(
     (`finetune.l2sp.L2SP`) added to each step's loss; the mean returned is the ranking loss's,
     without it.
 
+    ``encoded``: the frozen encoder's kept outputs of a batch's QGs (`FrozenTrainItems.lookup`;
+    only without noise or teaching): the head runs on them, as `Ranker.forward` would.
+
     ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
     and added to every feature of every real item of each training batch.
     """
     if (noise_std > 0 or (teaching is not None and teaching.noise > 0)) and generator is None:
         raise ValueError("noise_std > 0 or teaching noise needs a generator (the noise is seeded)")
+    if encoded is not None and (noise_std > 0 or teaching is not None):
+        raise ValueError(
+            "kept encoder outputs stand in for clean inputs only (no noise, no teaching)"
+        )
     model.train()
     total, count = 0.0, 0
     n_steps = max(len(batches), 1)
@@ -130,7 +138,10 @@ def train_epoch(
         if noise_std > 0:
             features = gaussian_noise(features, b.mask, scale=noise_std, generator=generator)
         with runtime.train_autocast():
-            scores = model(features, b.mask)
+            if encoded is not None:
+                scores = model.score_encoded(encoded(b.groups), b.mask)
+            else:
+                scores = model(features, b.mask)
         if teaching is None:
             loss = loss_fn(scores.float(), labels, mask=b.mask)
         else:
@@ -278,6 +289,8 @@ class _Fit:
     opt_state: dict | None = None  # a resumed phase's optimizer, loaded when it begins
     optimizer: torch.optim.Optimizer | None = None
     frozen: FrozenEncoderCache = field(default_factory=FrozenEncoderCache)
+    train_items: FrozenTrainItems = field(default_factory=FrozenTrainItems)
+    use_train_items: bool = False  # the phase trains the head on `train_items`
     batches: QueryGroupBatcher | None = None  # set once resumed (`_training_batches`)
     bar: Any = None  # the epochs' progress bar, once the initial model is scored
 
@@ -315,6 +328,20 @@ class _Fit:
         _set_phase(self.model, phase)
         if phase.train_encoder:
             self.frozen.clear()  # later frozen phases see the encoder this phase trains
+        self.train_items.clear()
+        self.use_train_items = (
+            not phase.train_encoder
+            and self.teaching is None
+            and self.options.noise_std == 0
+            and self.train_items.fill(
+                self.model,
+                self.prepared.train,
+                training_groups(self.prepared),
+                runtime=self.runtime,
+                item_budget=self.options.item_budget,
+                max_list_len=self.options.max_list_len,
+            )
+        )
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         options, lr = self.options, self.options.rate(phase)
         self.optimizer = make_optimizer(
@@ -342,6 +369,7 @@ class _Fit:
             schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase),
             teaching=self.teaching,
             penalty=penalty,
+            encoded=self.train_items.lookup if self.use_train_items else None,
         )
         self.progress.train_seconds += time.perf_counter() - start
         return loss, self.evaluate()

@@ -19,6 +19,7 @@ from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.evaluation import vali_selection
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+from scarce_ltr.pretrain.encoders import ItemwiseEncoder
 
 
 class FrozenEncoderCache:
@@ -66,6 +67,75 @@ class FrozenEncoderCache:
         if self.batches is None and not self.fill(model, batches, runtime=runtime):
             return None
         return self.batches
+
+
+class FrozenTrainItems:
+    """A frozen itemwise encoder's outputs for every training item, kept between epochs.
+
+    In a head-only phase without input noise or teaching (``full``'s first phase, ``lp``,
+    ``mp``), the encoder is in eval mode and gets no gradient, so what it gives a training item
+    cannot change from one epoch to the next; only how the shuffled QGs are batched does. For
+    an itemwise encoder (`ItemwiseEncoder`: each item encoded alone) `lookup` gathers a
+    batch's items from outputs computed once (`fill`, eval mode, no grad, in the run's
+    training autocast) and the head runs on them as `Ranker.forward` would run it.
+    `tests/test_finetune_cache.py` checks that a phase's losses, vali scores and weights stay
+    equal to recomputing the encoder each epoch. Not used (None) when the QGs may be truncated
+    (``max_list_len`` below the longest training QG: the kept items are drawn per epoch) or
+    the outputs pass ``max_bytes``.
+    """
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self.items: torch.Tensor | None = None
+        self.offsets: np.ndarray | None = None
+
+    def clear(self) -> None:
+        self.items = None
+
+    def fill(
+        self,
+        model: nn.Module,
+        split: RankingSplit,
+        groups: np.ndarray,
+        *,
+        runtime: Runtime,
+        item_budget: int,
+        max_list_len: int | None,
+    ) -> bool:
+        """Encode the items of ``groups``; False (and nothing kept) when the cache cannot
+        stand in for the encoder (see the class)."""
+        self.items = None
+        if not (
+            getattr(model, "encoder_frozen", False)
+            and isinstance(getattr(model, "encoder", None), ItemwiseEncoder)
+        ):
+            return False
+        sizes = split.offsets[groups + 1] - split.offsets[groups]
+        if max_list_len is not None and len(sizes) and int(sizes.max()) > max_list_len:
+            return False
+        out_dim = model.encoder.out_dim
+        if split.n_items * out_dim * 4 > self.max_bytes:
+            return False
+        training = model.training
+        model.eval()
+        items = None
+        batches = QueryGroupBatcher(split, item_budget=item_budget, groups=groups)
+        with torch.no_grad(), runtime.train_autocast():
+            for batch in batches:
+                b = batch.to(runtime.device)
+                encoded = model.encode(b.features, b.mask)
+                if items is None:
+                    items = encoded.new_zeros(split.n_items, encoded.shape[1])
+                rows = rows_of_groups(split.offsets, batch.groups.numpy())
+                items[torch.from_numpy(rows).to(encoded.device)] = encoded
+        model.train(training)
+        self.items, self.offsets = items, split.offsets
+        return items is not None
+
+    def lookup(self, groups: torch.Tensor) -> torch.Tensor:
+        """``[N, out_dim]``: the kept outputs of the items of ``groups``, in mask order."""
+        rows = rows_of_groups(self.offsets, groups.cpu().numpy())
+        return self.items[torch.from_numpy(rows).to(self.items.device)]
 
 
 def predict(

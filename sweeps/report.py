@@ -115,6 +115,9 @@ def main(cfg: ReportConfig, out_dir: Path | None = None) -> dict:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     print(report_text.text_tables(report) or "no finished cell to tabulate")
+    cost = report_text.cost_text(rows)
+    if cost:
+        print(cost)
     if report["problems"]:
         print(f"{len(report['problems'])} cell(s) failed or did not finish; see the dashboard")
     print(f"dashboard: {folder / 'dashboard.html'}")

@@ -202,3 +202,43 @@ def _p_and_n(step: dict) -> str:
 
 def _percents(xs: list[float]) -> str:
     return ", ".join(f"{x:g}%" for x in xs)
+
+
+def cost_text(rows: list[dict]) -> str:
+    """What a unit costs: CPU seconds (each run's own process, `core.runs.Run.finish`) per
+    model, as the mean of its done cells, and per (data set, fold, seed) unit, all its done
+    cells together, so a user can plan a comparison's budget. "" when no done cell reports
+    them (reports older than ``cpu_seconds``)."""
+    done = [r for r in rows if r.get("status") == "done" and _finite(r.get("cpu_seconds"))]
+    if not done:
+        return ""
+    by_model: dict[str, list[dict]] = {}
+    for row in done:
+        by_model.setdefault(str(row.get("model")), []).append(row)
+    width = max(len("model"), *(len(m) for m in by_model))
+    lines = [
+        "What a unit costs (CPU seconds of each run's own process; wall seconds as the sweep "
+        "timed its job):",
+        f"  {'model':<{width}}  cells  CPU s / cell  wall s / cell",
+    ]
+    for model in sorted(by_model):
+        cells = by_model[model]
+        cpu = sum(r["cpu_seconds"] for r in cells) / len(cells)
+        walls = [r["seconds"] for r in cells if _finite(r.get("seconds"))]
+        wall = f"{sum(walls) / len(walls):13.1f}" if walls else f"{'-':>13}"
+        lines.append(f"  {model:<{width}}  {len(cells):5d}  {cpu:12.1f}  {wall}")
+    units: dict[tuple, float] = {}
+    for row in done:
+        key = (row.get("dataset"), row.get("fold"), row.get("seed"))
+        units[key] = units.get(key, 0.0) + row["cpu_seconds"]
+    totals = sorted(units.values())
+    lines.append(
+        f"  per (data set, fold, seed) unit, every done cell of it: {len(totals)} unit(s), "
+        f"CPU s mean {sum(totals) / len(totals):.1f} (min {totals[0]:.1f}, max {totals[-1]:.1f}); "
+        f"all units {sum(totals):.1f}"
+    )
+    return "\n".join(lines)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)

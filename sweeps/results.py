@@ -40,7 +40,8 @@ MANIFEST = "manifest.json"
 REPORT = "report.json"
 IDENTITY = (
     "id", "dataset", "model", "group", "stage", "setting", "fraction", "binary_tau", "fold",
-    "val_labels", "policy", "seed", "status", "error", "seconds", "run_dir",
+    "val_labels", "policy", "seed", "status", "error", "seconds", "cpu_seconds",
+    "run_dir",
 )  # fmt: skip
 COUNTS = ("n_vali_groups", "n_test_groups", "n_outlier_groups")
 STATUSES = ("done", "failed", "pending", "skipped")
@@ -236,9 +237,10 @@ def _load_report(run_dir: Path) -> dict:
 
 def _read_metrics(run_dir: Path, ks: list[int]) -> dict:
     try:
-        metrics = _load_report(run_dir)["metrics"]
+        report = _load_report(run_dir)
     except ValueError as exc:
         return {"status": "failed", "error": str(exc)}
+    metrics = report["metrics"]
     vali, test = metrics.get("vali") or {}, metrics["test"]
     out: dict[str, Any] = {
         "val_labels": metrics.get("val_labels"),
@@ -246,6 +248,8 @@ def _read_metrics(run_dir: Path, ks: list[int]) -> dict:
         "n_vali_groups": vali.get("n_groups_evaluated"),
         "n_test_groups": test.get("n_groups_evaluated"),
         "n_outlier_groups": test.get("n_outlier_groups"),
+        # the run's own CPU time (`core.runs.Run.finish`); NaN in reports older than it
+        "cpu_seconds": _number(report.get("cpu_seconds")),
     }
     splits = {"vali": vali, "test": test}
     for column, (split, key) in _metric_sources(ks):

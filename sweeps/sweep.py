@@ -62,6 +62,8 @@ from scarce_ltr.sweeps.executors import EXECUTORS, Executor, make_executor
 from scarce_ltr.sweeps.jobs import Job, cli_stage, job_waves
 from scarce_ltr.sweeps.model_jobs import pretraining_methods
 from scarce_ltr.sweeps.ray_executor import RayConfig, check_installed
+from scarce_ltr.sweeps.report_text import cost_text
+from scarce_ltr.sweeps.results import rows_from_manifest
 from scarce_ltr.sweeps.settings import fold_overrides
 
 MANIFEST = "manifest.json"
@@ -228,6 +230,9 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
         runner = _Runner(cfg, folder, jobs, cells, executor, earlier)
         runner.run()
         print(runner.summary_line())
+        cost = cost_text(rows_from_manifest(folder / MANIFEST, [5]))
+        if cost:  # what a unit costs, from the done cells' reports
+            print(cost)
         note = offline_note(folder) if cfg.logger == "wandb" else None
         if note:  # offline W&B runs would otherwise pile up unsaid
             print(note)

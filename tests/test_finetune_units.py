@@ -175,6 +175,68 @@ def test_frozen_encoder_cache_changes_nothing(setup, monkeypatch, kind: str) -> 
         assert torch.equal(value, cached.state_dict()[key]), key
 
 
+@pytest.mark.parametrize("kind", ["resnet", "mlp"])
+def test_kept_training_outputs_change_nothing(setup, monkeypatch, kind: str) -> None:
+    """The head-only phases train on the frozen encoder's kept outputs of the training items:
+    the run ends bit-identical to one that encodes every batch again each epoch."""
+    cfg, prepared, runtime = setup
+    options = replace(cfg.train_options(), lr=1e-2, patience=None)
+    phases = [Phase("head", 3, False), Phase("full", 2, True), Phase("head", 2, False)]
+    looked_up = []
+    real_lookup = loop.FrozenTrainItems.lookup
+
+    def counting_lookup(self, groups):
+        looked_up.append(len(groups))
+        return real_lookup(self, groups)
+
+    monkeypatch.setattr(loop.FrozenTrainItems, "lookup", counting_lookup)
+    cached = ranker(kind=kind)
+    with_cache = run_fit(cached, cfg, prepared, runtime, phases, options=options)
+    n_batches = len(loop._training_batches(prepared, options, 0, None))
+    assert len(looked_up) == 5 * n_batches  # every batch of the 5 head-only epochs
+    monkeypatch.setattr(loop.FrozenTrainItems, "fill", lambda self, *a, **k: False)
+    plain = ranker(kind=kind)
+    without = run_fit(plain, cfg, prepared, runtime, phases, options=options)
+    assert len(looked_up) == 5 * n_batches
+    assert with_cache.history == without.history
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, cached.state_dict()[key]), key
+
+
+def test_no_kept_training_outputs_with_noise_truncation_or_a_contextual_encoder(setup) -> None:
+    cfg, prepared, runtime = setup
+    groups = loop.training_groups(prepared)
+    sizes = np.diff(prepared.train.offsets)[groups]
+    model = ranker()
+    model.set_phase(train_encoder=False)
+    items = loop.FrozenTrainItems()
+    fill = dict(runtime=runtime, item_budget=1000)
+    assert items.fill(model, prepared.train, groups, max_list_len=None, **fill)
+    assert items.fill(model, prepared.train, groups, max_list_len=int(sizes.max()), **fill)
+    # truncated QGs keep items drawn per epoch: no kept outputs
+    assert not items.fill(model, prepared.train, groups, max_list_len=int(sizes.max()) - 1, **fill)
+    assert items.items is None
+    assert not loop.FrozenTrainItems(max_bytes=64).fill(
+        model, prepared.train, groups, max_list_len=None, **fill
+    )
+    contextual = ranker(kind="attention")
+    contextual.set_phase(train_encoder=False)
+    assert not items.fill(contextual, prepared.train, groups, max_list_len=None, **fill)
+    model.set_phase(train_encoder=True)
+    assert not items.fill(model, prepared.train, groups, max_list_len=None, **fill)
+    with pytest.raises(ValueError, match="clean inputs"):
+        loop.train_epoch(
+            model,
+            [],
+            None,
+            None,
+            runtime=runtime,
+            noise_std=0.1,
+            generator=torch.Generator(),
+            encoded=items.lookup,
+        )
+
+
 def test_frozen_encoder_cache_past_its_cap_recomputes(setup) -> None:
     cfg, prepared, runtime = setup
     model = ranker()

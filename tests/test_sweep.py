@@ -202,3 +202,37 @@ def test_a_rerun_with_other_models_keeps_the_earlier_cells_in_the_manifest(tmp_p
     assert [c["id"] for c in manifest(tmp_path)["cells"] if c["model"] == "gbdt"] == [
         c["id"] for c in listed if c["model"] == "gbdt" and c["id"] != dropped["id"]
     ]
+
+
+def test_the_sweep_and_its_report_print_what_a_unit_costs(tmp_path: Path, capsys) -> None:
+    run([*sweep_args(tmp_path)])
+    out = capsys.readouterr().out
+    rows = results.rows_from_manifest(tmp_path / "sweep" / "manifest.json", [5])
+    assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
+    assert all(r["cpu_seconds"] > 0 for r in rows)  # each run's report.json records its own
+    tail = out[out.index("sweep quick:") :]
+    assert "What a unit costs" in tail
+    for model in ("gbdt", "gbdt-pca"):
+        cells = [r for r in rows if r["model"] == model]
+        mean = sum(r["cpu_seconds"] for r in cells) / 2
+        assert any(ln.split()[:3] == [model, "2", f"{mean:.1f}"] for ln in tail.splitlines())
+    total = sum(r["cpu_seconds"] for r in rows)
+    assert f"1 unit(s), CPU s mean {total:.1f}" in tail
+    run(["report", str(tmp_path / "sweep")])
+    assert f"1 unit(s), CPU s mean {total:.1f}" in capsys.readouterr().out
+
+
+def test_cost_text_means_per_model_and_sums_per_unit() -> None:
+    from scarce_ltr.sweeps.report_text import cost_text
+
+    def row(model, fold, seed, cpu, status="done"):
+        return {"model": model, "dataset": "d", "fold": fold, "seed": seed, "status": status,
+                "cpu_seconds": cpu, "seconds": 2 * cpu}  # fmt: skip
+
+    rows = [row("a", 1, 0, 10.0), row("a", 2, 0, 20.0), row("b", 1, 0, 4.0),
+            row("b", 2, 0, float("nan")), row("b", 1, 1, 99.0, status="failed")]  # fmt: skip
+    lines = cost_text(rows).splitlines()
+    assert lines[2].split() == ["a", "2", "15.0", "30.0"]
+    assert lines[3].split() == ["b", "1", "4.0", "8.0"]
+    assert "2 unit(s), CPU s mean 17.0 (min 14.0, max 20.0); all units 34.0" in lines[4]
+    assert cost_text([row("a", 1, 0, float("nan"))]) == ""
