@@ -42,11 +42,12 @@ def run_folder(
     """
     parts = [dataset, stage, name, *([setting] if setting else [])]
     for part in parts:
-        # Each part is one folder: a run is never written outside ``root`` (``..``, ``/x``).
-        if part in ("", ".", "..") or "/" in part or "\0" in part:
+        # Each part is folders of plain names (a sweep's fold: ``ohsumed/fold=1``): a run is
+        # never written outside ``root`` (``..``, ``/x``).
+        if any(piece in ("", ".", "..") or "\0" in piece for piece in part.split("/")):
             raise UserError(
-                f"{part!r} cannot name a run folder (of {'/'.join(parts)}): a plain name is "
-                "needed, no '/' and not '..'"
+                f"{part!r} cannot name a run folder (of {'/'.join(parts)}): plain names are "
+                "needed, not '..' nor an absolute path"
             )
     return Path(root, *parts, f"seed={seed}")
 

@@ -276,6 +276,10 @@ def test_run_folder_refuses_a_part_that_is_not_one_folder(tmp_path, part) -> Non
         )
     assert run_folder(tmp_path, dataset="d", stage="baseline", name="m", setting="frac=1", seed=0) \
         == tmp_path / "d" / "baseline" / "m" / "frac=1" / "seed=0"  # fmt: skip
+    fold = run_folder(
+        tmp_path, dataset="d/fold=1", stage="baseline", name="m", setting=None, seed=0
+    )
+    assert fold == tmp_path / "d" / "fold=1" / "baseline" / "m" / "seed=0"  # a sweep's fold
 
 
 # -- Ray addresses ----------------------------------------------------------------------------
