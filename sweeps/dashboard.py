@@ -20,10 +20,9 @@ import base64
 import math
 from html import escape
 
-from plotly.offline import get_plotlyjs
-
+from scarce_ltr.core.extras import require
 from scarce_ltr.core.metrics import compared_metrics
-from scarce_ltr.sweeps import choice, dashboard_plots, interactive, where
+from scarce_ltr.sweeps import choice, interactive, where
 from scarce_ltr.sweeps.stats import best_in_column
 
 CSS = """
@@ -78,7 +77,7 @@ def render(report: dict) -> str:
 
 def _plotly_js() -> str:
     """The minified plotly.js of the installed plotly, for one ``<script>`` element."""
-    source = get_plotlyjs()
+    source = require("plotly.offline", "the report's dashboard").get_plotlyjs()
     if "</script" in source.lower():  # it would end the element early
         raise RuntimeError("plotly.js contains '</script'; it cannot be inlined")
     return source
@@ -147,12 +146,12 @@ def _section(section: dict, index: int, *, k: int, select_k: int, alpha: float) 
     if section["pretraining_text"]:
         parts.append(f"<p>{escape(section['pretraining_text'])}</p>")
     div = f"groups-{index}"
-    figure = dashboard_plots.group_figure(section, k=k, alpha=alpha, div_id=div)
+    figure = _plots().group_figure(section, k=k, alpha=alpha, div_id=div)
     parts.append(f"<div class='ltr-plot'>{figure}</div>")
     parts.append("<h3>Every model</h3>")
     for metric, label in _metrics(k, note):
         parts.append(_table(section["models"], settings, "model", metric, label, alpha))
-    figure = dashboard_plots.model_figure(section, k=k, div_id=f"models-{index}")
+    figure = _plots().model_figure(section, k=k, div_id=f"models-{index}")
     parts.append(f"<div class='ltr-plot'>{figure}</div>")
     parts.append("<h3>Which member stood for each group</h3>")
     parts.append(_selection(section["groups"], section["models"], select_k))
@@ -328,3 +327,12 @@ def fmt(value: float) -> str:
 
 def fmt_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _plots():
+    """`dashboard_plots`, imported where a figure is drawn: it needs plotly (the ``report``
+    extra), which the sweeps reading this module's text helpers (`report_text`) do not."""
+    require("plotly", "the report's dashboard")
+    from scarce_ltr.sweeps import dashboard_plots
+
+    return dashboard_plots

@@ -141,7 +141,7 @@ def test_the_core_runs_without_the_extras(tmp_path):
     assert missing == [
         'missing: export format=onnx needs onnx, which is not installed: pip install '
         '"scarce-ltr[export]"',
-        'missing: ./run.sh report needs plotly, which is not installed: pip install '
+        'missing: ./run.sh report needs matplotlib, which is not installed: pip install '
         '"scarce-ltr[report]"',
         'missing: the xgboost backend needs xgboost-cpu, which is not installed: pip install '
         '"scarce-ltr[trees]"',
