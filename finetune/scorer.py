@@ -6,6 +6,7 @@ serving builds it from the bundle's manifest (`scarce_ltr.core.families.Scorer`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +31,9 @@ class TorchScorer:
     def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
         state = read_tensors(folder, info.get("weights"))
         try:
-            # Built without memory first: a spec whose widths disagree with the weights (or ask
-            # for more memory than there is) is refused before anything of its size exists.
-            with torch.device("meta"):
-                shapes = build_model(info["spec"], kinds=context.torch_builders).state_dict()
-            if {k: tuple(v.shape) for k, v in shapes.items()} != {
-                k: tuple(v.shape) for k, v in state.items()
-            }:
-                raise ValueError("its widths or layers differ from those of the weights")
-            self.module = build_model(info["spec"], kinds=context.torch_builders)
+            self.module = built_like(
+                lambda: build_model(info["spec"], kinds=context.torch_builders), state
+            )
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise UserError(f"{folder}: bad model description ({exc})") from None
         load_module_state(self.module, state, path=folder, what="the bundle's weights")
@@ -57,3 +52,16 @@ class TorchScorer:
                 self.module, split, runtime=runtime, item_budget=self.item_budget
             )
         return scores
+
+
+def built_like(build: Callable[[], torch.nn.Module], state: dict[str, torch.Tensor]):
+    """``build()``, once its module built without memory (``meta``) has the layers and widths
+    of ``state``: a bundle's spec that disagrees with its weights, or asks for more memory than
+    there is, is refused (`ValueError`) before anything of its size exists."""
+    with torch.device("meta"):
+        shapes = build().state_dict()
+    if {k: tuple(v.shape) for k, v in shapes.items()} != {
+        k: tuple(v.shape) for k, v in state.items()
+    }:
+        raise ValueError("its widths or layers differ from those of the weights")
+    return build()

@@ -334,3 +334,23 @@ def test_sweep_plans_gbdt_ssl_on_its_pretraining_job(tmp_path, capsys) -> None:
     members = [tmp_path / "sweep/synthetic/baseline" / m / "frac=0.5/seed=0" for m in
                ("gbdt-ssl+simclr-rank", "gbdt")]  # fmt: skip
     assert f'runs=["{members[0]}","{members[1]}"]' in ensemble
+
+
+def test_a_gbdt_ssl_encoder_wider_than_its_weights_is_refused_before_allocating(runs, tmp_path):
+    """A hostile bundle.json asking for a 2**19-wide encoder (~160 GB once built) is compared
+    with the weights on no device first (`finetune.scorer.built_like`), one line."""
+    import shutil
+    import time
+
+    from scarce_ltr.serving.ranker import load_ranker
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(runs["ssl"] / "bundle", copy)
+    manifest = json.loads((copy / "bundle.json").read_text())
+    encoder = manifest["model"]["embedding"]["encoder"]  # the chosen candidate reads embeddings
+    encoder.update(width=2**19, hidden=2**19)
+    (copy / "bundle.json").write_text(json.dumps(manifest))
+    start = time.monotonic()
+    with pytest.raises(UserError, match="bad encoder description .*widths or layers differ"):
+        load_ranker(copy)
+    assert time.monotonic() - start < 30

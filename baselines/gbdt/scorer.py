@@ -61,15 +61,18 @@ class _Embedding:
     features, whole or as the first k components of their PCA."""
 
     def __init__(self, folder: Path, info: dict) -> None:
+        from scarce_ltr.finetune.scorer import built_like
         from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 
         config = dict(info["encoder"])
         n_features = int(config.pop("n_features"))
-        try:
-            self.encoder = build_encoder(EncoderConfig(**config), n_features=n_features)
-        except (TypeError, ValueError) as exc:
-            raise UserError(f"{folder}: bad encoder description ({exc})") from None
         state = read_tensors(folder, info["weights"])
+        try:  # checked against the weights without memory first, as a torch bundle's model
+            self.encoder = built_like(
+                lambda: build_encoder(EncoderConfig(**config), n_features=n_features), state
+            )
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise UserError(f"{folder}: bad encoder description ({exc})") from None
         load_module_state(self.encoder, state, path=folder, what="the bundle's encoder")
         self.encoder.eval()
         self.item_budget = int(info["item_budget"])
