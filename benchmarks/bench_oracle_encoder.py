@@ -168,7 +168,16 @@ def test_ndcg(args, key: str, unit: tuple[int | None, int], fraction: float) -> 
     return None if report is None else report["_test"]
 
 
+def mean_std(values: list[float]) -> str:
+    return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f} (n={len(values)})"
+
+
 def report(args, units: list[tuple[int | None, int]]) -> None:
+    root = oracle_root(args.sweep) if args.synthetic else args.sweep
+    sources = [finished_report(cell_dir(args, root, "resnet", *u, 1.0)) for u in units]
+    sources = [r["_test"] for r in sources if r is not None]
+    if len(sources) > 1:
+        print(f"resnet with every train QG labeled (the oracle's source): {mean_std(sources)}")
     for fraction in args.fractions:
         scores = {k: {u: test_ndcg(args, k, u, fraction) for u in units} for k in MODELS}
         print(f"\n### {fraction:.0%} labeled train QGs ({len(units)} units)\n")
@@ -176,7 +185,7 @@ def report(args, units: list[tuple[int | None, int]]) -> None:
         for key, model in MODELS.items():
             done = [v for v in scores[key].values() if v is not None]
             if len(done) > 1:
-                print(f"| ({key}) {model} | {np.mean(done):.3f} ± {np.std(done, ddof=1):.3f} |")
+                print(f"| ({key}) {model} | {mean_std(done)} |")
         print("\n| paired margin | what it isolates | test NDCG@5 |\n|---|---|---|")
         for first, second, what in MARGINS:
             both = [u for u in units if None not in (scores[first][u], scores[second][u])]

@@ -3,6 +3,7 @@ options: OHSUMED stays every default, ``--data yandex`` reads the Yandex sweep's
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -89,3 +90,33 @@ def test_with_sweep_refuses_synthetic(monkeypatch) -> None:
     monkeypatch.setattr(sys, "argv", ["bench", "--synthetic", "--with-sweep"])
     with pytest.raises(SystemExit):
         bench_oracle_encoder.parse_args()
+
+
+def _finished(folder: Path, test: float) -> None:
+    folder.mkdir(parents=True)
+    metrics = {"test": {"ndcg@5": test}, "vali": {"ndcg@5": test}}
+    (folder / "report.json").write_text(json.dumps({"metrics": metrics, "seconds": 1.0}))
+    (folder / "DONE").touch()
+
+
+def test_oracle_report_pairs_the_finished_units(monkeypatch, tmp_path: Path, capsys) -> None:
+    """Three of five units finished: the source's mean, the margins over the three, and the units
+    a test needs: diffs (0.08, 0.02, 0.08), mean 0.06, sd 0.0346: (2.486 * 0.0346 / 0.06)^2 = 2.06
+    for the whole ceiling, 8.2 for half."""
+    sweep = tmp_path / "yandex-recipe"
+    monkeypatch.setattr(sys, "argv", ["bench", "--data", "yandex", "--sweep", str(sweep),
+                                      "--fractions", "0.01", "--seeds", "0"])  # fmt: skip
+    args = bench_oracle_encoder.parse_args()
+    root = bench_oracle_encoder.oracle_root(sweep)
+    for fold, o, s, p in [(1, 0.60, 0.52, 0.53), (2, 0.62, 0.60, 0.58), (3, 0.58, 0.50, 0.50)]:
+        _finished(ohsumed_folds.run_dir(sweep, "resnet", fold, 0, 1.0, "yandex"), o + 0.01)
+        _finished(ohsumed_folds.run_dir(root, "oracle+full", fold, 0, 0.01, "yandex"), o)
+        _finished(ohsumed_folds.run_dir(sweep, "scratch+full", fold, 0, 0.01, "yandex"), s)
+        _finished(ohsumed_folds.run_dir(sweep, "simclr-rank+full", fold, 0, 0.01, "yandex"), p)
+    bench_oracle_encoder.report(args, [(fold, 0) for fold in range(1, 6)])
+    out = capsys.readouterr().out
+    assert "(the oracle's source): 0.610 ± 0.020 (n=3)" in out
+    assert "| (o) oracle+full | 0.600 ± 0.020 (n=3) |" in out
+    assert "| (o) - (s) | the ceiling" in out and "+0.060 ± 0.035" in out and "3/3 > 0" in out
+    assert "| (p) - (s) |" in out and "-0.003 ± 0.015" in out
+    assert "sd 0.035 over 3 units): 2 for all of it (+0.060), 8 for half." in out
