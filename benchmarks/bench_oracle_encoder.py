@@ -57,6 +57,7 @@ from ohsumed_folds import (
     run_finetuning,
     run_sweep,
     units_needed,
+    units_needed_t,
 )
 
 from scarce_ltr.baselines.hybrid.embedding_features import load_encoder
@@ -204,9 +205,11 @@ def detectable(scores: dict[str, dict], units: list[tuple[int | None, int]]) -> 
     diffs = np.array([scores["o"][u] - scores["s"][u] for u in both])
     mean, std = float(diffs.mean()), float(diffs.std(ddof=1))
     whole, half = units_needed(mean, std), units_needed(mean / 2, std)
+    exact = units_needed_t(mean, std), units_needed_t(mean / 2, std)
     print(
         f"\nUnits to detect the ceiling (one-sided paired, 0.05, 80 % power; sd {std:.3f} over "
-        f"{len(both)} units): {whole:.0f} for all of it ({mean:+.3f}), {half:.0f} for half."
+        f"{len(both)} units): {whole:.0f} for all of it ({mean:+.3f}), {half:.0f} for half "
+        f"(((1.645 + 0.84) sd / margin)^2); with Student's t {exact[0]} and {exact[1]}."
     )
 
 

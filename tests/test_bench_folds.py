@@ -25,6 +25,16 @@ def test_units_needed_by_hand() -> None:
     assert ohsumed_folds.units_needed(-0.01, 0.081) == math.inf
 
 
+def test_units_needed_from_students_t() -> None:
+    """The fewest n whose one-sided t-test has 80 % power: n - 1 = 32 degrees of freedom,
+    t_0.95 = 1.694, noncentrality 0.036 / 0.081 * sqrt(33) = 2.553: power 0.80 (at n = 32,
+    2.514: 0.79)."""
+    assert ohsumed_folds.units_needed_t(0.036, 0.081) == 33
+    assert ohsumed_folds.units_needed_t(0.08, 0.01) == 2  # the approximation says 0.4
+    assert ohsumed_folds.units_needed_t(0.0, 0.01) == math.inf
+    assert ohsumed_folds.units_needed_t(1e-4, 1.0, most=50) == math.inf
+
+
 def test_folders_and_jobs_default_to_ohsumed(tmp_path: Path) -> None:
     ohsumed = ohsumed_folds.run_dir(tmp_path, "resnet", 2, 1, 0.05)
     assert ohsumed == tmp_path / "ohsumed/fold=2/baseline/resnet/frac=0.05/seed=1"
@@ -119,4 +129,5 @@ def test_oracle_report_pairs_the_finished_units(monkeypatch, tmp_path: Path, cap
     assert "| (o) oracle+full | 0.600 ± 0.020 (n=3) |" in out
     assert "| (o) - (s) | the ceiling" in out and "+0.060 ± 0.035" in out and "3/3 > 0" in out
     assert "| (p) - (s) |" in out and "-0.003 ± 0.015" in out
-    assert "sd 0.035 over 3 units): 2 for all of it (+0.060), 8 for half." in out
+    assert "sd 0.035 over 3 units): 2 for all of it (+0.060), 8 for half " in out
+    assert "with Student's t 4 and 10." in out
