@@ -29,10 +29,10 @@ reads them.
 (``--sweep`` defaults to its ``runs/sweeps/yandex-recipe``, fractions 1 / 3 / 10 %). With
 ``--with-sweep`` (either data set) the benchmark first runs the sweep jobs each unit needs, one
 (fold, seed) unit at a time, seed by seed (every fold at the first seed before the second):
-``resnet`` at ``frac=1``, then the pretraining, ``scratch+full`` and ``simclr-rank+full`` at the
-benchmark's fractions (not the sweep's whole cross product), each unit's oracle finetunings
-after its sweep jobs; ``--jobs`` is then the sweep's workers. A stopped run resumes (finished
-runs are skipped), and the report pairs the units finished so far:
+``resnet`` at ``frac=1``, the oracle finetunings on its encoder, then the pretraining,
+``scratch+full`` and ``simclr-rank+full`` at the benchmark's fractions (not the sweep's whole
+cross product); ``--jobs`` is then the sweep's workers. A stopped run resumes (finished runs are
+skipped), and the report pairs the units finished so far:
 
     nice -n 19 .venv/bin/python benchmarks/bench_oracle_encoder.py --data yandex --with-sweep
 
