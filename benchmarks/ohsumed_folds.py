@@ -1,6 +1,8 @@
 """What the five-fold OHSUMED benchmarks share (bench_l2sp.py, bench_recipe.py): a sweep's run
 folders, one finetuning run through the CLI beside it, the results a run reports and their rows
-per (fraction, fold, seed), and the paired margin they print.
+per (fraction, fold, seed), and the paired margin they print. The same helpers serve the other
+five-fold presets in ../shared/data (`FOLDED`: ``data="yandex"``, bench_oracle_encoder.py
+``--data yandex``); OHSUMED is every function's default.
 
 Each benchmark runs its sweep first (``configs/sweep/<name>.yaml``: the models, one pretraining
 per (fold, seed)), then finetunes variants of its own on those pretrainings, one process per run,
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -26,28 +29,39 @@ from scipy import stats
 from scarce_ltr.sweeps.stats import paired_greater
 
 ROOT = Path(__file__).resolve().parents[1]
-# The five folds in ../shared/data beside the project root (as configs/sweep/ohsumed-*.yaml).
-DATA = ["data=ohsumed", f"data.path={ROOT.parent / 'shared' / 'data' / 'ohsumed-letor3'}"]
+# The five-fold presets (configs/data/<name>.yaml) and their folders in ../shared/data beside the
+# project root (as configs/sweep/<name>-*.yaml).
+FOLDED = {"ohsumed": "ohsumed-letor3", "yandex": "yandex-web"}
 
 
-def run_dir(sweep: Path, model: str, fold: int, seed: int, fraction: float) -> Path:
+def data_args(data: str = "ohsumed") -> list[str]:
+    """``data=<preset> data.path=<its five folds>``."""
+    return [f"data={data}", f"data.path={ROOT.parent / 'shared' / 'data' / FOLDED[data]}"]
+
+
+DATA = data_args("ohsumed")
+
+
+def run_dir(
+    sweep: Path, model: str, fold: int, seed: int, fraction: float, data: str = "ohsumed"
+) -> Path:
     stage = "baseline" if model == "resnet" else "finetune"
-    return (
-        sweep / "ohsumed" / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
-    )
+    return sweep / data / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
 
 
-def pretraining(sweep: Path, fold: int, seed: int) -> Path:
-    return sweep / "ohsumed" / f"fold={fold}" / "pretrain" / "simclr-rank" / f"seed={seed}"
+def pretraining(sweep: Path, fold: int, seed: int, data: str = "ohsumed") -> Path:
+    return sweep / data / f"fold={fold}" / "pretrain" / "simclr-rank" / f"seed={seed}"
 
 
-def finetune_args(fold: int, seed: int, fraction: float, pretrained: Path | str) -> list[str]:
+def finetune_args(
+    fold: int, seed: int, fraction: float, pretrained: Path | str, data: str = "ohsumed"
+) -> list[str]:
     """The sweep's ``finetune full`` job of a cell (lr 2e-4, vali fully labeled)."""
     splits = [f"data.splits.{s}=Fold{fold}/{s}" for s in ("train", "vali", "test")]
     return [
         "finetune",
         "full",
-        *DATA,
+        *data_args(data),
         *splits,
         "logger=none",
         f"seed={seed}",
@@ -88,17 +102,18 @@ def run_all(name: str, args, cells: list, train: Callable) -> None:
         list(pool.map(train, cells))
 
 
-def run_sweep(name: str, args) -> None:
-    """``./run.sh sweep <name>`` on the benchmark's folds, seeds and fractions."""
-    listed = {
-        "folds": ",".join(map(str, args.folds)),
-        "seeds": ",".join(map(str, args.seeds)),
-        "fractions": ",".join(f"{f:g}" for f in args.fractions),
-    }
-    command = [str(ROOT / "run.sh"), "sweep", name]
-    command += [f"{key}=[{value}]" for key, value in listed.items()]
+def run_sweep(name: str, args, **lists: list) -> None:
+    """``./run.sh sweep <name>`` on the benchmark's folds, seeds and fractions; ``lists`` set
+    these or other list keys of the sweep instead (``models=[...]``, ``folds=[2]``)."""
+    listed = {"folds": args.folds, "seeds": args.seeds, "fractions": args.fractions, **lists}
+    # This interpreter, not run.sh: run.sh would reinstall the project into .venv whenever its
+    # stamp (pyproject.toml, constraints.txt) differs, and a benchmark runs inside that .venv.
+    command = [sys.executable, "-m", "scarce_ltr", "sweep", name]
+    command += [f"{key}=[{','.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}]"
+                for key, values in listed.items()]  # fmt: skip
     command += ["logger=none", f"workers={args.jobs}", f"run_dir={args.sweep}"]
-    subprocess.run(command, check=True)
+    env = {"OMP_WAIT_POLICY": "passive", **os.environ}  # run.sh's default
+    subprocess.run(command, check=True, cwd=ROOT, env=env)
 
 
 def run_finetuning(out: Path, arguments: list[str], label: str, *, wait_for: Path | None) -> None:
@@ -170,6 +185,35 @@ def collect_rows(
 def head_phase_kept(report: dict) -> bool:
     """Whether a ``full`` run's vali-best epoch lies in its head-only phase."""
     return report["best_epoch"] <= report["phases"][0]["epochs"]
+
+
+def units_needed(mean: float, std: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Units a one-sided paired test at ``alpha`` needs to detect a margin ``mean`` with paired
+    std ``std`` at ``power``: ``((z_(1-alpha) + z_power) * std / mean)^2`` (the normal
+    approximation; about 1.645 + 0.84 = 2.49 at 0.05 and 80 %). Example: mean 0.036, std 0.081
+    (OHSUMED's ceiling at 5 %): (2.486 * 0.081 / 0.036)^2 = 31.3; inf for a margin <= 0."""
+    if not mean > 0:
+        return math.inf
+    z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(power)
+    return float((z * std / mean) ** 2)
+
+
+def units_needed_t(
+    mean: float, std: float, *, alpha: float = 0.05, power: float = 0.8, most: int = 100_000
+) -> int | float:
+    """The same count from Student's t, not the normal approximation of `units_needed`: the
+    fewest units n >= 2 whose one-sided paired t-test at ``alpha`` has ``power`` against the
+    margin (noncentral t, noncentrality ``mean / std * sqrt(n)``). It matters where the margin
+    is large against its std: `units_needed` then falls below the 2 units a t-test needs.
+    Example: mean 0.036, std 0.081 gives 33 (the approximation: 31.3); mean 0.08, std 0.01
+    gives 2 (the approximation: 0.4); inf for a margin <= 0 or beyond ``most``."""
+    if not mean > 0:
+        return math.inf
+    for n in range(2, most + 1):
+        critical = stats.t.ppf(1 - alpha, n - 1)
+        if stats.nct.sf(critical, n - 1, mean / std * math.sqrt(n)) >= power:
+            return n
+    return math.inf
 
 
 def paired(x: list[float], y: list[float]) -> str:

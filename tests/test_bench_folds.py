@@ -1,0 +1,133 @@
+"""The five-fold benchmark helpers (benchmarks/ohsumed_folds.py) and bench_oracle_encoder.py's
+options: OHSUMED stays every default, ``--data yandex`` reads the Yandex sweep's folders."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import bench_oracle_encoder  # noqa: E402
+import ohsumed_folds  # noqa: E402
+
+
+def test_units_needed_by_hand() -> None:
+    # (1.6449 + 0.8416)^2 * (0.081 / 0.036)^2 = 6.1826 * 5.0625 = 31.30 (OHSUMED's ceiling at 5 %)
+    assert ohsumed_folds.units_needed(0.036, 0.081) == pytest.approx(31.30, abs=0.01)
+    assert ohsumed_folds.units_needed(0.018, 0.081) == pytest.approx(4 * 31.30, abs=0.05)
+    assert ohsumed_folds.units_needed(0.0, 0.081) == math.inf
+    assert ohsumed_folds.units_needed(-0.01, 0.081) == math.inf
+
+
+def test_units_needed_from_students_t() -> None:
+    """The fewest n whose one-sided t-test has 80 % power: n - 1 = 32 degrees of freedom,
+    t_0.95 = 1.694, noncentrality 0.036 / 0.081 * sqrt(33) = 2.553: power 0.80 (at n = 32,
+    2.514: 0.79)."""
+    assert ohsumed_folds.units_needed_t(0.036, 0.081) == 33
+    assert ohsumed_folds.units_needed_t(0.08, 0.01) == 2  # the approximation says 0.4
+    assert ohsumed_folds.units_needed_t(0.0, 0.01) == math.inf
+    assert ohsumed_folds.units_needed_t(1e-4, 1.0, most=50) == math.inf
+
+
+def test_folders_and_jobs_default_to_ohsumed(tmp_path: Path) -> None:
+    ohsumed = ohsumed_folds.run_dir(tmp_path, "resnet", 2, 1, 0.05)
+    assert ohsumed == tmp_path / "ohsumed/fold=2/baseline/resnet/frac=0.05/seed=1"
+    yandex = ohsumed_folds.run_dir(tmp_path, "scratch+full", 3, 0, 0.01, "yandex")
+    assert yandex == tmp_path / "yandex/fold=3/finetune/scratch+full/frac=0.01/seed=0"
+    assert ohsumed_folds.pretraining(tmp_path, 1, 0, "yandex").parts[-5:] == (
+        "yandex", "fold=1", "pretrain", "simclr-rank", "seed=0"
+    )  # fmt: skip
+    args = ohsumed_folds.finetune_args(4, 2, 0.03, "none", "yandex")
+    assert args[:3] == ["finetune", "full", "data=yandex"]
+    assert args[3].endswith("/shared/data/yandex-web") and "data.splits.vali=Fold4/vali" in args
+    assert ohsumed_folds.finetune_args(4, 2, 0.03, "none")[2:4] == ohsumed_folds.DATA
+    assert ohsumed_folds.DATA[1].endswith("/shared/data/ohsumed-letor3")
+
+
+def test_sweep_command_lists(monkeypatch, tmp_path: Path) -> None:
+    """One unit's sweep jobs: the lists given replace the benchmark's; no run.sh (which would
+    reinstall into .venv on a changed stamp)."""
+    seen = {}
+    monkeypatch.setattr(ohsumed_folds.subprocess, "run", lambda c, **kw: seen.update(c=c, **kw))
+    monkeypatch.setattr(sys, "argv", ["bench", "--data", "yandex", "--sweep", str(tmp_path)])
+    args = bench_oracle_encoder.parse_args()
+    ohsumed_folds.run_sweep("yandex-recipe", args, folds=[2], models=["resnet"], fractions=[1.0])
+    command = seen["c"]
+    assert command[:5] == [sys.executable, "-m", "scarce_ltr", "sweep", "yandex-recipe"]
+    assert command[5:] == [
+        "folds=[2]", "seeds=[0,1,2]", "fractions=[1]", "models=[resnet]", "logger=none",
+        "workers=2", f"run_dir={tmp_path}",
+    ]  # fmt: skip
+    assert seen["check"] is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "sweep", "fractions", "seeds"),
+    [
+        ([], "ohsumed-recipe", [0.05, 0.2], [0, 1, 2]),
+        (["--data", "yandex"], "yandex-recipe", [0.01, 0.03, 0.1], [0, 1, 2]),
+        (["--synthetic"], "quick-scratch", [0.02, 0.1, 0.5], [0, 1, 2, 3, 4, 5]),
+        (["--data", "yandex", "--fractions", "0.01", "--seeds", "0"], "yandex-recipe", [0.01], [0]),
+    ],
+)
+def test_oracle_defaults_per_data_set(monkeypatch, argv, sweep, fractions, seeds) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench", *argv])
+    args = bench_oracle_encoder.parse_args()
+    assert (args.sweep.name, args.fractions, args.seeds) == (sweep, fractions, seeds)
+    assert args.sweep_name == sweep and args.folds == [1, 2, 3, 4, 5]
+
+
+def test_oracle_cells_of_yandex(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench", "--data", "yandex", "--sweep", str(tmp_path / "s")])
+    args = bench_oracle_encoder.parse_args()
+    root = bench_oracle_encoder.oracle_root(args.sweep)
+    assert root == tmp_path / "s-oracle"
+    out = bench_oracle_encoder.cell_dir(args, root, "oracle+full", 5, 1, 0.1)
+    assert out == root / "yandex/fold=5/finetune/oracle+full/frac=0.1/seed=1"
+    job = bench_oracle_encoder.cell_args(args, 5, 1, 0.1, tmp_path / "enc")
+    assert "data=yandex" in job and f"pretrained={tmp_path / 'enc'}" in job
+    with pytest.raises(SystemExit, match="not finished; run ./run.sh sweep yandex-recipe"):
+        bench_oracle_encoder.fully_labeled_resnet(args, 5, 1)
+
+
+def test_with_sweep_refuses_synthetic(monkeypatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench", "--synthetic", "--with-sweep"])
+    with pytest.raises(SystemExit):
+        bench_oracle_encoder.parse_args()
+
+
+def _finished(folder: Path, test: float) -> None:
+    folder.mkdir(parents=True)
+    metrics = {"test": {"ndcg@5": test}, "vali": {"ndcg@5": test}}
+    (folder / "report.json").write_text(json.dumps({"metrics": metrics, "seconds": 1.0}))
+    (folder / "DONE").touch()
+
+
+def test_oracle_report_pairs_the_finished_units(monkeypatch, tmp_path: Path, capsys) -> None:
+    """Three of five units finished: the source's mean, the margins over the three, and the units
+    a test needs: diffs (0.08, 0.02, 0.08), mean 0.06, sd 0.0346: (2.486 * 0.0346 / 0.06)^2 = 2.06
+    for the whole ceiling, 8.2 for half."""
+    sweep = tmp_path / "yandex-recipe"
+    monkeypatch.setattr(sys, "argv", ["bench", "--data", "yandex", "--sweep", str(sweep),
+                                      "--fractions", "0.01", "--seeds", "0"])  # fmt: skip
+    args = bench_oracle_encoder.parse_args()
+    root = bench_oracle_encoder.oracle_root(sweep)
+    for fold, o, s, p in [(1, 0.60, 0.52, 0.53), (2, 0.62, 0.60, 0.58), (3, 0.58, 0.50, 0.50)]:
+        _finished(ohsumed_folds.run_dir(sweep, "resnet", fold, 0, 1.0, "yandex"), o + 0.01)
+        _finished(ohsumed_folds.run_dir(root, "oracle+full", fold, 0, 0.01, "yandex"), o)
+        _finished(ohsumed_folds.run_dir(sweep, "scratch+full", fold, 0, 0.01, "yandex"), s)
+        _finished(ohsumed_folds.run_dir(sweep, "simclr-rank+full", fold, 0, 0.01, "yandex"), p)
+    bench_oracle_encoder.report(args, [(fold, 0) for fold in range(1, 6)])
+    out = capsys.readouterr().out
+    assert "(the oracle's source): 0.610 ± 0.020 (n=3)" in out
+    assert "| (o) oracle+full | 0.600 ± 0.020 (n=3) |" in out
+    assert "| (o) - (s) | the ceiling" in out and "+0.060 ± 0.035" in out and "3/3 > 0" in out
+    assert "| (p) - (s) |" in out and "-0.003 ± 0.015" in out
+    assert "sd 0.035 over 3 units): 2 for all of it (+0.060), 8 for half " in out
+    assert "with Student's t 4 and 10." in out
