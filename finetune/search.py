@@ -271,7 +271,9 @@ def make_pruner(space: Space):
     optuna, config = _optuna(), space.config
     warmup = config.prune_warmup
     if config.pruner == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=warmup)
+        return optuna.pruners.MedianPruner(
+            n_startup_trials=config.prune_startup, n_warmup_steps=warmup
+        )
     if config.pruner == "halving":
         return optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup, reduction_factor=3)
     most = max(config.head_epochs or [0]) + max(config.full_epochs or [0])

@@ -66,6 +66,9 @@ class SearchConfig:
     # epochs every trial trains before it may be pruned (median: the warm-up; halving and
     # hyperband: the first rung's resource)
     prune_warmup: int = 20
+    # median: the trials that finish unpruned before the median may stop any (Optuna's
+    # n_startup_trials): the fewer, the sooner TPE sees mostly stopped trials
+    prune_startup: int = 5
     # an Optuna RDB URL (sqlite:///studies.db) the study is mirrored into, for
     # optuna.load_study and optuna-dashboard (core.studies); null: in memory only
     storage: str | None = None
@@ -104,6 +107,11 @@ class SearchConfig:
             raise ValueError(
                 f"{prefix}prune_warmup must be >= 1 and <= {MAX_EPOCHS} (epochs before a trial "
                 f"may be pruned), got {self.prune_warmup}"
+            )
+        if not 1 <= self.prune_startup <= MAX_TRIALS:
+            raise ValueError(
+                f"{prefix}prune_startup must be >= 1 and <= {MAX_TRIALS} (trials finished "
+                f"before the median pruner stops any), got {self.prune_startup}"
             )
         check_storage(f"{prefix}storage", self.storage)
         if self.recipe_from and not self.n_trials:

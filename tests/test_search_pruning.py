@@ -124,9 +124,11 @@ def test_a_pruned_finetuning_search_and_its_identity(tmp_path: Path) -> None:
     args += ["search.n_trials=6", "search.head_epochs=[1,3]", "search.full_epochs=[1,3]"]
     off = run([*args, f"run_dir={tmp_path / 'off'}"])
     assert '"pruner"' not in off["identity"] and "pruner" not in off["search"]
+    assert '"prune_startup"' not in off["identity"]
     pruned = ["search.pruner=median", "search.prune_warmup=1"]
     got = run([*args, *pruned, f"run_dir={tmp_path / 'on'}"])
     assert '"pruner": "median"' in got["identity"] and got["search"]["pruner"] == "median"
+    assert '"prune_startup": 5' in got["identity"]  # the median's own key, with it only
     assert not got["search"]["trials"][0].get("pruned")
 
 
@@ -135,6 +137,7 @@ def test_a_pruned_finetuning_search_and_its_identity(tmp_path: Path) -> None:
     [
         ("search.pruner=nope", "search.pruner must be one of none, median, halving, hyperband"),
         ("search.prune_warmup=0", "search.prune_warmup must be >= 1"),
+        ("search.prune_startup=0", "search.prune_startup must be >= 1"),
     ],
 )
 def test_a_bad_pruner_is_named(tmp_path: Path, override: str, message: str) -> None:
