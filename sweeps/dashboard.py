@@ -113,13 +113,12 @@ with a band of one std; a star marks a clear win by the verdict rule above.</p>"
 
 def _verdicts(report: dict) -> str:
     """One line per data set, curve and label setting (`stats.verdicts`)."""
-    from scarce_ltr.sweeps.report_text import verdict_text  # it imports this module
+    from scarce_ltr.sweeps.report_text import curve_name, verdict_text  # it imports this module
 
     k, alpha = report["k"], report["alpha"]
     items = []
     for section in report["sections"]:
-        curve = section["dataset"]
-        curve += "" if section["series"].startswith("% labeled") else f" · {section['series']}"
+        curve = curve_name(section)
         for verdict in section.get("verdicts", []):
             text = verdict_text(verdict, k, alpha=alpha)
             css = " class='win'" if verdict["status"] == "win" else ""

@@ -15,8 +15,9 @@ from scarce_ltr.sweeps import choice, dashboard, where
 
 
 def text_tables(report: dict) -> str:
-    """The group tables as plain text: per data set and curve, rows = groups, columns = settings."""
-    k, lines = report["k"], []
+    """The verdict lines, then the group tables as plain text: per data set and curve, rows =
+    groups, columns = settings."""
+    k, lines = report["k"], verdict_lines(report)
     for section in report["sections"]:
         settings = section["settings"]
         for metric, label in (("test", f"NDCG@{k}"), ("outlier", f"Outlier-NDCG@{k}")):
@@ -131,6 +132,30 @@ GROUP_NAMES = {
     "pretrained-dl": "pretrained DL",
     "hybrid": "hybrid",
 }
+
+
+def curve_name(section: dict) -> str:
+    """A section's data set, with its series unless that is the label-budget curve."""
+    series = section["series"]
+    return section["dataset"] + ("" if series.startswith("% labeled") else f" · {series}")
+
+
+def verdict_lines(report: dict) -> list[str]:
+    """The report's verdict, one line per data set, curve and label setting (as the dashboard's
+    top): a win only where the paired test says so."""
+    k, alpha = report["k"], report["alpha"]
+    lines = [
+        f"{curve_name(section)}, {verdict_text(verdict, k, alpha=alpha)}"
+        for section in report["sections"]
+        for verdict in section.get("verdicts", [])
+    ]
+    if not lines:
+        return []
+    head = (
+        f"Verdict (test NDCG@{k} of each group's validation-best member; a group wins a setting "
+        f"only where its one-sided paired t-test against every other group gives p < {alpha:g}):"
+    )
+    return [head, *(f"  {line}" for line in lines)]
 
 
 def verdict_text(verdict: dict, k: int, *, alpha: float) -> str:

@@ -17,7 +17,7 @@ from scipy import stats as scipy_stats
 
 from scarce_ltr.sweeps import dashboard_plots, plots, stats
 from scarce_ltr.sweeps.report import ReportConfig, main
-from scarce_ltr.sweeps.report_text import crossover_text, verdict_text
+from scarce_ltr.sweeps.report_text import crossover_text, verdict_lines, verdict_text
 
 UNITS = [(None, 0), (None, 1), (None, 2)]
 
@@ -62,6 +62,12 @@ def test_a_win_is_claimed_only_where_the_paired_p_is_below_alpha() -> None:
     # A stricter alpha takes the win back.
     strict = stats.verdicts(groups, dataset="d", series="% labeled", alpha=p_dl / 2)
     assert strict[1]["status"] == "none"
+    # The printed report (`./run.sh report`) says the same, one line per setting, first.
+    report = {"k": 5, "alpha": 0.05, "sections": [{"dataset": "d", "series": "% labeled",
+              "verdicts": [low, high, alone]}]}  # fmt: skip
+    head, *lines = verdict_lines(report)
+    assert head.startswith("Verdict (test NDCG@5") and "p < 0.05" in head
+    assert lines == [f"  d, {verdict_text(v, 5, alpha=0.05)}" for v in (low, high, alone)]
 
 
 def test_crossover_sentence_does_not_claim_what_the_p_values_do_not_show() -> None:
