@@ -28,15 +28,20 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from scarce_ltr import __version__
 from scarce_ltr.api import aliases, inputs, lgbm
 from scarce_ltr.api.layout import holdout, train_split
 from scarce_ltr.api.stages import SCHEMAS, leaves, route, run_stage
 from scarce_ltr.baselines.tree_run import MISSING_AS_NAN
+from scarce_ltr.core.files import temp_folder_beside
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
 from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 
+# The form of estimator.json; `load_estimator` refuses a newer one. Raise it when a reader of
+# this version would misread a new file (a key's meaning changes, a key it needs is added).
+ESTIMATOR_FORMAT = 1
 # Trees that take NaN as a missing value (the others' inputs pass through an encoder or PCA).
 NAN_TREES = MISSING_AS_NAN  # one list: baselines/tree_run.py's
 # What the estimators set unless a keyword says otherwise: no tracker; no Outlier-NDCG (fit's
@@ -228,7 +233,8 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
             raw.append(inputs.as_raw_qids(qid_u, len(pieces["unlabeled X"].values),
                                           arg="unlabeled qid"))  # fmt: skip
         qids = inputs.codes(*raw)
-        splits = {"train": _split(labeled, y, qids[0], "")}
+        integer = self._integer_labels()
+        splits = {"train": _split(labeled, y, qids[0], "", integer=integer)}
         if unlabeled is not None:
             splits["unlabeled"] = _split(pieces["unlabeled X"], None, qids[1], "unlabeled ")
             _check_disjoint(raw, qids)
@@ -236,7 +242,8 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
             v = sets[0]
             raw_v = inputs.query_ids(v.qid, v.group, len(pieces["eval_set X"].values),
                                      what="eval_set ")  # fmt: skip
-            splits["vali"] = _split(pieces["eval_set X"], v.y, inputs.codes(raw_v)[0], "eval_set ")
+            splits["vali"] = _split(pieces["eval_set X"], v.y, inputs.codes(raw_v)[0],
+                                    "eval_set ", integer=integer)  # fmt: skip
         if splits["train"].n_items == 0:
             raise ValueError("the labeled set is empty: X, y and qid have no row")
         every = np.concatenate([splits[s].features for s in splits if s != "vali"])
@@ -337,7 +344,9 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         """Mean NDCG@5 over the QGs of ``(X, y, qid)`` (`scarce_ltr.core.metrics`: gain
         2^y - 1, QGs without a relevant item skipped unless ``metrics__policy`` says).
         ``qid`` is required: scikit-learn's tools pass it with metadata routing.
-        ``sample_weight``: scikit-learn's score argument; None only (QGs count the same)."""
+        ``sample_weight``: scikit-learn's score argument; None only (QGs count the same).
+        When no QG has a relevant item and the policy skips them, there is no NDCG to average:
+        a `ValueError`, never a NaN (GridSearchCV would rank it silently)."""
         self._fitted()
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported: every QG counts the same in NDCG")
@@ -355,11 +364,22 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         scores = self.predict(X, qids)[groups.order]
         config = getattr(self, "_config", None) or self.config_params()
         policy = dict(leaves(config)).get("metrics.policy", "skip")
-        return mean_ndcg(scores, labels[groups.order], groups.offsets, k=5, policy=policy)
+        value = mean_ndcg(scores, labels[groups.order], groups.offsets, k=5, policy=policy)
+        if np.isnan(value):  # policy skip, and every QG skipped: DESIGN.md's "no defined NDCG"
+            raise ValueError(
+                f"score: none of the {groups.n_groups} QGs of y has a relevant item (label > 0), "
+                "so NDCG@5 is undefined for each and metrics__policy='skip' (the default) leaves "
+                "every one out; score QGs that have one, or fit with metrics__policy='zero' "
+                "(scikit-learn's ndcg_score: 0) or 'one' (LightGBM's: 1) to count them"
+            )
+        return value
 
     def save(self, path: str | Path) -> Path:
         """Write the run's model bundle to ``path`` (a new folder, or one an earlier `save`
-        wrote), with ``estimator.json``: `load_estimator` and `scarce_ltr.load_ranker` read it."""
+        wrote, replaced as LightGBM's ``save_model`` and ``torch.save`` replace their file), with
+        ``estimator.json``: `load_estimator` and `scarce_ltr.load_ranker` read it. Written
+        beside ``path`` and renamed into place: a crash leaves the earlier save or the new one,
+        never a mix or half of one."""
         self._fitted()
         path = Path(path)
         if path.exists() and not (path / ESTIMATOR_FILE).is_file():
@@ -371,13 +391,11 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
                 "removed); fit again, or save before it is removed"
             )
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        tmp = temp_folder_beside(path)
         try:
             shutil.copytree(self.ranker_.folder, tmp, dirs_exist_ok=True)
             (tmp / ESTIMATOR_FILE).write_text(json.dumps(self._description(), indent=1) + "\n")
-            if path.exists():
-                shutil.rmtree(path)
-            os.replace(tmp, path)
+            _replace_folder(tmp, path)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -410,6 +428,8 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
     def _description(self) -> dict:
         names = getattr(self, "feature_names_in_", None)
         return {
+            "format": ESTIMATOR_FORMAT,
+            "version": __version__,
             "estimator": type(self).__name__,
             "params": {k: _jsonable(v) for k, v in self._saved_params().items()},
             "n_features": self.n_features_in_,
@@ -459,6 +479,11 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         return ranker
 
     # ---- for the subclasses -----------------------------------------------------------------
+    def _integer_labels(self) -> str | None:
+        """The model, named for a message, when it takes integer labels only; None: real
+        relevance grades are taken (the deep models' losses and NDCG's gain)."""
+        return None
+
     def _missing_policy(self) -> str:
         return self.missing or "raise"
 
@@ -528,15 +553,40 @@ def _field_names(schema) -> set[str]:
     return {f.name for f in fields(schema)}
 
 
-def _split(features: inputs.Features, y, qids: np.ndarray, what: str) -> RankingSplit:
-    """Rows grouped stably by qid (numbered, `inputs.codes`; QGs by ascending qid) as a split."""
+def _split(
+    features: inputs.Features, y, qids: np.ndarray, what: str, *, integer: str | None = None
+) -> RankingSplit:
+    """Rows grouped stably by qid (numbered, `inputs.codes`; QGs by ascending qid) as a split;
+    ``integer``: the model that takes integer labels only (`inputs.as_labels`)."""
     n = len(features.values)
-    labels = np.zeros(n, dtype=np.float32) if y is None else inputs.as_labels(y, n, arg=f"{what}y")
+    if y is None:
+        labels = np.zeros(n, dtype=np.float32)
+    else:
+        labels = inputs.as_labels(y, n, arg=f"{what}y", integer=integer)
     groups = QidGroups(qids)
     return RankingSplit(
         features.values[groups.order], labels[groups.order], groups.offsets, groups.qids,
         "vali" if what == "eval_set " else "train",
     )  # fmt: skip
+
+
+def _replace_folder(new: Path, path: Path) -> None:
+    """Put the filled folder ``new`` at ``path``: the earlier folder there is renamed aside, not
+    removed, until the new one is in place (a folder cannot be renamed onto a non-empty one),
+    and is put back if that fails; a process killed between the two renames leaves it whole
+    beside ``path`` (``.<name>.<random>.tmp``)."""
+    old = None
+    if path.exists():
+        old = temp_folder_beside(path)
+        os.replace(path, old)  # onto the empty folder: one rename
+    try:
+        os.replace(new, path)
+    except BaseException:
+        if old is not None:
+            os.replace(old, path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _check_disjoint(raw: list[np.ndarray], numbers: list[np.ndarray]) -> None:

@@ -24,10 +24,12 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from scarce_ltr import __version__
 from scarce_ltr.api import aliases
-from scarce_ltr.api.base import NAN_TREES, Ranker
+from scarce_ltr.api.base import ESTIMATOR_FORMAT, NAN_TREES, Ranker
 from scarce_ltr.api.inputs import MISSING_POLICIES
 from scarce_ltr.baselines.run import BASELINES
+from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.finetune.config import COMBINE, STRATEGIES
 from scarce_ltr.pretrain.objectives import OBJECTIVES
@@ -178,6 +180,13 @@ class TreeRanker(Ranker):
         params.setdefault("categorical_feature", columns)
         return config | {"gbdt__params": params}
 
+    def _integer_labels(self) -> str | None:
+        """LightGBM's and XGBoost's ranking objectives take integer grades only (LGBMRanker
+        stops at y=0.5: "label should be int type"); CatBoost and the deep baselines take
+        real ones."""
+        backend = {"gbdt": "LightGBM", "xgboost": "XGBoost"}.get(aliases.family_of(self.method))
+        return None if backend is None else f"TreeRanker({self.method!r}) ({backend})"
+
     def _missing_policy(self) -> str:
         if self.missing is None:
             return "keep" if self.method in NAN_TREES else "raise"
@@ -225,12 +234,19 @@ def load_estimator(path: str | Path) -> Ranker:
     try:
         info = json.loads(file.read_text())
     except FileNotFoundError:
+        if (path / MANIFEST).is_file() or (path / BUNDLE_DIR / MANIFEST).is_file():
+            raise ValueError(
+                f"{path}: a run's model bundle, not an estimator's save() folder (no "
+                f"{ESTIMATOR_FILE}); score it with `./run.sh predict {path} data.path=<file>`, "
+                f"or scarce_ltr.load_ranker({str(path)!r}).predict(X, qid) from Python"
+            ) from None
         raise ValueError(f"{path}: no {ESTIMATOR_FILE}; not a folder that save() wrote") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{file}: not JSON ({exc})") from None
     classes = {"PretrainedRanker": PretrainedRanker, "TreeRanker": TreeRanker}
     if not isinstance(info, dict):
         raise ValueError(f"{file}: expected a JSON object, got {type(info).__name__}")
+    _check_format(file, info)
     missing_keys = [k for k in ("estimator", "params", "n_features", "missing") if k not in info]
     if missing_keys:
         raise ValueError(f"{file}: no key {missing_keys[0]!r}")
@@ -287,3 +303,16 @@ def load_estimator(path: str | Path) -> Ranker:
     estimator.missing_ = policy
     estimator.medians_ = medians
     return estimator
+
+
+def _check_format(file: Path, info: dict) -> None:
+    """Refuse an ``estimator.json`` of a format newer than this version reads (one without the
+    key is format 1: written before the key existed)."""
+    found = info.get("format", 1)
+    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
+        raise ValueError(f"{file}: format must be a positive integer, got {found!r}")
+    if found > ESTIMATOR_FORMAT:
+        raise ValueError(
+            f"{file}: format {found} (written by scarce-ltr {info.get('version', '?')}) is newer "
+            f"than scarce-ltr {__version__} reads (format {ESTIMATOR_FORMAT}); upgrade scarce-ltr"
+        )

@@ -161,8 +161,10 @@ def query_ids(qid, group, n_items: int, *, what: str = "") -> np.ndarray:
     return as_raw_qids(qid, n_items, arg=f"{what}qid")
 
 
-def as_labels(y, n_items: int, *, arg: str = "y") -> np.ndarray:
-    """``[n_items]`` float32 relevance grades 0..30."""
+def as_labels(y, n_items: int, *, arg: str = "y", integer: str | None = None) -> np.ndarray:
+    """``[n_items]`` float32 relevance grades 0..30: real numbers, or integers (floats with
+    integral values, ``1.0``, included) when ``integer`` names the model that needs them
+    (LightGBM's lambdarank refuses ``0.5`` too)."""
     labels = np.asarray(y)
     _check_length(labels, n_items, arg, "labels")
     if not np.issubdtype(labels.dtype, np.number) and labels.dtype != bool:
@@ -174,6 +176,15 @@ def as_labels(y, n_items: int, *, arg: str = "y") -> np.ndarray:
             f"{arg}: row {row}: label {labels[row]:g} is outside the relevance grades "
             f"0..{MAX_LABEL} (NDCG's gain is 2^label - 1)"
         )
+    if integer is not None:
+        bad = np.flatnonzero(labels != np.round(labels))
+        if len(bad):
+            row = int(bad[0])
+            raise ValueError(
+                f"{arg}: row {row}: label {labels[row]:g} is not an integer; {integer} takes "
+                f"integer relevance grades 0..{MAX_LABEL} (round the labels, or binarize "
+                "real-valued feedback: y > threshold)"
+            )
     return labels.astype(np.float32)
 
 

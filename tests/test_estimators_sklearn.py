@@ -5,9 +5,12 @@ attributes, and a scikit-learn-style error for each misuse (issues 48 and 49).""
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import re
 import shutil
 import warnings
+from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
@@ -16,6 +19,7 @@ import pytest
 import sklearn
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.metrics import ndcg_score
 from sklearn.model_selection import GridSearchCV, GroupKFold, cross_val_score
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
@@ -23,7 +27,8 @@ from sklearn.utils import estimator_checks as checks
 from sklearn.utils._param_validation import InvalidParameterError
 from tiny import tiny_data
 
-from scarce_ltr.api import PretrainedRanker, TreeRanker, load_estimator
+import scarce_ltr
+from scarce_ltr.api import PretrainedRanker, TreeRanker, base, load_estimator
 from scarce_ltr.core.config import load_config
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.stage_config import CommonConfig
@@ -305,3 +310,126 @@ def test_an_offline_wandb_run_without_work_dir_is_announced(data, tmp_path) -> N
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         TreeRanker("gbdt", **FAST, logger="wandb", work_dir=tmp_path).fit(x, y, qid, eval_set=vali)
+
+
+# ---- labels, score, save and load as the ecosystem's users expect them (issue 49) -----------
+
+
+def test_integral_float_labels_are_taken_and_a_fraction_refused_as_lgbmranker_does(
+    data, fitted, tmp_path
+) -> None:
+    """y=1.0 is a grade; y=0.5 stops LGBMRanker's lambdarank ("label should be int type"): ours
+    stops at the same label with a ValueError naming y, the row and what is expected, before any
+    folder is written."""
+    (x, y, qid), vali, (xt, _, qt) = data["train"], data["vali"], data["test"]
+    floats = TreeRanker("gbdt", **FAST).fit(x, y.astype(np.float64), qid, eval_set=vali)
+    np.testing.assert_array_equal(floats.predict(xt, qt), fitted.predict(xt, qt))
+    half = y.astype(np.float64)
+    half[3] = 0.5
+    with pytest.raises(lgb.basic.LightGBMError, match="label should be int type"):
+        lgb.LGBMRanker(n_estimators=1, verbose=-1).fit(x, half, group=sizes(qid))
+    for method, backend in [("gbdt", "LightGBM"), ("xgboost", "XGBoost")]:
+        with pytest.raises(
+            ValueError,
+            match=rf"^y: row 3: label 0.5 is not an integer; TreeRanker"
+            rf"\('{method}'\) \({backend}\) takes integer relevance grades 0..30",
+        ):
+            TreeRanker(method, work_dir=tmp_path, verbose=False).fit(x, half, qid, eval_set=vali)
+    with pytest.raises(ValueError, match="^eval_set y: row 0: label 2.5 is not an integer"):
+        TreeRanker("gbdt", **FAST, work_dir=tmp_path).fit(x, y, qid, eval_set=(
+            vali[0], np.r_[2.5, vali[1][1:]], vali[2]))  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_score_without_a_relevant_item_is_an_error_or_the_policy_s_number(data, fitted) -> None:
+    """A QG without a relevant item has no NDCG (DESIGN.md): with the default policy skip and
+    every QG such, score raises rather than return a NaN GridSearchCV would rank silently;
+    policy zero gives scikit-learn's ndcg_score number (0)."""
+    (x, y, qid), vali, (xt, yt, qt) = data["train"], data["vali"], data["test"]
+    none = np.zeros_like(yt)
+    with pytest.raises(ValueError, match=r"^score: none of the 10 QGs of y has a relevant item"):
+        fitted.score(xt, none, qt)
+    some = np.where(qt == qt[0], yt, 0)  # one QG keeps its labels: the mean is over it alone
+    assert fitted.score(xt, some, qt) == fitted.score(
+        xt[qt == qt[0]], yt[qt == qt[0]], qt[qt == qt[0]]
+    )
+    assert ndcg_score([[0.0, 0.0, 0.0]], [[3.0, 2.0, 1.0]]) == 0.0
+    zero = TreeRanker("gbdt", **FAST, metrics__policy="zero").fit(x, y, qid, eval_set=vali)
+    assert zero.score(xt, none, qt) == 0.0
+
+
+def test_save_replaces_an_earlier_save_and_a_failure_never_leaves_half_of_one(
+    fitted, tmp_path, monkeypatch
+) -> None:
+    """Saving onto an earlier save replaces it, as LightGBM's save_model and torch.save do; the
+    new folder is renamed into place, so a save that fails or is killed leaves a whole save."""
+    saved = fitted.save(tmp_path / "saved")
+    assert fitted.save(saved) == saved and load_estimator(saved).n_features_in_ == 12
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]  # no temp folder left
+    real_replace = os.replace
+    failed = []
+
+    def replace(src, dst):
+        if str(dst) == str(saved) and ".saved." in str(src) and not failed:
+            failed.append(src)
+            raise OSError(28, "No space left on device")  # moving the new save in fails
+        real_replace(src, dst)
+
+    monkeypatch.setattr(base.os, "replace", replace)
+    with pytest.raises(OSError, match="No space left"):
+        fitted.save(saved)
+    assert failed and sorted(p.name for p in tmp_path.iterdir()) == ["saved"]
+    load_estimator(saved)  # the earlier save, whole
+
+
+def test_a_save_killed_while_removing_the_earlier_one_leaves_the_new_one_whole(
+    fitted, tmp_path, monkeypatch
+) -> None:
+    saved = fitted.save(tmp_path / "saved")
+    real_rmtree = shutil.rmtree
+
+    def killed_while_removing(folder, *args, **kwargs):
+        if (Path(folder) / "estimator.json").is_file():
+            (Path(folder) / "estimator.json").unlink()  # half removed, then the process dies
+            raise KeyboardInterrupt
+        real_rmtree(folder, *args, **kwargs)
+
+    monkeypatch.setattr(base.shutil, "rmtree", killed_while_removing)
+    with pytest.raises(KeyboardInterrupt):
+        fitted.save(saved)
+    monkeypatch.setattr(base.shutil, "rmtree", real_rmtree)
+    np.testing.assert_array_equal(
+        load_estimator(saved).predict(np.eye(3, 12)), fitted.predict(np.eye(3, 12))
+    )
+
+
+def test_load_estimator_on_a_run_bundle_says_what_scores_it(fitted) -> None:
+    for folder in (fitted.run_, fitted.run_ / "bundle"):
+        with pytest.raises(ValueError) as error:
+            load_estimator(folder)
+        message = str(error.value)
+        assert message.startswith(f"{folder}: a run's model bundle, not an estimator's save()")
+        assert f"./run.sh predict {folder} data.path=<file>" in message
+        assert "scarce_ltr.load_ranker(" in message and "\n" not in message
+        scarce_ltr.load_ranker(folder)  # what the message advises loads it
+
+
+def test_estimator_json_holds_its_format_and_version_and_a_newer_format_is_refused(
+    fitted, tmp_path
+) -> None:
+    saved = fitted.save(tmp_path / "saved")
+    file = saved / "estimator.json"
+    good = json.loads(file.read_text())
+    assert good["format"] == 1 and good["version"] == scarce_ltr.__version__
+    where = re.escape(str(file))
+    for info, message in [
+        ({**good, "format": 2, "version": "9.0"}, rf"^{where}: format 2 \(written by scarce-ltr "
+         rf"9.0\) is newer than scarce-ltr {scarce_ltr.__version__} reads \(format 1\); upgrade"),
+        ({**good, "format": "1"}, "format must be a positive integer, got '1'"),
+    ]:  # fmt: skip
+        file.write_text(json.dumps(info))
+        with pytest.raises(ValueError, match=message):
+            load_estimator(saved)
+    older = {k: v for k, v in good.items() if k not in ("format", "version")}
+    file.write_text(json.dumps(older))  # written before the keys existed
+    assert load_estimator(saved).n_features_in_ == 12
