@@ -10,12 +10,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from scarce_ltr.core.config_fields import NON_NEGATIVE, POSITIVE, OptimizerConfig
+from scarce_ltr.core.config_fields import NON_NEGATIVE, OptimizerConfig
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys
 from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig
-from scarce_ltr.pretrain.objectives import OBJECTIVES  # the one list of methods
+from scarce_ltr.pretrain.objectives import OBJECTIVES, option_keys, readers  # the methods
+from scarce_ltr.pretrain.objectives.base import (
+    ObjectiveOptions,
+    check_probability,
+    config_value,
+)
 
 # <method>@<variant>: the method pretrained with a sweep's named variant of its settings (paper
 # A.2.3 tunes each method's augmentation), as in simclr-rank@zero0.1+full.
@@ -23,29 +28,16 @@ VARIANT_MARK = "@"
 # A pretraining run ranks nothing; its reports have always been filed under this group.
 PRETRAIN_GROUP = "no-pretrain-dl"
 
-# The keys only some methods read, and what a method that does not would do with one (messages).
-_UNREAD = {
-    "augment.replace_p": "does not replace entries of its views",
-    "augment.replace_source": "draws no donor values",
-    "augment.binary_p": "makes no views whose flag columns could get flag noise",
-    "temperature": "takes no temperature",
-    "vime_alpha": "takes no vime_alpha",
-}
-REPLACE_KEYS = ("augment.replace_p", "augment.replace_source", "augment.binary_p")
-METHOD_KEYS = ("temperature", "vime_alpha")
 SSL_VAL_CRITERIA = ("loss", "none")  # pretrain/ssl_val.py
 DEFAULT_EPOCHS = 40
 
 
-def _probability(name: str, value: float, *, closed: bool = False) -> None:
-    upper_ok = value <= 1.0 if closed else value < 1.0
-    if not (0.0 <= value and upper_ok):
-        raise ValueError(f"{name} must be in [0, {'1]' if closed else '1)'}, got {value}")
-
-
 @dataclass(frozen=True)
 class AugmentConfig:
-    """How views and corrupted inputs are made (pretrain/augmentations.py)."""
+    """How views and corrupted inputs are made (pretrain/augmentations.py). Which methods read
+    a key is their options' (`pretrain.objectives.base.ObjectiveOptions`), and so are the checks
+    of the keys only some objectives read (corrupt_p, mixup, subsets, overlap); the view keys
+    every view method reads alike are checked here."""
 
     zero_p: float = 0.0  # zeroing: each feature of each item set to 0 with this probability
     noise_scale: float = 0.0  # Gaussian noise of this std added to every feature
@@ -66,20 +58,15 @@ class AugmentConfig:
     binary_p: float = 0.0
 
     def __post_init__(self) -> None:
-        _probability("augment.zero_p", self.zero_p)
-        _probability("augment.corrupt_p", self.corrupt_p, closed=True)
-        _probability("augment.mixup", self.mixup, closed=True)
-        _probability("augment.overlap", self.overlap)
-        _probability("augment.replace_p", self.replace_p, closed=True)
-        _probability("augment.binary_p", self.binary_p, closed=True)
+        check_probability("augment.zero_p", self.zero_p)
+        check_probability("augment.replace_p", self.replace_p, closed=True)
+        check_probability("augment.binary_p", self.binary_p, closed=True)
         if self.replace_source not in REPLACE_SOURCES:
             raise ValueError(
                 f"augment.replace_source must be one of {', '.join(REPLACE_SOURCES)}, "
                 f"got {self.replace_source!r}"
             )
         NON_NEGATIVE.check("augment.noise_scale", self.noise_scale)
-        if self.subsets < 1:
-            raise ValueError(f"augment.subsets must be >= 1, got {self.subsets}")
 
 
 @dataclass(frozen=True)
@@ -120,9 +107,9 @@ class MonitorConfig:
             )
         if self.n_items < 2:
             raise ValueError("monitor.n_items must be >= 2")
-        _probability("monitor.zero_p", self.zero_p)
+        check_probability("monitor.zero_p", self.zero_p)
         NON_NEGATIVE.check("monitor.noise_scale", self.noise_scale)
-        _probability("monitor.collapse_share", self.collapse_share, closed=True)
+        check_probability("monitor.collapse_share", self.collapse_share, closed=True)
         NON_NEGATIVE.check("monitor.collapse_min", self.collapse_min)
 
 
@@ -160,6 +147,9 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     # QGs (SSL Val, labels unread), none = the last epoch (pretrain/ssl_val.py).
     ssl_val: str = "loss"
     variant: str = ""  # a sweep's name for these settings: the run's model is <method>@<variant>
+    # The keys above and in augment and heads that only some methods read are the options of
+    # those methods (their `ObjectiveOptions`): one set away from its default for a method that
+    # does not read it is refused, and each method checks its own (`objective_options`).
     temperature: float = 0.1  # contrastive objectives
     vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation
 
@@ -167,15 +157,12 @@ class PretrainConfig(DeviceKeys, CommonConfig):
         super().__post_init__()
         if self.method not in OBJECTIVES:
             raise ValueError(f"method must be one of {', '.join(OBJECTIVES)}, got {self.method}")
-        self._refuse_unread(REPLACE_KEYS)
         if not 0 < self.pool_fraction <= 1:
             raise ValueError(f"pool_fraction must be in (0, 1], got {self.pool_fraction}")
         if self.item_budget < 2:
             raise ValueError(f"item_budget must be >= 2, got {self.item_budget}")
         if self.max_list_len is not None and self.max_list_len < 1:
             raise ValueError(f"max_list_len must be >= 1, got {self.max_list_len}")
-        POSITIVE.check("temperature", self.temperature)
-        NON_NEGATIVE.check("vime_alpha", self.vime_alpha)
         self.check_device_keys()
         if self.ssl_val not in SSL_VAL_CRITERIA:
             raise ValueError(
@@ -186,20 +173,26 @@ class PretrainConfig(DeviceKeys, CommonConfig):
                 f"variant may hold letters, digits, '.', '_' and '-' only, got {self.variant!r}"
             )
         # Last, so that a config with another error too is refused for that one, as before.
-        self._refuse_unread(METHOD_KEYS)
+        self._refuse_unread()
+        OBJECTIVES[self.method].options.of(self)  # the method's own checks
 
-    def _refuse_unread(self, keys: tuple[str, ...]) -> None:
-        """A key of `_UNREAD` set away from its default for a method that does not read it
-        (`Objective.config_keys`) is an error, not a silent no-op."""
-        reads = OBJECTIVES[self.method].config_keys
-        for key in keys:
-            section, _, name = key.rpartition(".")
-            owner = getattr(self, section) if section else self
-            default = type(owner).__dataclass_fields__[name].default
-            if getattr(owner, name) != default and key not in reads:
-                raise ValueError(
-                    f"{key}: {self.method} {_UNREAD[key]} (methods that do: {_readers(key)})"
-                )
+    def _refuse_unread(self) -> None:
+        """A key some method reads (`objectives.option_keys`), set away from its default for
+        a method that does not read it, is an error naming the keys it reads, not a no-op."""
+        reads = OBJECTIVES[self.method].options.keys()
+        for key in option_keys():
+            if key in reads or config_value(self, key) == _default(key):
+                continue
+            raise ValueError(
+                f"{key}: {self.method} takes no {key} (methods that do: "
+                f"{', '.join(readers(key))}); the keys {self.method} reads: "
+                f"{', '.join(reads) or 'none of them'}"
+            )
+
+    @property
+    def objective_options(self) -> ObjectiveOptions:
+        """The chosen method's options: the keys of this config it reads, checked."""
+        return OBJECTIVES[self.method].options.of(self)
 
     def identity(self) -> RunIdentity:
         return RunIdentity(
@@ -221,6 +214,9 @@ class PretrainConfig(DeviceKeys, CommonConfig):
         return DEFAULT_EPOCHS if self.epochs is None else self.epochs
 
 
-def _readers(key: str) -> str:
-    """The methods that read ``key`` (`Objective.config_keys`), for messages."""
-    return ", ".join(m for m, o in OBJECTIVES.items() if key in o.config_keys)
+def _default(key: str):
+    """`PretrainConfig`'s default of the dotted ``key`` (of a section: its class's default)."""
+    schema, (*sections, name) = PretrainConfig, key.split(".")
+    for section in sections:
+        schema = schema.__dataclass_fields__[section].default_factory
+    return schema.__dataclass_fields__[name].default

@@ -103,7 +103,7 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
         split,
         _batcher(split, cfg, runtime, epoch=progress.epoch),
         method=cfg.method,
-        needs_groups=cfg.method == "simclr-rank",
+        needs_groups=objective.qg_negatives,
         world_size=runtime.world_size,
     )
     model = objective

@@ -1,21 +1,41 @@
-"""Pretraining objectives by command-line name (``./run.sh pretrain <name>``)."""
+"""Pretraining objectives by command-line name (``./run.sh pretrain <name>``).
+
+Each is one module: an `Objective` subclass whose ``options`` (an `ObjectiveOptions`) name the
+keys of the pretraining config it reads, with their checks, and whose ``build`` makes it from
+them. `OBJECTIVES` is the one list of names; the config refuses a key the chosen method does not
+read (`pretrain.config.PretrainConfig`).
+"""
 
 from __future__ import annotations
 
 from scarce_ltr.pretrain.encoders import build_encoder
 from scarce_ltr.pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.objectives.dacl import DACL
 from scarce_ltr.pretrain.objectives.scarf import SCARF
-from scarce_ltr.pretrain.objectives.simclr import DACL, SimCLR
-from scarce_ltr.pretrain.objectives.simclr_rank import SimCLRRank, SimCLRSample
+from scarce_ltr.pretrain.objectives.simclr import SimCLR
+from scarce_ltr.pretrain.objectives.simclr_rank import SimCLRRank
+from scarce_ltr.pretrain.objectives.simclr_sample import SimCLRSample
 from scarce_ltr.pretrain.objectives.simsiam import SimSiam
 from scarce_ltr.pretrain.objectives.subtab import SubTab
 from scarce_ltr.pretrain.objectives.vime import VIME
 
 
 def build_objective(cfg, *, n_features: int) -> Objective:
-    """The encoder of ``cfg.encoder`` inside the objective of ``cfg.method``, with its heads."""
+    """The encoder of ``cfg.encoder`` inside the objective of ``cfg.method``, with its heads,
+    made from the options ``cfg`` gives it (checked)."""
+    objective = OBJECTIVES[cfg.method]
     encoder = build_encoder(cfg.encoder, n_features=n_features)
-    return OBJECTIVES[cfg.method].from_config(encoder, cfg, n_features=n_features)
+    return objective.build(encoder, objective.options.of(cfg), n_features=n_features)
+
+
+def option_keys() -> tuple[str, ...]:
+    """Every key some objective reads, in the order of `OBJECTIVES` and their fields."""
+    return tuple(dict.fromkeys(k for o in OBJECTIVES.values() for k in o.options.keys()))
+
+
+def readers(key: str) -> list[str]:
+    """The methods whose options hold ``key``."""
+    return [name for name, o in OBJECTIVES.items() if key in o.options.keys()]
 
 
 OBJECTIVES: dict[str, type[Objective]] = {

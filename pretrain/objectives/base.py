@@ -1,9 +1,12 @@
 """What every pretraining objective is: an encoder plus heads, and a loss of a padded batch.
 
 An objective is an ``nn.Module`` holding the encoder (``self.encoder``, the part finetuning
-keeps) and its heads. ``forward(features [B, L, d], mask [B, L], *, generator) -> loss`` (a
-scalar) draws its augmentations from ``generator``; ``embed(features, mask) -> [B, L, D]`` is what
-the monitors look at (the encoder's output unless a method aggregates several passes).
+keeps) and its heads. Its ``options`` class (an `ObjectiveOptions`) names the keys of the
+pretraining config it reads and checks their values; ``build(encoder, options, *, n_features)``
+makes it from them (`pretrain.objectives.OBJECTIVES` lists them by command-line name).
+``forward(features [B, L, d], mask [B, L], *, generator) -> loss`` (a scalar) draws its
+augmentations from ``generator``; ``embed(features, mask) -> [B, L, D]`` is what the monitors
+look at (the encoder's output unless a method aggregates several passes).
 
 With an item-wise encoder (ResNet, MLP) an objective gathers the batch's real items once
 (`Objective.inputs`) and augments, encodes and scores ``[N, d]`` rows from there: a padded batch
@@ -12,11 +15,13 @@ can hold several times more slots than items. A context-aware encoder gets the p
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from scarce_ltr.core.config_fields import POSITIVE
 from scarce_ltr.pretrain.augmentations import (
     FlagColumns,
     flag_aware,
@@ -29,15 +34,107 @@ from scarce_ltr.pretrain.encoders import ItemwiseEncoder
 NEG = -1e9
 
 
+def option(key: str) -> Any:
+    """A field of an `ObjectiveOptions`: the value of the pretraining config's ``key`` (dotted
+    for a key of a section: ``augment.corrupt_p``)."""
+    return field(metadata={"key": key})
+
+
+def config_value(cfg: Any, key: str) -> Any:
+    """``cfg``'s value of the dotted ``key``."""
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def check_probability(key: str, value: float, *, closed: bool = False) -> None:
+    """``key`` must be in [0, 1] (``closed``) or [0, 1)."""
+    upper_ok = value <= 1.0 if closed else value < 1.0
+    if not (0.0 <= value and upper_ok):
+        raise ValueError(f"{key} must be in [0, {'1]' if closed else '1)'}, got {value}")
+
+
+@dataclass(frozen=True)
+class ObjectiveOptions:
+    """The keys of the pretraining config (`pretrain.config.PretrainConfig`) one objective reads.
+
+    Each field is one key (`option`); `of` reads them from a config and `check` (run when the
+    options are made) refuses a value the objective cannot take, naming the key. A key that some
+    objective's options hold and the chosen one's do not is refused by the config when it is set
+    away from its default (`keys`): a method never ignores a setting silently. The keys every
+    method reads (encoder, optimizer, batches, monitors) are the config's own, not options."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """`ValueError` naming the key of a value this objective cannot take."""
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The config keys these options hold, in field order."""
+        return tuple(f.metadata["key"] for f in fields(cls))
+
+    @classmethod
+    def of(cls, cfg: Any):
+        """The options ``cfg`` (a `PretrainConfig`) gives, checked."""
+        return cls(**{f.name: config_value(cfg, f.metadata["key"]) for f in fields(cls)})
+
+    def arguments(self) -> dict[str, Any]:
+        """The options by field name: the keyword arguments of the objective's constructor."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class ProjectorOptions(ObjectiveOptions):
+    projector_dim: int | None = option("heads.projector_dim")
+
+
+@dataclass(frozen=True)
+class ContrastOptions(ProjectorOptions):
+    """A contrastive objective's: the projector's width and the temperature of its logits."""
+
+    temperature: float = option("temperature")
+
+    def check(self) -> None:
+        super().check()
+        POSITIVE.check("temperature", self.temperature)
+
+
+@dataclass(frozen=True)
+class ViewOptions(ObjectiveOptions):
+    """The view augmentation's keys (`augmentations.view_augmentation`, with flag noise:
+    `Objective.use_views`); `pretrain.config.AugmentConfig` checks their values, since every
+    view method reads them alike."""
+
+    zero_p: float = option("augment.zero_p")
+    noise_scale: float = option("augment.noise_scale")
+    replace_p: float = option("augment.replace_p")
+    replace_source: str = option("augment.replace_source")
+    binary_p: float = option("augment.binary_p")
+
+
+@dataclass(frozen=True)
+class CorruptionOptions(ObjectiveOptions):
+    """An objective that corrupts entries of its input: the share (or probability) corrupted."""
+
+    corrupt_p: float = option("augment.corrupt_p")
+
+    def check(self) -> None:
+        super().check()
+        check_probability("augment.corrupt_p", self.corrupt_p, closed=True)
+
+
 class Objective(nn.Module):
     fake_groups: ClassVar[bool] = False  # batches of random items grouped into fake QGs
     sync_batchnorm: ClassVar[bool] = False  # BatchNorm statistics over all DDP ranks
     needs_training_items: ClassVar[bool] = False  # gets `set_training_items` before training
-    # The keys of PretrainConfig that only some methods read, and which of them this one reads
-    # (config.py rejects a setting it would ignore): augment.replace_p (views with donor
-    # replacement), augment.replace_source (where donors come from), temperature (contrastive
-    # methods), vime_alpha. Its other options it reads in `from_config`.
-    config_keys: ClassVar[tuple[str, ...]] = ()
+    # Its negatives are the other items of each item's own QG: a pretraining set whose QGs all
+    # hold one item leaves it none (`pretraining_set.check_pretraining_set` refuses it).
+    qg_negatives: ClassVar[bool] = False
+    # The keys it reads (`build` gets them); no options: it reads none of the keys only some
+    # methods read.
+    options: ClassVar[type[ObjectiveOptions]] = ObjectiveOptions
 
     def __init__(self, *, encoder: nn.Module) -> None:
         super().__init__()
@@ -119,9 +216,11 @@ class Objective(nn.Module):
         return z0, z1
 
     @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> Objective:
-        """The objective of a `pretrain.config.PretrainConfig` around ``encoder``."""
-        raise NotImplementedError
+    def build(cls, encoder: nn.Module, options: ObjectiveOptions, *, n_features: int) -> Objective:
+        """The objective around ``encoder`` with ``options`` (its `options` class, checked),
+        for items of ``n_features`` features: by default its constructor with the options as
+        keyword arguments."""
+        return cls(encoder=encoder, **options.arguments())
 
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator

@@ -15,19 +15,26 @@ SCARF uses ``tau = 1``. The paper's "corruption probability" (A.2.3) is SCARF's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from scarce_ltr.core.collectives import gather_with_grad
 from scarce_ltr.pretrain.augmentations import (
-    REPLACE_SOURCES,
     group_index,
     qg_scarf_corruption,
     scarf_corruption,
 )
 from scarce_ltr.pretrain.heads import Projector
-from scarce_ltr.pretrain.objectives.base import Objective, head_width
+from scarce_ltr.pretrain.objectives.base import (
+    ContrastOptions,
+    CorruptionOptions,
+    Objective,
+    head_width,
+    option,
+)
 
 
 def scarf_loss(
@@ -44,9 +51,18 @@ def scarf_loss(
     return F.cross_entropy(logits, target) if a.shape[0] else a.sum() * 0.0
 
 
+@dataclass(frozen=True)
+class SCARFOptions(ContrastOptions, CorruptionOptions):
+    """SCARF's keys: ``corrupt_p`` (its corruption rate), ``temperature``, the projector's width
+    and where donors come from (``augment.replace_source``; `pretrain.config.AugmentConfig`
+    checks it)."""
+
+    replace_source: str = option("augment.replace_source")
+
+
 class SCARF(Objective):
     needs_training_items = True
-    config_keys = ("augment.replace_source", "temperature")
+    options = SCARFOptions
 
     def __init__(
         self,
@@ -58,15 +74,6 @@ class SCARF(Objective):
         replace_source: str = "global",
     ) -> None:
         super().__init__(encoder=encoder)
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        if not 0.0 <= corrupt_p <= 1.0:
-            raise ValueError(f"corrupt_p must be in [0, 1], got {corrupt_p}")
-        if replace_source not in REPLACE_SOURCES:
-            raise ValueError(
-                f"replace_source must be one of {', '.join(REPLACE_SOURCES)}, "
-                f"got {replace_source!r}"
-            )
         self.replace_source = replace_source
         self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
         self.temperature = temperature
@@ -75,16 +82,6 @@ class SCARF(Objective):
 
     def set_training_items(self, items: torch.Tensor) -> None:
         self.table = items
-
-    @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SCARF:
-        return cls(
-            encoder=encoder,
-            projector_dim=cfg.heads.projector_dim,
-            temperature=cfg.temperature,
-            corrupt_p=cfg.augment.corrupt_p,
-            replace_source=cfg.augment.replace_source,
-        )
 
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator

@@ -1,32 +1,31 @@
-"""Batch-wide SimCLR (paper eq. 2) and DACL+, whose negatives are every other view of the batch.
+"""Batch-wide SimCLR (paper eq. 2), whose negatives are every other view of the batch.
 
     l_qi^a = -cos(z_qi^a, z_qi^(1-a)) / tau
              + log sum_{(q', i', a') != (q, i, a)} exp(cos(z_qi^a, z_q'i'^a') / tau)
 
 over all items of all QGs of the batch: ``O((B L)^2)`` time and memory. Under DDP the candidates
 are gathered from every rank (`core.collectives.gather_with_grad`), so the batch is the global
-one and gradients reach the rows of every rank.
-
-DACL+ (Verma et al., 2021) is the same loss on two Mixup-noise views (``lambda ~ U(mixup, 1)``,
-partner another item of the batch), each optionally followed by Gaussian noise (``noise_scale``).
+one and gradients reach the rows of every rank. DACL+ (pretrain/objectives/dacl.py) is the same
+loss on other views.
 """
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from scarce_ltr.core.collectives import gather_with_grad
-from scarce_ltr.pretrain.augmentations import (
-    compose,
-    gaussian_noise,
-    mixup_noise,
-)
 from scarce_ltr.pretrain.heads import Projector
-from scarce_ltr.pretrain.objectives.base import NEG, Objective, head_width
+from scarce_ltr.pretrain.objectives.base import (
+    NEG,
+    ContrastOptions,
+    Objective,
+    ViewOptions,
+    head_width,
+)
 
 
 def simclr_loss(
@@ -57,10 +56,16 @@ def simclr_loss(
     return per_anchor.sum() / n if n else z.sum() * 0.0
 
 
+@dataclass(frozen=True)
+class SimCLROptions(ContrastOptions, ViewOptions):
+    """SimCLR's keys (SimCLR-Rank's and SimCLR-Sample's too): its views', the temperature and
+    the projector's width."""
+
+
 class SimCLR(Objective):
     """Encoder and projector; views by donor replacement, zeroing and/or Gaussian noise; eq. 2."""
 
-    config_keys = ("augment.replace_p", "augment.replace_source", "augment.binary_p", "temperature")
+    options = SimCLROptions
 
     def __init__(
         self,
@@ -75,8 +80,6 @@ class SimCLR(Objective):
         binary_p: float = 0.0,
     ) -> None:
         super().__init__(encoder=encoder)
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
         self.projector = Projector(in_dim=self.width, dim=head_width(projector_dim, self.width))
         self.temperature = temperature
         self.use_views(
@@ -85,19 +88,6 @@ class SimCLR(Objective):
             replace_p=replace_p,
             replace_source=replace_source,
             binary_p=binary_p,
-        )
-
-    @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimCLR:
-        return cls(
-            encoder=encoder,
-            projector_dim=cfg.heads.projector_dim,
-            temperature=cfg.temperature,
-            zero_p=cfg.augment.zero_p,
-            noise_scale=cfg.augment.noise_scale,
-            replace_p=cfg.augment.replace_p,
-            replace_source=cfg.augment.replace_source,
-            binary_p=cfg.augment.binary_p,
         )
 
     def forward(
@@ -109,38 +99,3 @@ class SimCLR(Objective):
     def contrast(self, z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The loss of the two views' projections ``[n_items, D]``: eq. 2, the whole batch."""
         return simclr_loss(z0, z1, temperature=self.temperature)
-
-
-class DACL(SimCLR):
-    """DACL+: eq. 2 on Mixup-noise views (then Gaussian noise when ``noise_scale`` > 0)."""
-
-    config_keys = ("temperature",)
-
-    def __init__(
-        self,
-        *,
-        encoder: nn.Module,
-        projector_dim: int | None = None,
-        temperature: float = 0.1,
-        mixup: float = 0.9,
-        noise_scale: float = 0.0,
-    ) -> None:
-        super().__init__(
-            encoder=encoder, projector_dim=projector_dim, temperature=temperature, noise_scale=0.0
-        )
-        if not 0.0 <= mixup <= 1.0:
-            raise ValueError(f"mixup must be in [0, 1], got {mixup}")
-        steps = [partial(mixup_noise, alpha=mixup)]
-        if noise_scale > 0:
-            steps.append(partial(gaussian_noise, scale=noise_scale))
-        self.augment = compose(*steps)
-
-    @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> DACL:
-        return cls(
-            encoder=encoder,
-            projector_dim=cfg.heads.projector_dim,
-            temperature=cfg.temperature,
-            mixup=cfg.augment.mixup,
-            noise_scale=cfg.augment.noise_scale,
-        )

@@ -16,8 +16,8 @@ are the same up to its epsilon, so the temperature keeps its meaning and its def
 
 A QG of one item has no negative besides the other view: both its terms are exactly 0 and carry
 no gradient, so such items are left out of the mean (the loss is the mean over items of QGs with
-at least two items, 0 when there is none). SimCLR-Sample is the same loss over fake QGs of
-random items (``fake_groups``; see pretrain/data.py).
+at least two items, 0 when there is none). SimCLR-Sample (pretrain/objectives/simclr_sample.py)
+is the same loss over fake QGs of random items.
 """
 
 from __future__ import annotations
@@ -182,13 +182,10 @@ def _item_losses(
 
 
 class SimCLRRank(SimCLR):
-    """SimCLR's encoder, projector and views (paper A.2.3) with eq. 3: negatives from the QG."""
+    """SimCLR's encoder, projector, views and keys (paper A.2.3) with eq. 3: negatives from the
+    QG."""
+
+    qg_negatives = True
 
     def contrast(self, z0: torch.Tensor, z1: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return simclr_rank_loss_items(z0, z1, mask, temperature=self.temperature)
-
-
-class SimCLRSample(SimCLRRank):
-    """SimCLR-Rank over fake QGs: items permuted at random each epoch, then grouped."""
-
-    fake_groups = True

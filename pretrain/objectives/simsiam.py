@@ -9,12 +9,20 @@ every BatchNorm is synchronised across ranks (``sync_batchnorm``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from scarce_ltr.pretrain.heads import Predictor, SimSiamProjector
-from scarce_ltr.pretrain.objectives.base import Objective, head_width
+from scarce_ltr.pretrain.objectives.base import (
+    Objective,
+    ProjectorOptions,
+    ViewOptions,
+    head_width,
+    option,
+)
 
 
 def simsiam_loss(
@@ -26,9 +34,16 @@ def simsiam_loss(
     return -(cos0.mean() + cos1.mean()) / 2
 
 
+@dataclass(frozen=True)
+class SimSiamOptions(ProjectorOptions, ViewOptions):
+    """SimSiam's keys: its views', the projector's width and the predictor's bottleneck."""
+
+    predictor_hidden: int | None = option("heads.predictor_hidden")
+
+
 class SimSiam(Objective):
     sync_batchnorm = True
-    config_keys = ("augment.replace_p", "augment.replace_source", "augment.binary_p")
+    options = SimSiamOptions
 
     def __init__(
         self,
@@ -53,19 +68,6 @@ class SimSiam(Objective):
             replace_p=replace_p,
             replace_source=replace_source,
             binary_p=binary_p,
-        )
-
-    @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SimSiam:
-        return cls(
-            encoder=encoder,
-            projector_dim=cfg.heads.projector_dim,
-            predictor_hidden=cfg.heads.predictor_hidden,
-            zero_p=cfg.augment.zero_p,
-            noise_scale=cfg.augment.noise_scale,
-            replace_p=cfg.augment.replace_p,
-            replace_source=cfg.augment.replace_source,
-            binary_p=cfg.augment.binary_p,
         )
 
     def forward(

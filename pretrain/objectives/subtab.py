@@ -20,13 +20,20 @@ monitors' embedding of an item is the mean of its subsets' embeddings (SubTab's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from scarce_ltr.pretrain.augmentations import keep_features, swap_noise
 from scarce_ltr.pretrain.heads import linear_decoder
-from scarce_ltr.pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.objectives.base import (
+    CorruptionOptions,
+    Objective,
+    check_probability,
+    option,
+)
 
 
 def feature_subsets(
@@ -47,7 +54,24 @@ def feature_subsets(
     return members
 
 
+@dataclass(frozen=True)
+class SubTabOptions(CorruptionOptions):
+    """SubTab's keys: ``corrupt_p`` (its swap noise), the number of feature subsets and their
+    overlap."""
+
+    subsets: int = option("augment.subsets")
+    overlap: float = option("augment.overlap")
+
+    def check(self) -> None:
+        super().check()
+        check_probability("augment.overlap", self.overlap)
+        if self.subsets < 1:
+            raise ValueError(f"augment.subsets must be >= 1, got {self.subsets}")
+
+
 class SubTab(Objective):
+    options = SubTabOptions
+
     def __init__(
         self,
         *,
@@ -59,8 +83,6 @@ class SubTab(Objective):
         seed: int = 0,
     ) -> None:
         super().__init__(encoder=encoder)
-        if not 0.0 <= corrupt_p <= 1.0:
-            raise ValueError(f"corrupt_p must be in [0, 1], got {corrupt_p}")
         self.register_buffer(
             "members", feature_subsets(n_features, subsets=subsets, overlap=overlap, seed=seed)
         )
@@ -68,15 +90,8 @@ class SubTab(Objective):
         self.corrupt_p = corrupt_p
 
     @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> SubTab:
-        return cls(
-            encoder=encoder,
-            n_features=n_features,
-            subsets=cfg.augment.subsets,
-            overlap=cfg.augment.overlap,
-            corrupt_p=cfg.augment.corrupt_p,
-            seed=cfg.seed,
-        )
+    def build(cls, encoder: nn.Module, options: SubTabOptions, *, n_features: int) -> SubTab:
+        return cls(encoder=encoder, n_features=n_features, **options.arguments())
 
     def _subset_view(self, features: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
         return keep_features(features, mask, columns=self.members[k])

@@ -10,18 +10,20 @@ corrupted item predict ``m`` (binary cross-entropy) and the clean features (mean
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from scarce_ltr.core.config_fields import NON_NEGATIVE
 from scarce_ltr.pretrain.augmentations import (
-    REPLACE_SOURCES,
     group_index,
     marginal_corruption,
     qg_corruption,
 )
 from scarce_ltr.pretrain.heads import linear_decoder
-from scarce_ltr.pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.objectives.base import CorruptionOptions, Objective, option
 
 
 def vime_loss(
@@ -37,8 +39,21 @@ def vime_loss(
     return mask_term + alpha * F.mse_loss(reconstruction.float(), clean.float())
 
 
+@dataclass(frozen=True)
+class VIMEOptions(CorruptionOptions):
+    """VIME's keys: ``corrupt_p``, ``vime_alpha`` (the weight of the reconstruction) and where
+    the drawn values come from (``augment.replace_source``)."""
+
+    alpha: float = option("vime_alpha")
+    replace_source: str = option("augment.replace_source")
+
+    def check(self) -> None:
+        super().check()
+        NON_NEGATIVE.check("vime_alpha", self.alpha)
+
+
 class VIME(Objective):
-    config_keys = ("augment.replace_source", "vime_alpha")
+    options = VIMEOptions
 
     def __init__(
         self,
@@ -50,15 +65,6 @@ class VIME(Objective):
         replace_source: str = "global",
     ) -> None:
         super().__init__(encoder=encoder)
-        if not 0.0 <= corrupt_p <= 1.0:
-            raise ValueError(f"corrupt_p must be in [0, 1], got {corrupt_p}")
-        if alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
-        if replace_source not in REPLACE_SOURCES:
-            raise ValueError(
-                f"replace_source must be one of {', '.join(REPLACE_SOURCES)}, "
-                f"got {replace_source!r}"
-            )
         self.replace_source = replace_source
         self.mask_head = linear_decoder(in_dim=self.width, out_dim=n_features)
         self.feature_head = linear_decoder(in_dim=self.width, out_dim=n_features)
@@ -66,14 +72,8 @@ class VIME(Objective):
         self.alpha = alpha
 
     @classmethod
-    def from_config(cls, encoder: nn.Module, cfg, *, n_features: int) -> VIME:
-        return cls(
-            encoder=encoder,
-            n_features=n_features,
-            corrupt_p=cfg.augment.corrupt_p,
-            alpha=cfg.vime_alpha,
-            replace_source=cfg.augment.replace_source,
-        )
+    def build(cls, encoder: nn.Module, options: VIMEOptions, *, n_features: int) -> VIME:
+        return cls(encoder=encoder, n_features=n_features, **options.arguments())
 
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
