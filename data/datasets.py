@@ -115,12 +115,13 @@ class DataConfig:
                 "data=table) and data.path=<folder>"
             )
         # Last, so that a config with another error too is refused for that one, as before.
-        self._refuse_unread()
+        self._check_format()
 
-    def _refuse_unread(self) -> None:
+    def _check_format(self) -> None:
         """A format's key (`FORMATS`' options) set away from its default for a format that does
         not read it (or for the synthetic data, which reads no file) is an error naming the keys
-        the chosen format reads, not a silent no-op; then the chosen format's own checks."""
+        the chosen format reads, not a silent no-op; then the chosen format's own checks, and a
+        file as ``data.path`` refused unless the format reads one (`DataFormat.one_file`)."""
         chosen = FORMATS[self.format]
         reads = () if self.name == "synthetic" else chosen.keys
         defaults = {f.name: f for f in fields(self)}
@@ -139,8 +140,15 @@ class DataConfig:
                 raise ValueError(
                     f"data.{key}={getattr(self, key)}: {which} (data.{key} is {_readers(key)}'s)"
                 )
-        if self.name != "synthetic":
-            chosen.options_of(self)
+        if self.name == "synthetic":
+            return
+        chosen.options_of(self)
+        if self.path and not chosen.one_file and Path(self.path).is_file():
+            # UserError, not ValueError: the message stands as it is, with no config prefix.
+            raise UserError(
+                f"data.path={self.path}: a file; data={self.name} reads a folder holding its "
+                "train, vali and test splits (give data.path=<that folder>)"
+            )
 
     def _check_vali_source(self) -> None:
         """Exactly one source of vali QGs: a file (``data.splits.vali``) or the carve."""

@@ -60,6 +60,8 @@ class DataFormat:
     load: Callable[[DataConfig, dict[str, Path]], LoadedData]
     # Whether predict reads ``data.path`` as this format (None: predict does not read it).
     predicts: Callable[[Path], bool] | None = None
+    # Whether ``data.path`` may name one file holding every split (else a file is refused).
+    one_file: bool = False
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -94,5 +94,5 @@ def predicts(path: Path) -> bool:
 FORMAT = DataFormat(
     NAME, Options, pattern="[.parquet|.pq|.npz|/]",
     kinds="tables (Parquet, a folder of Parquet parts, or .npz)",
-    find=find, load=load, predicts=predicts,
+    find=find, load=load, predicts=predicts, one_file=True,
 )  # fmt: skip
