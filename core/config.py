@@ -67,7 +67,6 @@ def load_config(
     leaves = dict(_leaves(OmegaConf.to_container(merged)))
     _check_numbers(leaves)
     _check_devices(leaves)
-    _check_data_path(merged)
     return obj, merged  # type: ignore[return-value]
 
 
@@ -82,22 +81,6 @@ def _absolute_data_path(merged: DictConfig) -> None:
     if isinstance(path, str) and path:
         with read_write(data):  # the merge leaves the config read-only
             data.path = os.path.abspath(os.path.expanduser(path))
-
-
-def _check_data_path(merged: DictConfig) -> None:
-    """A data set read from a folder of split files, given a file as ``data.path`` (a table
-    holding every split, ``data.format=table``, may be one file)."""
-    data = merged.get("data")
-    if not isinstance(data, DictConfig) or data.get("name") in (None, "synthetic"):
-        return
-    if data.get("format") == "table":
-        return
-    path = data.get("path")
-    if isinstance(path, str) and path and Path(path).is_file():
-        raise UserError(
-            f"data.path={path}: a file; data={data.name} reads a folder holding its train, vali "
-            "and test splits (give data.path=<that folder>)"
-        )
 
 
 def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:

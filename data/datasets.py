@@ -3,9 +3,10 @@
 ``configs/data/<name>.yaml`` fills `DataConfig`. ``synthetic`` is generated from its spec;
 ``letor`` reads ``data.path``; ``arrays`` reads folders of ``.npy`` arrays in the parsed cache's
 form (`scarce_ltr.data.arrays`), ``table`` Parquet files and ``.npz`` columns
-(`scarce_ltr.data.tables`); a preset reads ``data.path`` or, when that is unset,
-``$LTR_DATA_DIR/<name>/``, and stops with a message saying which files belong where and where the
-data set is published when they are missing.
+(`scarce_ltr.data.tables`), each through its format (``data.format``, `scarce_ltr.data.formats`:
+how its files are found and read, the keys it reads); a preset reads ``data.path`` or, when that
+is unset, ``$LTR_DATA_DIR/<name>/``, and stops with a message saying which files belong where and
+where the data set is published when they are missing.
 """
 
 from __future__ import annotations
@@ -13,30 +14,22 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.errors import DataFormatError, UserError
-from scarce_ltr.data.arrays import Missing, check_values, read_arrays, split_folder
-from scarce_ltr.data.cache import load_split
-from scarce_ltr.data.letor import line_of_item
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.data.formats import FORMATS
+from scarce_ltr.data.formats.base import LoadedData
+from scarce_ltr.data.formats.base import check_label_range as check_label_range
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
-from scarce_ltr.data.ranking_split import MAX_LABEL, RankingSplit, label_outside_grades
+from scarce_ltr.data.ranking_split import MAX_LABEL as MAX_LABEL
+from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
-from scarce_ltr.data.tables import SUFFIXES as TABLE_SUFFIXES
-from scarce_ltr.data.tables import find_table, open_table, single_table
 from scarce_ltr.data.transforms import TRANSFORMS
 
 SPLITS = ("train", "vali", "test")
-# How a split is stored: a text file, a folder of .npy arrays, a Parquet or .npz table.
-FORMATS = ("letor", "arrays", "table")
-FILE_KINDS = {
-    "letor": ("[.txt|.txt.gz]", "files (plain text or .gz)"),
-    "arrays": ("/ (a folder holding features.npy)", "folders of .npy arrays"),
-    "table": ("[.parquet|.pq|.npz|/]", "tables (Parquet, a folder of Parquet parts, or .npz)"),
-}
 
 
 @dataclass(frozen=True)
@@ -78,7 +71,8 @@ class DataConfig:
     name: str = "synthetic"  # the data set; data=<name> loads configs/data/<name>.yaml
     path: str | None = None  # folder holding the split files (letor and presets)
     # letor: LETOR/SVMlight text files | arrays: a folder per split of .npy arrays (data=arrays)
-    # | table: a Parquet file (or folder of parts) or an .npz of columns per split (data=table)
+    # | table: a Parquet file (or folder of parts) or an .npz of columns per split (data=table);
+    # the formats: data/formats/ (`FORMATS`)
     format: str = "letor"
     qid: str = "qid"  # data=table: the column of query ids (rows in any order)
     label: str = "label"  # data=table: the column of relevance labels
@@ -120,6 +114,41 @@ class DataConfig:
                 "reads no files; read files with data=letor (or a preset, e.g. data=ohsumed, "
                 "data=table) and data.path=<folder>"
             )
+        # Last, so that a config with another error too is refused for that one, as before.
+        self._check_format()
+
+    def _check_format(self) -> None:
+        """A format's key (`FORMATS`' options) set away from its default for a format that does
+        not read it (or for the synthetic data, which reads no file) is an error naming the keys
+        the chosen format reads, not a silent no-op; then the chosen format's own checks, and a
+        file as ``data.path`` refused unless the format reads one (`DataFormat.one_file`)."""
+        chosen = FORMATS[self.format]
+        reads = () if self.name == "synthetic" else chosen.keys
+        defaults = {f.name: f for f in fields(self)}
+        for fmt in FORMATS.values():
+            for key in fmt.keys:
+                default = defaults[key].default
+                if default is MISSING:
+                    default = defaults[key].default_factory()  # type: ignore[misc]
+                if key in reads or getattr(self, key) == default:
+                    continue
+                if self.name == "synthetic":
+                    which = "the synthetic data set (generated) reads no file's keys"
+                else:
+                    own = ", ".join(["data.path", "data.splits", *(f"data.{k}" for k in reads)])
+                    which = f"data.format={self.format} does not read it; it reads {own}"
+                raise ValueError(
+                    f"data.{key}={getattr(self, key)}: {which} (data.{key} is {_readers(key)}'s)"
+                )
+        if self.name == "synthetic":
+            return
+        chosen.options_of(self)
+        if self.path and not chosen.one_file and Path(self.path).is_file():
+            # UserError, not ValueError: the message stands as it is, with no config prefix.
+            raise UserError(
+                f"data.path={self.path}: a file; data={self.name} reads a folder holding its "
+                "train, vali and test splits (give data.path=<that folder>)"
+            )
 
     def _check_vali_source(self) -> None:
         """Exactly one source of vali QGs: a file (``data.splits.vali``) or the carve."""
@@ -148,31 +177,13 @@ class DataConfig:
         """The data set's name in run folders and reports: ``data.name``, except that
         ``data=letor`` takes its folder's name (``letor-ohsumed-letor3``), so two folders read
         with ``data=letor`` never share (and refuse) one run folder; so does ``data=arrays``."""
-        if self.name not in ("letor", "arrays", "table") or not self.path:
+        if self.name not in FORMATS or not self.path:
             return self.name
         parts = [p for p in Path(self.path).expanduser().resolve().parts if p not in ("/", "")]
         # A fold folder (Fold1) says little alone: keep its parent's name too.
         tail = parts[-2:] if parts and re.fullmatch(r"(?i)fold\d+", parts[-1]) else parts[-1:]
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(tail)).strip("_")
         return f"{self.name}-{slug}" if slug else self.name
-
-
-@dataclass(frozen=True)
-class LoadedData:
-    """The raw splits with what their files say beside the values: the feature columns' names
-    (a table's; None for LETOR text, arrays and the synthetic data) and, per split, where its
-    features are missing (tables and arrays: NaN; LETOR text has no missing value)."""
-
-    splits: dict[str, RankingSplit]
-    files: dict[str, Path] = field(default_factory=dict)
-    feature_names: list[str] | None = None
-    missing: dict[str, Missing] = field(default_factory=dict)
-
-    def missing_column(self, split: str, j: int) -> str:
-        """Column ``j`` of ``split`` in messages: a table's name, or the index in features.npy."""
-        if self.feature_names is not None:
-            return repr(self.feature_names[j])
-        return f"{j} of features.npy"
 
 
 def load_dataset(cfg: DataConfig) -> dict[str, RankingSplit]:
@@ -188,19 +199,7 @@ def load_data(cfg: DataConfig) -> LoadedData:
     folder = _folder(cfg)
     # A split named null (vali, with data.vali_from_train) is carved from train below.
     files = {split: _find(cfg, folder, cfg.splits[split]) for split in SPLITS if cfg.splits[split]}
-    if cfg.format == "arrays":  # checked as they are read
-        splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
-        missing = {
-            s: check_values(split.features, files[s] / "features.npy", _indices(split), None)
-            for s, split in splits.items()
-        }
-        return _with_vali(_checked(LoadedData(splits, files, None, missing)), cfg)
-    if cfg.format == "table":
-        return _with_vali(_checked(_load_tables(cfg, files)), cfg)
-    splits = {split: load_split(path, name=split) for split, path in files.items() if path}
-    for split, path in files.items():
-        check_label_range(splits[split].labels, path)
-    return _with_vali(LoadedData(splits, files), cfg)
+    return _with_vali(FORMATS[cfg.format].load(cfg, files), cfg)
 
 
 def _with_vali(loaded: LoadedData, cfg: DataConfig) -> LoadedData:
@@ -211,56 +210,6 @@ def _with_vali(loaded: LoadedData, cfg: DataConfig) -> LoadedData:
     if "vali" not in splits:
         splits["train"], splits["vali"] = carve_vali(splits["train"], cfg, files["train"])
     return replace(loaded, splits=_same_width(splits, cfg, files))
-
-
-def _load_tables(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
-    """Train's table first: its feature columns (``data.features``, or its numeric columns)
-    are taken by name from vali's and test's, whatever their order."""
-    columns = dict(qid=cfg.qid, label=cfg.label)
-    train = open_table(
-        files["train"], name="train", split=_split_rows(cfg, "train"), features=cfg.features,
-        **columns,
-    )  # fmt: skip
-    tables = {"train": train}
-    reference = None if cfg.features else str(files["train"])
-    for s in ("vali", "test"):
-        if s not in files:  # a vali carved from train (data.vali_from_train)
-            continue
-        tables[s] = open_table(
-            files[s], name=s, split=_split_rows(cfg, s), features=train.names,
-            reference=reference, **columns,
-        )  # fmt: skip
-        if not cfg.features and tables[s].others:
-            print(
-                f"warning: {files[s]}: numeric column(s) {', '.join(map(repr, tables[s].others))}"
-                f" not in {files['train']} are left out (the splits' columns are matched by name)",
-                file=sys.stderr,
-            )
-    splits = {s: t.split for s, t in tables.items()}
-    missing = {s: t.missing for s, t in tables.items()}
-    return LoadedData(splits, files, list(train.names), missing)
-
-
-def _indices(split: RankingSplit) -> list[str]:
-    return [str(j) for j in range(split.n_features)]
-
-
-def _checked(loaded: LoadedData) -> LoadedData:
-    """Refuse an empty split, and a train feature column missing in every row (nothing to
-    learn from, nothing to fill it with), naming the file."""
-    for s, split in loaded.splits.items():
-        if split.n_items == 0:
-            raise UserError(f"{loaded.files[s]}: no rows; the {s} split needs at least one QG")
-    train = loaded.splits["train"]
-    counts = loaded.missing["train"].counts
-    empty = [j for j, count in enumerate(counts) if count == train.n_items]
-    if empty:
-        raise UserError(
-            f"{loaded.files['train']}: column {loaded.missing_column('train', empty[0])} is "
-            "missing (null or NaN) in every row: nothing to learn from; leave it out"
-            + (" (data.features=[...])" if loaded.feature_names is not None else "")
-        )
-    return loaded
 
 
 def carve_vali(
@@ -283,25 +232,12 @@ def carve_vali(
     return train.subset(np.flatnonzero(~is_vali)), replace(vali, name="vali")
 
 
-def check_label_range(labels, path: Path, *, first_item: int = 0) -> None:
-    """Stop at the first label outside the relevance grades ``0..MAX_LABEL``, naming its line
-    (``labels`` are the file's items from ``first_item`` on: a piece of a streamed file)."""
-    item = label_outside_grades(labels)
-    if item is not None:
-        raise DataFormatError(
-            path,
-            line_of_item(path, first_item + item),
-            f"label {float(labels[item]):g} is outside the relevance grades 0..{MAX_LABEL} "
-            "(NDCG's gain is 2^label - 1); relabel the file",
-        )
-
-
 def check_files(cfg: DataConfig) -> None:
     """Raise the missing-files `UserError` of `load_dataset` without reading anything."""
     if cfg.name == "synthetic":
         return
     folder = _folder(cfg)
-    what = FILE_KINDS[cfg.format][0]
+    what = FORMATS[cfg.format].pattern
     missing = [
         f"{folder / cfg.splits[s]}{what}"
         for s in SPLITS
@@ -320,31 +256,17 @@ def split_file(cfg: DataConfig, split: str) -> Path | None:
 
 
 def _find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
-    """A split's file (``letor``), folder of arrays (``arrays``) or table (``table``)."""
-    if cfg.format == "table":
-        if folder.is_file():  # data.path=<one table>: every split in it, by data.split_column
-            if not cfg.split_column:
-                raise UserError(
-                    f"data.path={folder} is one table: give data.split_column=<column naming "
-                    "each row's split>, or data.path=<folder holding a table per split>"
-                )
-            return folder if folder.suffix in TABLE_SUFFIXES else None
-        return single_table(folder) if cfg.split_column else find_table(folder, stem)
-    return split_folder(folder, stem) if cfg.format == "arrays" else _find_file(folder, stem)
-
-
-def _split_rows(cfg: DataConfig, split: str) -> tuple[str, str] | None:
-    """``data.split_column``: the column and the value (``data.splits``) of a split's rows."""
-    return (cfg.split_column, cfg.splits[split]) if cfg.split_column else None
+    """A split's file, folder or table, as its format finds it (`DataFormat.find`)."""
+    return FORMATS[cfg.format].find(cfg, folder, stem)
 
 
 def _folder(cfg: DataConfig) -> Path:
     if cfg.path:
         return Path(cfg.path).expanduser()
-    if cfg.name in ("letor", "arrays", "table"):
+    if cfg.name in FORMATS:  # the generic data sets, named after their format
         raise UserError(
             f"data={cfg.name} needs data.path=<folder holding train, vali and test "
-            f"{FILE_KINDS[cfg.format][1]}>"
+            f"{FORMATS[cfg.format].kinds}>"
         )
     root = os.environ.get("LTR_DATA_DIR")
     if not root:
@@ -355,22 +277,8 @@ def _folder(cfg: DataConfig) -> Path:
     return Path(root).expanduser() / cfg.name
 
 
-def _find_file(folder: Path, stem: str) -> Path | None:
-    candidates = [folder / c for c in (stem, f"{stem}.txt", f"{stem}.txt.gz", f"{stem}.gz")]
-    for path in candidates:
-        if path.is_file():
-            return path
-    for path in candidates:  # not "missing": a folder stands where the file belongs
-        if path.is_dir():
-            raise UserError(
-                f"{path} is a folder; a LETOR file (plain or .gz) is expected there "
-                "(data=arrays reads a folder of .npy arrays per split)"
-            )
-    return None
-
-
 def _missing_message(cfg: DataConfig, folder: Path, missing: list[str]) -> str:
-    lines = [f"data set '{cfg.name}': missing {FILE_KINDS[cfg.format][1]}:"]
+    lines = [f"data set '{cfg.name}': missing {FORMATS[cfg.format].kinds}:"]
     lines += [f"  {m}" for m in missing]
     hints = [
         f"data.splits.{split}={stem}"
@@ -446,3 +354,8 @@ def _same_width(
             split = split.with_features(np.hstack([np.asarray(split.features), pad]))
         out[name] = split
     return out
+
+
+def _readers(key: str) -> str:
+    """The formats that read ``key``, for messages: ``data.format=table``."""
+    return " and ".join(f"data.format={name}" for name, fmt in FORMATS.items() if key in fmt.keys)

@@ -36,9 +36,10 @@ from scarce_ltr.core.files import atomic_text_writer
 from scarce_ltr.core.metrics import METRICS, evaluate_ranking
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.data.datasets import check_label_range
+from scarce_ltr.data.formats import FORMATS, letor, table
 from scarce_ltr.data.letor.stream import StreamStats, stream_letor, total_bytes
 from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.serving.predict_table import is_table, predict_table, table_suffix
+from scarce_ltr.serving.predict_table import predict_table, table_suffix
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
 from scarce_ltr.serving.rows import CSV_HEADER, positions_and_ranks, remove_orphans
 
@@ -80,11 +81,16 @@ class PredictConfig:
 
 
 def main(cfg: PredictConfig, out_dir: Path | None = None) -> dict:
-    """Score every input file; ``{file: {"out": csv, "metrics": {...} or None}}``."""
+    """Score every input file; ``{file: {"out": csv, "metrics": {...} or None}}``. The input's
+    format is the first of `PREDICTORS` whose `DataFormat.predicts` claims it."""
     ranker = load_ranker(cfg.run)
     source = Path(str(cfg.data.path))
-    if is_table(source):
-        return {str(source): _predict_table(cfg, ranker, source)}
+    name = next(name for name in PREDICTORS if FORMATS[name].predicts(source))
+    return PREDICTORS[name](cfg, ranker, source)
+
+
+def _predict_letor(cfg: PredictConfig, ranker: BundledRanker, source: Path) -> dict:
+    """A LETOR file, or the split files of a folder: a CSV each (`predict_file`)."""
     inputs = input_files(source)
     targets = output_paths(cfg, ranker, inputs)
     results = {}
@@ -108,7 +114,7 @@ def _predict_table(cfg: PredictConfig, ranker: BundledRanker, source: Path) -> d
     result = predict_table(ranker, source, target, ks=tuple(cfg.ks), policy=cfg.policy, **columns)
     print(f"{source}: {result['n_items']} items" + _shown(cfg, result["metrics"]))
     print(f"predictions: {target}", file=sys.stderr)
-    return {"out": str(target), "metrics": result["metrics"]}
+    return {str(source): {"out": str(target), "metrics": result["metrics"]}}
 
 
 def predict_file(cfg: PredictConfig, ranker: BundledRanker, path: Path, target: Path) -> dict:
@@ -301,6 +307,11 @@ def output_path(cfg: PredictConfig, ranker: BundledRanker, source: Path, *, seve
 
 
 MB = 1 << 20
+
+# How predict reads each data format it reads (`scarce_ltr.data.formats.FORMATS`), tried in this
+# order: the first whose `DataFormat.predicts` claims ``data.path`` (LETOR, the last, claims
+# any file or folder and names what it lacks). A format missing here (arrays) is not read.
+PREDICTORS = {table.NAME: _predict_table, letor.NAME: _predict_letor}
 
 
 def predictions_rows(split: RankingSplit, scores: np.ndarray) -> str:

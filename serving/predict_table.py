@@ -24,14 +24,9 @@ from scarce_ltr.core.files import atomic_path, atomic_text_writer
 from scarce_ltr.core.metrics import evaluate_ranking
 from scarce_ltr.data.arrays import check_labels, check_values
 from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
-from scarce_ltr.data.tables import SUFFIXES, Table, feature_matrix, find_table, integer_qids
+from scarce_ltr.data.tables import Table, feature_matrix, integer_qids
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 from scarce_ltr.serving.rows import CSV_HEADER, positions_and_ranks, remove_orphans
-
-
-def is_table(path: Path) -> bool:
-    """A Parquet or ``.npz`` file, or a folder of Parquet parts."""
-    return find_table(path.parent, path.name) == path and (path.is_dir() or path.suffix in SUFFIXES)
 
 
 def predict_table(

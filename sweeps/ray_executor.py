@@ -40,9 +40,11 @@ from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import open_no_follow
+from scarce_ltr.sweeps.executor_kind import ExecutorKind
 from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.jobserver import JobServer, die_with
 
+NAME = "ray"
 INSTALL = 'executor=ray needs Ray: pip install "scarce-ltr[cluster]" (./run.sh installs it)'
 STAGES = ("pretrain", "finetune", "baseline", "combine", "ensemble", "default")
 TASK_OPTIONS = ("num_cpus", "num_gpus", "memory")  # other keys are custom resources
@@ -86,6 +88,9 @@ class RayConfig:
         """DDP processes of a job: one per GPU of a pretraining given two or more."""
         gpus = self.task_options(stage).get("num_gpus", 0)
         return int(gpus) if stage == "pretrain" and gpus >= 2 else 1
+
+
+Options = RayConfig  # the ray.* keys of a sweep's config (`SweepConfig.ray`)
 
 
 def check_installed() -> None:
@@ -364,6 +369,13 @@ def probe_address(address: str, seconds: float = PROBE_CONNECT_SECONDS) -> None:
 def _first_line(exc: BaseException) -> str:
     lines = [ln for ln in str(exc).splitlines() if ln.strip()]
     return lines[0][:500] if lines else type(exc).__name__
+
+
+def build(options: RayConfig, *, workers: int, folder: Path, stages: set[str]) -> RayExecutor:
+    return RayExecutor(options, folder, stages=stages)
+
+
+KIND = ExecutorKind(NAME, RayConfig, section="ray", build=build, preflight=check_installed)
 
 
 if __name__ == "__main__":  # <parent PID> <command ...>: the command, ended with its parent

@@ -58,10 +58,10 @@ from scarce_ltr.sweeps.checks import (
     check_teachers,
     check_variants,
 )
-from scarce_ltr.sweeps.executors import EXECUTORS, Executor, make_executor
+from scarce_ltr.sweeps.executors import EXECUTORS, Executor, check_executor_keys, make_executor
 from scarce_ltr.sweeps.jobs import Job, cli_stage, job_waves
 from scarce_ltr.sweeps.model_jobs import pretraining_methods
-from scarce_ltr.sweeps.ray_executor import RayConfig, check_installed
+from scarce_ltr.sweeps.ray_executor import RayConfig
 from scarce_ltr.sweeps.report_text import cost_text
 from scarce_ltr.sweeps.results import rows_from_manifest
 from scarce_ltr.sweeps.settings import fold_overrides
@@ -106,7 +106,7 @@ class SweepConfig:
     variants: dict[str, list[str]] = field(default_factory=dict)
     workers: int = 1  # jobs run at the same time
     executor: str = "local"  # local | ray (jobs as Ray tasks: the ray.* keys, docs/sweeps.md)
-    ray: RayConfig = field(default_factory=RayConfig)
+    ray: RayConfig = field(default_factory=RayConfig)  # executor=ray's options
     seed_ensemble_size: int = 3  # runs per seed-ensemble:<model> cell (DASALC-ens: 3-5)
     dry_run: bool = False  # --dry-run: list the jobs, run nothing
     run_dir: str | None = None  # default runs/sweeps/<name>
@@ -142,6 +142,8 @@ class SweepConfig:
         check_ensembles(list(self.models))
         check_combines(list(self.models))
         check_teachers(list(self.models))
+        # Last, so that a config with another error too is refused for that one, as before.
+        check_executor_keys(self)
 
 
 def sweep_dir(cfg: SweepConfig) -> Path:
@@ -200,8 +202,9 @@ def _data_overrides(cfg: SweepConfig) -> list[str]:
 
 def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
     folder = sweep_dir(cfg)
-    if cfg.executor == "ray" and not cfg.dry_run:
-        check_installed()
+    preflight = EXECUTORS[cfg.executor].preflight
+    if preflight and not cfg.dry_run:
+        preflight()
     check_variants(cfg)
     check_datasets(cfg)
     jobs, cells = plan_cells(cfg, folder)
