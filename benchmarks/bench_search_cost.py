@@ -97,7 +97,8 @@ def read(folder: Path) -> dict | None:
     trials = [json.loads(p.read_text()) for p in folder.glob("grid/*/result.json")]
     row["epochs"] = sum(t.get("epochs_trained", 0) for t in trials)
     row["pruned"] = sum(bool(t.get("pruned")) for t in trials)
-    row["chosen"] = report.get("search", {}).get("chosen_trial")
+    search = report.get("search")  # a tree's names its strategy; a deep search's is a dict
+    row["chosen"] = search.get("chosen_trial") if isinstance(search, dict) else None
     return row
 
 
