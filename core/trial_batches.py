@@ -17,7 +17,7 @@ processes (`finetune.trial_pool`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -46,12 +46,27 @@ def thread_share(threads: int, n_jobs: int) -> int:
     return max(1, threads // n_jobs)
 
 
-def in_threads(tasks: list[Callable[[], T]]) -> list[T]:
+def in_threads(tasks: list[Callable[[], T]], apart: list[Hashable] | None = None) -> list[T]:
     """Each task's result, in order; one task runs in the calling thread (the sequential
-    search), several in threads of their own. A task's exception is raised once every task has
-    ended (the first in order), so no trial is left training behind the error."""
+    search), several in threads of their own. ``apart``: a key per task; tasks of different
+    keys never run at once (the keys one after another, in order of first appearance: a
+    library's process-wide state that two of them would set differently). A task's exception
+    is raised once every task has ended (the first in order), so no trial is left training
+    behind the error."""
     if len(tasks) == 1:
         return [tasks[0]()]
-    with ThreadPoolExecutor(max_workers=len(tasks), thread_name_prefix="trial") as pool:
-        futures = [pool.submit(task) for task in tasks]
-    return [future.result() for future in futures]
+    keys = apart if apart is not None else [None] * len(tasks)
+    results: list[Any] = [None] * len(tasks)
+    errors: list[BaseException | None] = [None] * len(tasks)
+    for key in dict.fromkeys(keys):
+        group = [i for i, k in enumerate(keys) if k == key]
+        with ThreadPoolExecutor(max_workers=len(group), thread_name_prefix="trial") as pool:
+            futures = {i: pool.submit(tasks[i]) for i in group}
+        for i, future in futures.items():
+            errors[i] = future.exception()
+            if errors[i] is None:
+                results[i] = future.result()
+    for error in errors:
+        if error is not None:
+            raise error
+    return results

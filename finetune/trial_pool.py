@@ -7,7 +7,9 @@ draw each other's numbers and no trial would be reproducible; and a small model'
 Python, which threads do not run at once (BENCHMARKS.md, "Parallel search trials"). The pool is
 ``spawn``ed (a forked child of a process that ran torch's thread pool or CUDA may hang) and lives
 for the search; each child gets the run's prepared data once and ``threads`` torch threads (its
-share of the parent's).
+share of the parent's). What crosses is pickled by `pickle` itself into bytes: the pool's own
+pickler would share tensors through file descriptors (torch's reductions), which a child of a
+forked process cannot receive, and the model's storages would be shared with the parent's.
 
 A trial trains in the child exactly as `finetune.grid.train_point` trains it in the parent: the
 parent seeds and builds its model (`Prebuilt`: the model and the random state after building,
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -78,7 +81,7 @@ class TrialPool:
             max_workers=n_jobs,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_start,
-            initargs=(os.getpid(), prepared, threads),
+            initargs=(os.getpid(), pickle.dumps(prepared), threads),
         )
 
     def submit(self, training: GridTraining, candidate: Candidate, prune: Any) -> Future:
@@ -86,15 +89,16 @@ class TrialPool:
         ``prune``: the child's pruner (picklable; None: not pruned)."""
         prebuilt = Prebuilt.of(candidate, training.cfg.seed)
         job = replace(candidate, build=prebuilt, log=Rows(), prune=prune)
-        return self.executor.submit(_train, replace(training, prepared=None), job)
+        payload = pickle.dumps((replace(training, prepared=None), job))
+        return self.executor.submit(_train, payload)
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _start(parent: int, prepared: PreparedData, threads: int) -> None:
+def _start(parent: int, prepared: bytes, threads: int) -> None:
     global _PREPARED
-    _PREPARED = prepared
+    _PREPARED = pickle.loads(prepared)
     torch.set_num_threads(threads)
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
 
@@ -105,7 +109,8 @@ def _watch(parent: int) -> None:
     os._exit(1)  # the search that started this child is gone
 
 
-def _train(training: GridTraining, candidate: Candidate) -> tuple[dict, list[dict]]:
+def _train(payload: bytes) -> tuple[dict, list[dict]]:
+    training, candidate = pickle.loads(payload)
     assert _PREPARED is not None, "the pool's initializer gives each child the data"
     point = train_point(replace(training, prepared=_PREPARED), candidate, in_grid=True)
     assert isinstance(candidate.log, Rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -50,6 +50,7 @@ def search_backend(
         on_trial=on_trial,
         study=study,
         n_jobs=backend.options.n_jobs,
+        apart=getattr(backend, "apart", lambda choices: None),
     )
 
 
@@ -64,6 +65,7 @@ def optuna_search(
     on_trial: Callable[[TrialResult], None] = lambda result: None,
     study: StudyStore | None = None,
     n_jobs: int = 1,
+    apart: Callable[[dict], Hashable] = lambda choices: None,
 ) -> SearchOutcome:
     """``n_trials`` trials of a study drawn by ``sampler`` (an Optuna sampler, seeded), pruned
     by a median rule on the backend's own per-round vali NDCG@5; the vali-best completed trial
@@ -80,6 +82,7 @@ def optuna_search(
             search runs all its trials again); None: in memory.
         n_jobs: trials trained at once, in threads (`core.trial_batches`: asked and told in
             trial order, so the search is reproducible for a given ``n_jobs``; 1: one by one).
+        apart: a trial's key; trials of different keys never train at once (`TreeBackend`).
     """
     if n_trials < 1:
         raise UserError(f"n_trials must be >= 1, got {n_trials}")
@@ -99,7 +102,8 @@ def optuna_search(
         # Asked and drawn in trial order, trained at once, told in trial order (core.trial_batches).
         asked = [search_study.ask() for _ in batch]
         drawn = [(trial, suggest(trial)) for trial in asked]
-        done = in_threads([partial(_train, train, trial, choices) for trial, choices in drawn])
+        tasks = [partial(_train, train, trial, choices) for trial, choices in drawn]
+        done = in_threads(tasks, [apart(choices) for _, choices in drawn])
         for (trial, choices), (fitted, seconds) in zip(drawn, done, strict=True):
             if isinstance(fitted, Pruned):
                 result = TrialResult(
