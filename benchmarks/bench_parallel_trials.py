@@ -11,7 +11,12 @@ system of the process and its children) of the whole run, and each trial's vali 
 - ``threads``: two trials at once in two threads of one process, one torch thread each (not
   offered by the tool: trials share torch's global generator; measured here to say why).
 
-    nice -n 10 .venv/bin/python benchmarks/bench_parallel_trials.py [--epochs 20] [--repeats 1]
+    nice -n 10 .venv/bin/python benchmarks/bench_parallel_trials.py [--epochs 20] [--groups 30]
+        [--repeats 1]
+
+Every trial trains its ``--epochs`` (no early stop: ``deep.patience=null``). ``--trees``:
+``gbdt-optuna``'s 12 trials instead, one by one on 2 threads against 2 at once on 1 thread each
+(``gbdt.n_jobs=2``).
 """
 
 from __future__ import annotations
@@ -29,14 +34,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MODES = ("sequential", "sequential-1", "processes", "threads")
+TREE_MODES = ("gbdt-sequential", "gbdt-threads")
 
 
-def _args(run_dir: Path, epochs: int, mode: str) -> list[str]:
+def _args(run_dir: Path, epochs: int, mode: str, groups: int) -> list[str]:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from tiny import small_encoder, tiny_data
 
     return [
-        "baseline", "resnet", *tiny_data(), "logger=none",
+        "baseline", "resnet", *tiny_data(), f"data.synthetic.n_train_groups={groups}",
+        "logger=none", "deep.patience=null",
         *(f"deep.{o}" for o in small_encoder()),
         "deep.search.n_trials=4", f"deep.search.full_epochs=[{epochs},{epochs}]",
         f"epochs={epochs}", f"deep.search.n_jobs={2 if mode == 'processes' else 1}",
@@ -52,18 +59,34 @@ def _threaded(asked, pool, study, space):
     return in_threads([partial(train_point, item[3], item[4], in_grid=True) for item in asked])
 
 
-def child(mode: str, run_dir: Path, epochs: int) -> None:
+def _tree_args(run_dir: Path, mode: str, groups: int) -> list[str]:
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from tiny import tiny_data
+
+    return [
+        "baseline", "gbdt-optuna", *tiny_data(), f"data.synthetic.n_train_groups={groups}",
+        "logger=none", "gbdt.n_trials=12", "gbdt.num_threads=2",
+        f"gbdt.n_jobs={2 if mode == 'gbdt-threads' else 1}", f"run_dir={run_dir}",
+    ]  # fmt: skip
+
+
+def child(mode: str, run_dir: Path, epochs: int, groups: int) -> None:
     import torch
 
     from scarce_ltr.cli import run
     from scarce_ltr.finetune import search
 
+    if mode in TREE_MODES:
+        report = run(_tree_args(run_dir, mode, groups))
+        print(json.dumps({"vali": [t["vali_ndcg@5"] or float("nan") for t in report["grid"]]}))
+        return
+
     if mode != "sequential":
         torch.set_num_threads(1)
-    args = _args(run_dir, epochs, mode)
+    args = _args(run_dir, epochs, mode, groups)
     if mode == "threads":
         args[args.index("deep.search.n_jobs=1")] = "deep.search.n_jobs=2"
-        search._pool = lambda first, n_jobs: None  # type: ignore[assignment]
+        search._pool = lambda first, n_jobs, key: None  # type: ignore[assignment]
         real = search._train_batch
         search._train_batch = lambda asked, pool, study, space: (  # type: ignore[assignment]
             _threaded(asked, pool, study, space)
@@ -79,23 +102,28 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--child", choices=MODES)
+    parser.add_argument("--groups", type=int, default=30, help="train QGs (the tests': 30)")
+    parser.add_argument("--trees", action="store_true", help="gbdt-optuna's 12 trials instead")
+    parser.add_argument("--child", choices=MODES + TREE_MODES)
+    parser.add_argument("--modes", nargs="+", choices=MODES + TREE_MODES, help="these only")
     parser.add_argument("--run-dir", type=Path)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.run_dir, args.epochs)
+        child(args.child, args.run_dir, args.epochs, args.groups)
         return
     print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
     for repeat in range(args.repeats):
-        for mode in MODES:
+        for mode in args.modes or (TREE_MODES if args.trees else MODES):
             with tempfile.TemporaryDirectory() as tmp:
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()
                 done = subprocess.run(
                     [sys.executable, __file__, "--child", mode, "--run-dir", f"{tmp}/run",
-                     "--epochs", str(args.epochs)],
-                    capture_output=True, text=True, check=True,
+                     "--epochs", str(args.epochs), "--groups", str(args.groups)],
+                    capture_output=True, text=True,
                 )  # fmt: skip
+                if done.returncode != 0:
+                    sys.exit(f"{mode} failed:\n{done.stderr[-3000:]}")
                 wall = time.perf_counter() - start
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

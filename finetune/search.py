@@ -225,7 +225,7 @@ def run_search(
                      for number in batch]  # fmt: skip
             start = time.perf_counter()
             if len(asked) > 1 and pool is None:
-                pool = _pool(asked[0], n_jobs)
+                pool = _pool(asked[0], n_jobs, f"{_prefix(cfg, space)}n_jobs")
             points = _train_batch(asked, pool, study, space)
             for item, point in zip(asked, points, strict=True):
                 number, trial, params, training, candidate, reporter = item
@@ -289,14 +289,14 @@ def _ask(
     return number, trial, params, training, candidate, reporter
 
 
-def _pool(first: Asked, n_jobs: int) -> TrialPool:
+def _pool(first: Asked, n_jobs: int, key: str) -> TrialPool:
     """The children of a search training ``n_jobs`` trials at once, each with its share of
-    torch's threads."""
+    torch's threads; ``key`` names ``n_jobs`` for messages."""
     training = first[3]
     if training.runtime.distributed:
         raise UserError(
-            "search.n_jobs > 1 with a distributed run (torchrun): each trial already trains on "
-            "every process; give n_jobs=1"
+            f"{key}={n_jobs} with a distributed run (torchrun): each trial already trains on "
+            f"every process; give {key}=1"
         )
     threads = thread_share(torch.get_num_threads(), n_jobs)
     return TrialPool(n_jobs, training.prepared, threads=threads)
@@ -334,7 +334,7 @@ def _train_batch(
 def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
     """Where the study is kept (``search.storage`` or ``deep.search.storage``: `core.studies`,
     rebuilt from the trials in the run folder); None: in memory."""
-    prefix = "search" if getattr(cfg, "search", None) is space.config else "deep.search"
+    prefix = _prefix(cfg, space).rstrip(".")
     config = space.config
     if config.storage is not None and config.pruner == "hyperband":
         # Hyperband's brackets hash the study's name, and a stored study is named after its
@@ -345,6 +345,11 @@ def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
             f"memory; use {prefix}.pruner=median or halving with a storage"
         )
     return StudyStore.of(config.storage, config.study_name, run.folder, key=f"{prefix}.storage")
+
+
+def _prefix(cfg: CommonConfig, space: Space) -> str:
+    """Where the search's keys sit: ``search.`` (finetuning) or ``deep.search.``."""
+    return "search." if getattr(cfg, "search", None) is space.config else "deep.search."
 
 
 def make_pruner(space: Space):

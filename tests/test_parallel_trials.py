@@ -158,6 +158,24 @@ def test_a_parallel_deep_search_killed_mid_batch_resumes_to_the_same_trials(
     assert _same_model(crashed, reference)
 
 
+def test_a_pruned_parallel_deep_search_is_reproducible(tmp_path: Path) -> None:
+    """The median rule in the children (trial 3 trains beside trial 2 and is compared with
+    trials 0 and 1): two runs prune and choose alike, and a stored study holds every trial."""
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    args = [*RESNET, "deep.search.n_trials=4", "deep.search.full_epochs=[2,4]", "epochs=4",
+            "deep.search.n_jobs=2", "deep.search.pruner=median", "deep.search.prune_warmup=1",
+            "deep.search.prune_startup=1"]  # fmt: skip
+    first = run([*args, f"deep.search.storage={url}", f"run_dir={tmp_path / 'a'}"])
+    second = run([*args, f"run_dir={tmp_path / 'b'}"])
+    assert json.dumps(_trials(first)) == json.dumps(_trials(second))
+    assert _metrics(first) == _metrics(second)
+    assert first["search"]["pruner"] == "median"
+    study = optuna.load_study(storage=url, study_name=str(tmp_path / "a"))
+    pruned = [bool(t.get("pruned")) for t in first["search"]["trials"]]
+    states = [t.state == optuna.trial.TrialState.PRUNED for t in study.trials]
+    assert states == pruned and len(states) == 4
+
+
 def test_a_child_prunes_as_the_parent_study_would() -> None:
     """The median rule in a child (`ReplicaPruner`: a study holding the trials finished before
     the batch) stops a trial at the epoch the parent's study stops it."""
