@@ -76,8 +76,12 @@ class SearchOptions:
         """`ValueError` naming the backend and the key of a parameter it does not take."""
 
     def threads(self) -> int:
-        """One trial's threads: its share of ``num_threads`` among the ``n_jobs`` at once."""
-        return thread_share(self.num_threads or os.cpu_count() or 1, self.n_jobs)
+        """The search's threads (``num_threads``, 0: every core)."""
+        return self.num_threads or os.cpu_count() or 1
+
+    def trial_threads(self) -> int:
+        """One fit's threads: its share of `threads` among the ``n_jobs`` trials at once."""
+        return thread_share(self.threads(), self.n_jobs)
 
     def rounds(self, epochs: int | None) -> int:
         return self.max_rounds if epochs is None else min(self.max_rounds, epochs)

@@ -28,6 +28,12 @@ recipe's trials (trial 0 first) are never pruned. A pruned trial is finished as 
 on resume every finished trial's epochs are reported to the study again before it is told, and a
 trial resumed from its checkpoint reports its epochs so far first, so the pruner decides as in
 an uninterrupted search. ``none`` reports nothing: the search it always was, bit for bit.
+
+Trials at once (``search.n_jobs`` > 1): the study is asked a batch of N trials in order, they
+train in child processes (`finetune.trial_pool`), and are told in order once all N are done
+(`core.trial_batches`), so the search is reproducible for a given N and resumes mid-batch like a
+sequential one. A child prunes with the median rule over the trials finished before its batch
+(`ReplicaPruner`); halving and Hyperband, which read the trials still training, are refused.
 """
 
 from __future__ import annotations
@@ -46,10 +52,9 @@ import numpy as np
 import torch
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.extras import require
 from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
-from scarce_ltr.core.selection import nan_low, select_best
+from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.studies import StudyStore, create_study
 from scarce_ltr.core.trial_batches import batches, thread_share
 from scarce_ltr.data.stage_config import CommonConfig
@@ -64,6 +69,7 @@ from scarce_ltr.finetune.grid import (
     train_point,
 )
 from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
+from scarce_ltr.finetune.search_pruning import ReplicaPruner, Reporter, _optuna, make_pruner
 from scarce_ltr.finetune.trial_pool import TrialPool
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
@@ -352,65 +358,6 @@ def _prefix(cfg: CommonConfig, space: Space) -> str:
     return "search." if getattr(cfg, "search", None) is space.config else "deep.search."
 
 
-def make_pruner(space: Space):
-    """``search.pruner``'s Optuna pruner: no trial stopped before ``prune_warmup`` epochs."""
-    optuna, config = _optuna(), space.config
-    warmup = config.prune_warmup
-    if config.pruner == "median":
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=config.prune_startup, n_warmup_steps=warmup
-        )
-    if config.pruner == "halving":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup, reduction_factor=3)
-    most = max(config.head_epochs or [0]) + max(config.full_epochs or [0])
-    return optuna.pruners.HyperbandPruner(
-        min_resource=warmup, max_resource=max(most, warmup), reduction_factor=3
-    )
-
-
-@dataclass
-class ReplicaPruner:
-    """A child's pruner (`finetune.trial_pool`): ``search.pruner`` over a study in the child
-    that holds the trials ``finished`` before the batch, in which the trial reports its epochs
-    (`Reporter`). The median rule reads only finished trials, so it decides there as in the
-    parent's study; the parent reports the trial's epochs to its own trial afterwards."""
-
-    space: Space
-    finished: list
-    protected: bool
-    reporter: Reporter | None = None
-
-    def __call__(self, history: list[dict]) -> bool:
-        if self.reporter is None:
-            optuna = _optuna()
-            study = optuna.create_study(direction="maximize", pruner=make_pruner(self.space))
-            study.add_trials(self.finished)
-            self.reporter = Reporter(study.ask(), protected=self.protected)
-        return self.reporter(history)
-
-
-class Reporter:
-    """A trial's `finetune.loop.Prune`: each new epoch's best vali NDCG@5 so far (NaN while none
-    is finite) reported at step = its epoch, then the pruner asked, epoch by epoch, also for a
-    trial read back or resumed (successive halving and Hyperband record the rungs a trial passed
-    when asked, and later trials compete against them). A ``protected`` trial (the fixed
-    recipe's) is asked too but never stopped."""
-
-    def __init__(self, trial, *, protected: bool) -> None:
-        self.trial, self.protected = trial, protected
-        self.reported, self.best = 0, -math.inf
-
-    def __call__(self, history: list[dict]) -> bool:
-        prune = False
-        for row in history[self.reported :]:
-            self.best = max(self.best, nan_low(row["vali_ndcg@5"]))
-            value = self.best if math.isfinite(self.best) else math.nan
-            self.trial.report(value, row["epoch"])
-            prune = self.trial.should_prune()
-        self.reported = len(history)
-        return prune and not self.protected
-
-
 def _search_report(
     chosen: TrainedPoint,
     results: list[dict],
@@ -508,9 +455,3 @@ def _progress(desc: str, number: int, total: int, result: dict, best: dict, seco
 
 def _short(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def _optuna():
-    optuna = require("optuna", "search.n_trials")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna

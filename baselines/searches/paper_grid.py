@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
+from scarce_ltr.baselines.searches.study import n_jobs_of
 from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult, keep_if_best
 from scarce_ltr.core.trial_batches import batches, in_threads
 
@@ -21,7 +22,7 @@ def search(
 ) -> SearchOutcome:
     """The backend's ``grid()`` (each fit is seeded by the backend), ``options.n_jobs`` points
     trained at once."""
-    n_jobs = backend.options.n_jobs
+    n_jobs = n_jobs_of(backend)
     return grid_search(backend.grid(), train=train, on_trial=on_trial, n_jobs=n_jobs)
 
 

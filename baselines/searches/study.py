@@ -49,9 +49,15 @@ def search_backend(
         warmup_steps=backend.early_stopping_rounds,
         on_trial=on_trial,
         study=study,
-        n_jobs=backend.options.n_jobs,
+        n_jobs=n_jobs_of(backend),
         apart=getattr(backend, "apart", lambda choices: None),
     )
+
+
+def n_jobs_of(backend: TreeBackend) -> int:
+    """The trials ``backend``'s search trains at once: its section's ``n_jobs`` (1 for a
+    backend without one)."""
+    return getattr(getattr(backend, "options", None), "n_jobs", 1)
 
 
 def optuna_search(
