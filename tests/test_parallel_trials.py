@@ -97,6 +97,18 @@ def test_tree_trials_at_once_train_as_one_by_one_while_the_sampler_draws_at_rand
     assert _rows(got) == BEFORE[method]
 
 
+def test_the_paper_grid_trains_its_points_at_once_as_one_by_one(tmp_path: Path) -> None:
+    """``gbdt`` (the paper grid, 7 points) with gbdt.n_jobs=2: the rows and choice of the grid
+    walked one point at a time, each fit on one thread either way."""
+    fast = ["gbdt.max_rounds=20", "gbdt.early_stopping_rounds=5"]
+    args = ["baseline", "gbdt", *DATA, *fast]
+    one = run([*args, "gbdt.num_threads=1", f"run_dir={tmp_path / 'one'}"])
+    two = run([*args, "gbdt.num_threads=2", "gbdt.n_jobs=2", f"run_dir={tmp_path / 'two'}"])
+    assert len(one["grid"]) == 7
+    assert _without_seconds(two) == _without_seconds(one)
+    assert _metrics(two) == _metrics(one)
+
+
 def test_a_parallel_tree_search_is_reproducible_and_stored(tmp_path: Path) -> None:
     """12 trials, 3 at once: TPE draws trials 10 and 11 from the 9 trials of the batches before
     theirs (the sequential search, from 10 and 11), so N changes the search; for a given N two
