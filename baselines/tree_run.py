@@ -59,12 +59,14 @@ Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and
 class TreeBackend(Protocol):
     """What a tree backend gives the pipeline. ``grid()`` (the fixed points of the
     ``paper-grid`` strategy) is optional: a backend without one is searched by the strategies
-    that draw trials from ``suggest`` (``optuna``, ...)."""
+    that draw trials from ``suggest`` (``optuna``, ...). So is ``apart(choices)``, a key per
+    trial: trials of different keys never train at once (``<section>.n_jobs``; LightGBM's
+    label gain is process-wide)."""
 
     name: str  # as a message names it: "CatBoost YetiRank"
     n_trials: int
     early_stopping_rounds: int
-    options: Any  # its config section: storage, study_name (`search_store`)
+    options: Any  # its config section: storage, study_name (`search_store`), n_jobs
 
     def check_labels(self, split: RankingSplit, what: str) -> None: ...
 

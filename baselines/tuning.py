@@ -27,6 +27,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import require
 from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.studies import check_storage
+from scarce_ltr.core.trial_batches import check_n_jobs, thread_share
 from scarce_ltr.data.ranking_split import RankingSplit
 
 
@@ -42,7 +43,10 @@ class SearchOptions:
     n_trials: int = 20  # trials of the search; the vali-best is kept
     max_rounds: int = 500  # trees at most; `epochs` caps it further when set
     early_stopping_rounds: int = 50  # on vali NDCG@5
-    num_threads: int = 0  # 0: every core of the machine
+    num_threads: int = 0  # 0: every core of the machine; with n_jobs, shared by the trials
+    # trials trained at once (threads, each with num_threads // n_jobs of the cores): asked and
+    # told in trial order, reproducible for a given n_jobs (core.trial_batches); 1: one by one
+    n_jobs: int = 1
     params: dict[str, Any] = field(default_factory=dict)  # any backend parameter, every trial
     # an Optuna RDB URL (sqlite:///studies.db) the search's study is mirrored into, for
     # optuna.load_study and optuna-dashboard (core.studies); null: in memory only
@@ -64,6 +68,7 @@ class SearchOptions:
                 raise ValueError(f"{self.section}.{key} must be >= 1 and <= {MAX_EPOCHS}")
         if self.num_threads < 0:
             raise ValueError(f"{self.section}.num_threads must be >= 0 (0: every core)")
+        check_n_jobs(f"{self.section}.n_jobs", self.n_jobs)
         if self.params:
             self.check_params(self.params)
 
@@ -71,7 +76,12 @@ class SearchOptions:
         """`ValueError` naming the backend and the key of a parameter it does not take."""
 
     def threads(self) -> int:
+        """The search's threads (``num_threads``, 0: every core)."""
         return self.num_threads or os.cpu_count() or 1
+
+    def trial_threads(self) -> int:
+        """One fit's threads: its share of `threads` among the ``n_jobs`` trials at once."""
+        return thread_share(self.threads(), self.n_jobs)
 
     def rounds(self, epochs: int | None) -> int:
         return self.max_rounds if epochs is None else min(self.max_rounds, epochs)

@@ -28,6 +28,12 @@ recipe's trials (trial 0 first) are never pruned. A pruned trial is finished as 
 on resume every finished trial's epochs are reported to the study again before it is told, and a
 trial resumed from its checkpoint reports its epochs so far first, so the pruner decides as in
 an uninterrupted search. ``none`` reports nothing: the search it always was, bit for bit.
+
+Trials at once (``search.n_jobs`` > 1): the study is asked a batch of N trials in order, they
+train in child processes (`finetune.trial_pool`), and are told in order once all N are done
+(`core.trial_batches`), so the search is reproducible for a given N and resumes mid-batch like a
+sequential one. A child prunes with the median rule over the trials finished before its batch
+(`ReplicaPruner`); halving and Hyperband, which read the trials still training, are refused.
 """
 
 from __future__ import annotations
@@ -43,13 +49,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.extras import require
 from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import GridPoint, Outcome, Run
-from scarce_ltr.core.selection import nan_low, select_best
+from scarce_ltr.core.selection import select_best
 from scarce_ltr.core.studies import StudyStore, create_study
+from scarce_ltr.core.trial_batches import batches, thread_share
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
@@ -62,6 +69,8 @@ from scarce_ltr.finetune.grid import (
     train_point,
 )
 from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
+from scarce_ltr.finetune.search_pruning import ReplicaPruner, Reporter, _optuna, make_pruner
+from scarce_ltr.finetune.trial_pool import TrialPool
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
 # Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
@@ -212,36 +221,43 @@ def run_search(
     trainings: list[GridTraining] = []
     per_trial: list[np.ndarray] = []
     chosen: TrainedPoint | None = None
-    for number in range(n_trials):
-        trial = study.ask() if study is not None else None
-        params = space.suggest(trial) if recipe is None else recipe
-        training, candidate = make_trial(number, with_params(cfg, params))
-        candidate = _as_trial(candidate, run.folder, number, params, desc)
-        reporter = None
-        if pruning:
-            reporter = Reporter(trial, protected=number < max(len(space.first), 1))
-            candidate = replace(candidate, prune=reporter)
-        start = time.perf_counter()
-        point = train_point(training, candidate, in_grid=True)
-        _check_params(candidate, point.result, params)
-        value = point.result[BEST_VALI]
-        if reporter is not None:  # a trial read back: its epochs, as the pruner saw them
-            reporter(point.result["history"])
-        if point.result.get(PRUNED):
-            study.tell(trial, state=_optuna().trial.TrialState.PRUNED)
-        elif study is not None and math.isfinite(value):
-            study.tell(trial, value)
-        elif study is not None:  # nothing scored: the sampler learns nothing from it
-            study.tell(trial, state=_optuna().trial.TrialState.FAIL)
-        results.append(point.result)
-        trainings.append(training)
-        per_trial.append(point_vali_per_group(training, point))
-        best = select_best([r[BEST_VALI] for r in results])
-        if best == number:
-            chosen = point  # the earlier best's model is dropped
-        _progress(desc, number, n_trials, point.result, results[best], time.perf_counter() - start)
-        row = {"trial": number, **point.result["params"], BEST_VALI: point.result[BEST_VALI]}
-        on_trial(number, row)
+    n_jobs = min(space.config.n_jobs, n_trials)
+    pool = None
+    trial_args = {"with_params": with_params, "make_trial": make_trial, "desc": desc}
+    try:
+        for batch in batches(n_trials, n_jobs):
+            # asked in trial order, trained at once, told in trial order (core.trial_batches)
+            asked = [_ask(study, space, recipe, number, run, cfg, pruning, **trial_args)
+                     for number in batch]  # fmt: skip
+            start = time.perf_counter()
+            if len(asked) > 1 and pool is None:
+                pool = _pool(asked[0], n_jobs, f"{_prefix(cfg, space)}n_jobs")
+            points = _train_batch(asked, pool, study, space)
+            for item, point in zip(asked, points, strict=True):
+                number, trial, params, training, candidate, reporter = item
+                _check_params(candidate, point.result, params)
+                value = point.result[BEST_VALI]
+                if reporter is not None:  # trained elsewhere or read back: its epochs, as
+                    reporter(point.result["history"])  # the pruner saw them
+                if point.result.get(PRUNED):
+                    study.tell(trial, state=_optuna().trial.TrialState.PRUNED)
+                elif study is not None and math.isfinite(value):
+                    study.tell(trial, value)
+                elif study is not None:  # nothing scored: the sampler learns nothing from it
+                    study.tell(trial, state=_optuna().trial.TrialState.FAIL)
+                results.append(point.result)
+                trainings.append(training)
+                per_trial.append(point_vali_per_group(training, point))
+                best = select_best([r[BEST_VALI] for r in results])
+                if best == number:
+                    chosen = point  # the earlier best's model is dropped
+                seconds = time.perf_counter() - start
+                _progress(desc, number, n_trials, point.result, results[best], seconds)
+                row = {"trial": number, **point.result["params"], BEST_VALI: value}
+                on_trial(number, row)
+    finally:
+        if pool is not None:
+            pool.close()
     assert chosen is not None, "a search has at least one trial"
     search_report = partial(
         _search_report, cfg=cfg, space=space, with_params=with_params, report=report
@@ -250,10 +266,81 @@ def run_search(
     return finish_grid(run, training, chosen, results, report=search_report, per_point=per_trial)
 
 
+# One asked trial: (number, Optuna trial or None, params, training, candidate, reporter or None)
+Asked = tuple[int, Any, dict, GridTraining, Candidate, "Reporter | None"]
+
+
+def _ask(
+    study,
+    space: Space,
+    recipe: dict | None,
+    number: int,
+    run: Run,
+    cfg: CommonConfig,
+    pruning: bool,
+    *,
+    with_params: Callable[[Any, dict], Any],
+    make_trial: MakeTrial,
+    desc: str,
+) -> Asked:
+    """Trial ``number``: asked of the study and drawn (or the recipe), as the trial it trains."""
+    trial = study.ask() if study is not None else None
+    params = space.suggest(trial) if recipe is None else recipe
+    training, candidate = make_trial(number, with_params(cfg, params))
+    candidate = _as_trial(candidate, run.folder, number, params, desc)
+    reporter = None
+    if pruning:
+        reporter = Reporter(trial, protected=number < max(len(space.first), 1))
+        candidate = replace(candidate, prune=reporter)
+    return number, trial, params, training, candidate, reporter
+
+
+def _pool(first: Asked, n_jobs: int, key: str) -> TrialPool:
+    """The children of a search training ``n_jobs`` trials at once, each with its share of
+    torch's threads; ``key`` names ``n_jobs`` for messages."""
+    training = first[3]
+    if training.runtime.distributed:
+        raise UserError(
+            f"{key}={n_jobs} with a distributed run (torchrun): each trial already trains on "
+            f"every process; give {key}=1"
+        )
+    threads = thread_share(torch.get_num_threads(), n_jobs)
+    return TrialPool(n_jobs, training.prepared, threads=threads)
+
+
+def _train_batch(
+    asked: list[Asked], pool: TrialPool | None, study, space: Space
+) -> list[TrainedPoint]:
+    """Each asked trial trained (in ``pool``'s children when given) or read back, in order."""
+    if pool is None:
+        return [train_point(item[3], item[4], in_grid=True) for item in asked]
+    finished = study.get_trials(deepcopy=True, states=(_optuna().trial.TrialState.COMPLETE,))
+    pending: list[tuple[Candidate, Any]] = []
+    for _, _, _, training, candidate, reporter in asked:
+        done = GridPoint(candidate.folder).result()
+        if done is not None:  # finished before: read back, as train_point would
+            pending.append((candidate, TrainedPoint(candidate, done)))
+            continue
+        prune = None
+        if reporter is not None:
+            prune = ReplicaPruner(space, finished, protected=reporter.protected)
+        pending.append((candidate, pool.submit(training, replace(candidate, prune=None), prune)))
+    points = []
+    for candidate, job in pending:
+        if isinstance(job, TrainedPoint):
+            points.append(job)
+            continue
+        result, rows = job.result()
+        for row in rows if candidate.log is not None else ():
+            candidate.log(row)  # the tracker's epochs, in trial order
+        points.append(TrainedPoint(candidate, result))
+    return points
+
+
 def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
     """Where the study is kept (``search.storage`` or ``deep.search.storage``: `core.studies`,
     rebuilt from the trials in the run folder); None: in memory."""
-    prefix = "search" if getattr(cfg, "search", None) is space.config else "deep.search"
+    prefix = _prefix(cfg, space).rstrip(".")
     config = space.config
     if config.storage is not None and config.pruner == "hyperband":
         # Hyperband's brackets hash the study's name, and a stored study is named after its
@@ -266,42 +353,9 @@ def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
     return StudyStore.of(config.storage, config.study_name, run.folder, key=f"{prefix}.storage")
 
 
-def make_pruner(space: Space):
-    """``search.pruner``'s Optuna pruner: no trial stopped before ``prune_warmup`` epochs."""
-    optuna, config = _optuna(), space.config
-    warmup = config.prune_warmup
-    if config.pruner == "median":
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=config.prune_startup, n_warmup_steps=warmup
-        )
-    if config.pruner == "halving":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=warmup, reduction_factor=3)
-    most = max(config.head_epochs or [0]) + max(config.full_epochs or [0])
-    return optuna.pruners.HyperbandPruner(
-        min_resource=warmup, max_resource=max(most, warmup), reduction_factor=3
-    )
-
-
-class Reporter:
-    """A trial's `finetune.loop.Prune`: each new epoch's best vali NDCG@5 so far (NaN while none
-    is finite) reported at step = its epoch, then the pruner asked, epoch by epoch, also for a
-    trial read back or resumed (successive halving and Hyperband record the rungs a trial passed
-    when asked, and later trials compete against them). A ``protected`` trial (the fixed
-    recipe's) is asked too but never stopped."""
-
-    def __init__(self, trial, *, protected: bool) -> None:
-        self.trial, self.protected = trial, protected
-        self.reported, self.best = 0, -math.inf
-
-    def __call__(self, history: list[dict]) -> bool:
-        prune = False
-        for row in history[self.reported :]:
-            self.best = max(self.best, nan_low(row["vali_ndcg@5"]))
-            value = self.best if math.isfinite(self.best) else math.nan
-            self.trial.report(value, row["epoch"])
-            prune = self.trial.should_prune()
-        self.reported = len(history)
-        return prune and not self.protected
+def _prefix(cfg: CommonConfig, space: Space) -> str:
+    """Where the search's keys sit: ``search.`` (finetuning) or ``deep.search.``."""
+    return "search." if getattr(cfg, "search", None) is space.config else "deep.search."
 
 
 def _search_report(
@@ -401,9 +455,3 @@ def _progress(desc: str, number: int, total: int, result: dict, best: dict, seco
 
 def _short(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def _optuna():
-    optuna = require("optuna", "search.n_trials")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS, Allowed
 from scarce_ltr.core.studies import check_storage
+from scarce_ltr.core.trial_batches import check_n_jobs
 from scarce_ltr.finetune.losses import LOSSES
 
 PHASE_EPOCHS = Allowed(0, MAX_EPOCHS)  # head_epochs, full_epochs: 0 leaves a phase out
@@ -73,6 +74,10 @@ class SearchConfig:
     # optuna.load_study and optuna-dashboard (core.studies); null: in memory only
     storage: str | None = None
     study_name: str | None = None  # the study's name in storage; null: the run folder's
+    # trials trained at once, each in a child process with its share of torch's threads:
+    # asked and told in trial order, reproducible for a given n_jobs (core.trial_batches;
+    # finetune.trial_pool); 1 (the default): one after another, the search as it always was
+    n_jobs: int = 1
 
     def check(self, prefix: str) -> None:
         """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
@@ -114,6 +119,14 @@ class SearchConfig:
                 f"before the median pruner stops any), got {self.prune_startup}"
             )
         check_storage(f"{prefix}storage", self.storage)
+        check_n_jobs(f"{prefix}n_jobs", self.n_jobs)
+        if self.n_jobs > 1 and self.pruner in ("halving", "hyperband"):
+            raise ValueError(
+                f"{prefix}n_jobs={self.n_jobs} with {prefix}pruner={self.pruner}: successive "
+                "halving and Hyperband compare a trial with the rungs of the trials still "
+                f"training beside it, which depend on timing; use {prefix}pruner=median or none "
+                "with n_jobs > 1"
+            )
         if self.recipe_from and not self.n_trials:
             raise ValueError(
                 f"{prefix}recipe_from trains a searched run's chosen recipe in place of this "

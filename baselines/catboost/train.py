@@ -75,7 +75,7 @@ class CatBoostBackend:
             "eval_metric": EVAL_METRIC,
             "iterations": self.rounds,
             "random_seed": self.seed,
-            "thread_count": self.options.threads(),
+            "thread_count": self.options.trial_threads(),
             "task_type": "CPU",
             "allow_writing_files": False,  # no catboost_info/ in the working directory
             "verbose": False,

@@ -20,6 +20,7 @@ from scarce_ltr.core.config_fields import (
     check_allowed,
 )
 from scarce_ltr.core.studies import check_storage
+from scarce_ltr.core.trial_batches import check_n_jobs, thread_share
 
 GRIDS = ("paper", "full")
 OBJECTIVES = ("lambdarank", "rank_xendcg")
@@ -69,7 +70,11 @@ class GBDTOptions:
     # boosting rounds at most; `epochs` caps it further when set
     max_rounds: int = field(default=500, metadata=allowed(Allowed(1, MAX_EPOCHS)))
     early_stopping_rounds: int = 50  # on vali NDCG@5
-    num_threads: int = 2
+    num_threads: int = 2  # with n_jobs, shared by the trials trained at once
+    # trials (or paper-grid points) trained at once, in threads with num_threads // n_jobs
+    # each: asked and told in trial order, reproducible for a given n_jobs
+    # (core.trial_batches); 1: one by one
+    n_jobs: int = 1
     pca_components: list[int] = field(default_factory=lambda: [5, 10, 15])  # gbdt-pca*
     pseudo_levels: int = 31  # gbdt-*pseudo: relevance levels 0 .. pseudo_levels - 1
     pseudo_binning: str = "width"  # width: equal-width bins of the score range | quantile
@@ -80,6 +85,7 @@ class GBDTOptions:
     def __post_init__(self) -> None:
         check_search("gbdt.search", self.search)
         check_storage("gbdt.storage", self.storage)
+        check_n_jobs("gbdt.n_jobs", self.n_jobs)
         for objective in [self.objective, *self.objectives]:
             if objective not in OBJECTIVES:
                 raise ValueError(
@@ -119,6 +125,10 @@ class GBDTOptions:
             )
         if self.pseudo_binning not in PSEUDO_BINNINGS:
             raise ValueError(f"gbdt.pseudo_binning must be one of {', '.join(PSEUDO_BINNINGS)}")
+
+    def trial_threads(self) -> int:
+        """One fit's threads: its share of ``num_threads`` among the ``n_jobs`` at once."""
+        return thread_share(self.num_threads, self.n_jobs)
 
     def rounds(self, epochs: int | None) -> int:
         """Boosting rounds at most: ``max_rounds``, capped by the common ``epochs`` key."""

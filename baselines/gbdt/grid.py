@@ -110,6 +110,13 @@ class LightGBMBackend:
     def first(self) -> dict:
         return defaults(self.options, self.training, cap=self.cap)
 
+    def apart(self, choices: dict) -> str:
+        """Fits of different label gains never train at once (``gbdt.n_jobs``): LightGBM keeps
+        the gain table of its NDCG (lambdarank's and the metric's) in one process-wide table
+        that each fit sets when it starts (``DCGCalculator``), so a linear-gain fit beside an
+        exponential one would train with the other's gains."""
+        return str(choices.get("label_gain", "exp"))
+
     def grid(self) -> list[dict]:
         """The paper-grid strategy's points, as trained (capped)."""
         return [asdict(leaves) for leaves, _ in self.plan]

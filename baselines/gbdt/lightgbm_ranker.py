@@ -63,7 +63,7 @@ class BoosterOptions:
             learning_rate=cfg.gbdt.learning_rate,
             rounds=cfg.gbdt.rounds(cfg.epochs),
             early_stopping_rounds=cfg.gbdt.early_stopping_rounds,
-            num_threads=cfg.gbdt.num_threads,
+            num_threads=cfg.gbdt.trial_threads(),  # gbdt.n_jobs fits share gbdt.num_threads
             seed=cfg.seed,
             objective=cfg.gbdt.objective,
             params=dict(cfg.gbdt.params),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from scarce_ltr.baselines.tuning import (
 )
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.studies import StudyStore, create_study
+from scarce_ltr.core.trial_batches import batches, in_threads
 
 if TYPE_CHECKING:
     from scarce_ltr.baselines.tree_run import TreeBackend
@@ -34,8 +36,9 @@ def search_backend(
     study: StudyStore | None = None,
 ) -> SearchOutcome:
     """`optuna_search` of ``backend``'s space: its ``n_trials``, ``suggest`` and ``first``,
-    no trial pruned before its early-stopping patience; ``sampler(optuna)`` the study's
-    sampler, ``study`` where it is kept (None: in memory)."""
+    no trial pruned before its early-stopping patience, ``options.n_jobs`` trials trained at
+    once; ``sampler(optuna)`` the study's sampler, ``study`` where it is kept (None: in
+    memory)."""
     optuna = require_backend("optuna", "optuna")
     return optuna_search(
         n_trials=backend.n_trials,
@@ -46,7 +49,15 @@ def search_backend(
         warmup_steps=backend.early_stopping_rounds,
         on_trial=on_trial,
         study=study,
+        n_jobs=n_jobs_of(backend),
+        apart=getattr(backend, "apart", lambda choices: None),
     )
+
+
+def n_jobs_of(backend: TreeBackend) -> int:
+    """The trials ``backend``'s search trains at once: its section's ``n_jobs`` (1 for a
+    backend without one)."""
+    return getattr(getattr(backend, "options", None), "n_jobs", 1)
 
 
 def optuna_search(
@@ -59,6 +70,8 @@ def optuna_search(
     warmup_steps: int = 0,
     on_trial: Callable[[TrialResult], None] = lambda result: None,
     study: StudyStore | None = None,
+    n_jobs: int = 1,
+    apart: Callable[[dict], Hashable] = lambda choices: None,
 ) -> SearchOutcome:
     """``n_trials`` trials of a study drawn by ``sampler`` (an Optuna sampler, seeded), pruned
     by a median rule on the backend's own per-round vali NDCG@5; the vali-best completed trial
@@ -73,6 +86,9 @@ def optuna_search(
             slower learning rate is not cut while it catches up).
         study: the storage and name the study is kept under (`core.studies`: made anew, the
             search runs all its trials again); None: in memory.
+        n_jobs: trials trained at once, in threads (`core.trial_batches`: asked and told in
+            trial order, so the search is reproducible for a given ``n_jobs``; 1: one by one).
+        apart: a trial's key; trials of different keys never train at once (`TreeBackend`).
     """
     if n_trials < 1:
         raise UserError(f"n_trials must be >= 1, got {n_trials}")
@@ -88,32 +104,47 @@ def optuna_search(
     if first is not None:
         search_study.enqueue_trial(first)
     outcome = SearchOutcome()
-    for _ in range(n_trials):
-        trial = search_study.ask()
-        choices = suggest(trial)
-
-        def report(step: int, value: float, trial=trial) -> None:
-            trial.report(value, step)
-            if trial.should_prune():
-                raise Pruned(step + 1)
-
-        start = time.perf_counter()
-        try:
-            model, rounds, vali, seconds, per_group = train(choices, report)
-        except Pruned as stop:
-            seconds = time.perf_counter() - start
-            result = TrialResult(trial.number, choices, stop.rounds, math.nan, seconds, pruned=True)
-            search_study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            keep_if_best(outcome, result, None)
+    for batch in batches(n_trials, n_jobs):
+        # Asked and drawn in trial order, trained at once, told in trial order (core.trial_batches).
+        asked = [search_study.ask() for _ in batch]
+        drawn = [(trial, suggest(trial)) for trial in asked]
+        tasks = [partial(_train, train, trial, choices) for trial, choices in drawn]
+        done = in_threads(tasks, [apart(choices) for _, choices in drawn])
+        for (trial, choices), (fitted, seconds) in zip(drawn, done, strict=True):
+            if isinstance(fitted, Pruned):
+                result = TrialResult(
+                    trial.number, choices, fitted.rounds, math.nan, seconds, pruned=True
+                )
+                search_study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                keep_if_best(outcome, result, None)
+                on_trial(result)
+                continue
+            model, rounds, vali, seconds, per_group = fitted
+            result = TrialResult(
+                trial.number, choices, rounds, vali, seconds, vali_per_group=per_group
+            )
+            if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing
+                search_study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                search_study.tell(trial, vali)
+            keep_if_best(outcome, result, model)
             on_trial(result)
-            continue
-        result = TrialResult(trial.number, choices, rounds, vali, seconds, vali_per_group=per_group)
-        if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing from it
-            search_study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        else:
-            search_study.tell(trial, vali)
-        keep_if_best(outcome, result, model)
-        on_trial(result)
     if all(result.pruned for result in outcome.results):
         raise UserError("every trial of the search was pruned; raise n_trials")
     return outcome
+
+
+def _train(train: TrainTrial, trial: Any, choices: dict) -> tuple[Any, float]:
+    """``(train's tuple, seconds)`` of one trial, or ``(Pruned, seconds)`` when its pruner
+    stopped it; it reports each round to ``trial`` (from its own thread in a batch)."""
+
+    def report(step: int, value: float) -> None:
+        trial.report(value, step)
+        if trial.should_prune():
+            raise Pruned(step + 1)
+
+    start = time.perf_counter()
+    try:
+        return train(choices, report), time.perf_counter() - start
+    except Pruned as stop:
+        return stop, time.perf_counter() - start

@@ -82,7 +82,7 @@ class XGBoostBackend:
             "tree_method": "hist",
             "device": "cpu",
             "seed": self.seed,
-            "nthread": self.options.threads(),
+            "nthread": self.options.trial_threads(),
             "verbosity": 0,
             **choices,
             **self.options.params,

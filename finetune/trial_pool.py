@@ -1,0 +1,117 @@
+"""A deep search's trials trained at once in child processes (``search.n_jobs``,
+``deep.search.n_jobs``; the batches of `core.trial_batches`).
+
+Processes, not threads: a trial seeds and draws from torch's global generator (dropout, the
+model's initialisation; `core.seeding`), which threads would share, so two trials at once would
+draw each other's numbers and no trial would be reproducible; and a small model's epoch is mostly
+Python, which threads do not run at once (BENCHMARKS.md, "Parallel search trials"). The pool is
+``spawn``ed (a forked child of a process that ran torch's thread pool or CUDA may hang) and lives
+for the search; each child gets the run's prepared data once and ``threads`` torch threads (its
+share of the parent's). What crosses is pickled by `pickle` itself into bytes: the pool's own
+pickler would share tensors through file descriptors (torch's reductions), which a child of a
+forked process cannot receive, and the model's storages would be shared with the parent's.
+
+A trial trains in the child exactly as `finetune.grid.train_point` trains it in the parent: the
+parent seeds and builds its model (`Prebuilt`: the model and the random state after building,
+which the child restores after seeding), the child trains it in the trial's folder with its own
+checkpoint and finishes it there (``result.json`` + ``DONE``), so a kill mid-batch resumes every
+trial of the batch where it stood. The child hands back the trial's result and the epoch rows
+it would have logged (`Rows`); the parent logs them in trial order and reads the model from the
+trial's folder when it needs it (as for a trial finished before). A child whose parent is gone
+(killed) stops within a second instead of training on behind a search resumed by another process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state, seed_everything
+from scarce_ltr.data.pipeline import PreparedData
+from scarce_ltr.finetune.grid import Candidate, GridTraining, train_point
+
+_PREPARED: PreparedData | None = None  # the child's copy of the run's data
+
+
+@dataclass
+class Prebuilt:
+    """A candidate's ``build`` done in the parent: the model, its spec and source, and the
+    global random state just after building (what the child's training draws from next)."""
+
+    model: nn.Module
+    spec: dict
+    source: dict
+    rng: dict
+
+    @classmethod
+    def of(cls, candidate: Candidate, seed: int) -> Prebuilt:
+        seed_everything(seed)  # as `train_point` does before it builds
+        model, spec, source = candidate.build()
+        return cls(model, spec, source, capture_rng_state())
+
+    def __call__(self) -> tuple[nn.Module, dict, dict]:
+        restore_rng_state(self.rng)
+        return self.model, self.spec, self.source
+
+
+@dataclass
+class Rows:
+    """A child's ``log``: the epoch rows, handed back to be logged in the parent."""
+
+    rows: list[dict] = field(default_factory=list)
+
+    def __call__(self, row: dict) -> None:
+        self.rows.append(row)
+
+
+class TrialPool:
+    """``n_jobs`` spawned children that train one trial each at a time (`submit`)."""
+
+    def __init__(self, n_jobs: int, prepared: PreparedData, *, threads: int) -> None:
+        self.executor = ProcessPoolExecutor(
+            max_workers=n_jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start,
+            initargs=(os.getpid(), pickle.dumps(prepared), threads),
+        )
+
+    def submit(self, training: GridTraining, candidate: Candidate, prune: Any) -> Future:
+        """Train ``candidate`` in a child; the future's value: ``(its result, its epoch rows)``.
+        ``prune``: the child's pruner (picklable; None: not pruned)."""
+        prebuilt = Prebuilt.of(candidate, training.cfg.seed)
+        job = replace(candidate, build=prebuilt, log=Rows(), prune=prune)
+        payload = pickle.dumps((replace(training, prepared=None), job))
+        return self.executor.submit(_train, payload)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _start(parent: int, prepared: bytes, threads: int) -> None:
+    global _PREPARED
+    _PREPARED = pickle.loads(prepared)
+    torch.set_num_threads(threads)
+    threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)  # the search that started this child is gone
+
+
+def _train(payload: bytes) -> tuple[dict, list[dict]]:
+    training, candidate = pickle.loads(payload)
+    assert _PREPARED is not None, "the pool's initializer gives each child the data"
+    point = train_point(replace(training, prepared=_PREPARED), candidate, in_grid=True)
+    assert isinstance(candidate.log, Rows)
+    return point.result, candidate.log.rows
