@@ -1,0 +1,64 @@
+"""The typed stage API under the command line: each `Stage`'s code imported as an `Entry`
+(its config class and ``main``), `compose` and `run_stage`, which ``./run.sh`` runs through."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import typing
+from dataclasses import is_dataclass
+from pathlib import Path
+
+import pytest
+from tiny import tiny_data
+
+from scarce_ltr.cli import STAGES, compose, run, run_stage
+from scarce_ltr.core.config import CONFIG_ROOT
+from scarce_ltr.core.runs import Outcome, Run
+
+
+@pytest.mark.parametrize("name", list(STAGES))
+def test_each_stage_entry_is_its_typed_config_and_main(name: str) -> None:
+    stage = STAGES[name]
+    assert stage.name == name
+    entry = stage.entry()
+    assert is_dataclass(entry.config) and stage.config() is entry.config
+    hints = typing.get_type_hints(entry.main)
+    cfg, second = list(inspect.signature(entry.main).parameters)[:2]
+    assert issubclass(entry.config, hints[cfg]), (name, hints[cfg])  # main takes its config
+    if stage.runs:  # main(cfg, run) -> Outcome, which Run.execute finishes the run with
+        assert hints[second] is Run and hints["return"] is Outcome
+        assert hasattr(entry.config, "identity")
+    else:
+        assert hints[second] == Path | None
+
+
+def test_the_command_line_imports_no_stage_until_one_runs() -> None:
+    code = (
+        "import sys; import scarce_ltr.cli as cli; cli.usage(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('scarce_ltr.sweeps', "
+        "'scarce_ltr.serving', 'scarce_ltr.baselines', 'scarce_ltr.finetune.train'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_run_stage_on_a_composed_config_is_the_command(tmp_path: Path) -> None:
+    overrides = [*tiny_data(), "method=gbdt", "gbdt.max_rounds=3", "logger=none"]
+    stage = STAGES["baseline"]
+    composed = compose(
+        stage,
+        [*overrides, f"run_dir={tmp_path / 'api'}"],
+        stage_file=CONFIG_ROOT / "baseline" / "gbdt.yaml",
+    )
+    assert composed.cfg.gbdt.max_rounds == 3 and composed.defaults is not None
+    by_api = run_stage(stage, composed)
+    by_cli = run(["baseline", "gbdt", *overrides, f"run_dir={tmp_path / 'cli'}"])
+    assert json.dumps(by_api["metrics"]) == json.dumps(by_cli["metrics"])  # nan: no outlier QG
+    config = [(tmp_path / d / "config.yaml").read_text() for d in ("api", "cli")]
+    assert config[0].replace("/api", "/cli") == config[1]
+    # A finished run is skipped: None, as ./run.sh answers it.
+    assert run_stage(stage, composed) is None
