@@ -12,10 +12,12 @@ from dataclasses import is_dataclass
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 from tiny import tiny_data
 
 from scarce_ltr.cli import STAGES, compose, run, run_stage
-from scarce_ltr.core.config import CONFIG_ROOT
+from scarce_ltr.core.config import CONFIG_ROOT, available
+from scarce_ltr.core.config_doc import describe
 from scarce_ltr.core.runs import Outcome, Run
 
 
@@ -62,3 +64,20 @@ def test_run_stage_on_a_composed_config_is_the_command(tmp_path: Path) -> None:
     assert config[0].replace("/api", "/cli") == config[1]
     # A finished run is skipped: None, as ./run.sh answers it.
     assert run_stage(stage, composed) is None
+
+
+@pytest.mark.parametrize("name", ["pretrain", "finetune"])
+def test_the_learning_rate_has_one_default(name: str, capsys) -> None:
+    """``optimizer.lr``'s default is the config class's alone (pretraining 5e-4, finetuning
+    5e-5): no stage file restates it; one that sets another rate is its recipe (combine's 1e-3),
+    and ``--help`` and every run read the rate that wins."""
+    stage = STAGES[name]
+    default = {d.key: d.default for d in describe(stage.config())}["optimizer.lr"]
+    assert default == {"pretrain": 5e-4, "finetune": 5e-5}[name]
+    for config in available(stage.config_folder):
+        stage_file = CONFIG_ROOT / stage.config_folder / f"{config}.yaml"
+        lr = OmegaConf.select(OmegaConf.load(stage_file), "optimizer.lr")
+        assert lr != default, f"{stage_file} restates optimizer.lr={default}"
+        run([name, config, "--help"])
+        expected = default if lr is None else lr
+        assert f"  optimizer.lr: float = {expected}" in capsys.readouterr().out, config
