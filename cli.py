@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -89,11 +89,15 @@ def compose(
     *,
     stage_file: Path | None = None,
     config_files: list[Path] = (),  # type: ignore[assignment]
+    values: Mapping[str, Any] | None = None,
 ) -> Composed:
     """The stage's config: schema <- data set file <- ``stage_file`` <- ``config_files`` <-
-    ``key=value`` overrides, validated (`core.config.load_config`)."""
+    ``key=value`` overrides <- ``values`` (dotted keys, Python values: the estimators'),
+    validated (`core.config.load_config`)."""
     schema = stage.config()
-    cfg, resolved = load_config(schema, overrides, stage_file=stage_file, config_files=config_files)
+    cfg, resolved = load_config(
+        schema, overrides, stage_file=stage_file, config_files=config_files, values=values
+    )
     defaults = None
     if stage.runs:
         # What the user left unset: a key a run of an older version did not write is no change
@@ -103,6 +107,22 @@ def compose(
             defaults_only=True,
         )  # fmt: skip
     return Composed(cfg, resolved, defaults)
+
+
+def compose_named(
+    stage: Stage,
+    name: str,
+    overrides: list[str] = (),  # type: ignore[assignment]
+    *,
+    values: Mapping[str, Any] | None = None,
+) -> Composed:
+    """The config ``./run.sh <stage> <name> <overrides>`` composes
+    (``configs/<folder>/<name>.yaml``, the name its `Stage.name_key`), with ``values`` (dotted
+    keys, Python values) set last."""
+    assert stage.config_folder is not None, stage.name
+    stage_file = _stage_file(stage.name, stage, name, available(stage.config_folder))
+    named = [f"{stage.name_key}={stage_file.stem}"] if stage.name_key else []
+    return compose(stage, [*named, *overrides], stage_file=stage_file, values=values)
 
 
 def run_stage(stage: Stage, composed: Composed) -> Any:

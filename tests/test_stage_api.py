@@ -11,6 +11,7 @@ import typing
 from dataclasses import is_dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from omegaconf import OmegaConf
 from tiny import tiny_data
@@ -81,3 +82,37 @@ def test_the_learning_rate_has_one_default(name: str, capsys) -> None:
         run([name, config, "--help"])
         expected = default if lr is None else lr
         assert f"  optimizer.lr: float = {expected}" in capsys.readouterr().out, config
+
+
+def test_an_estimator_composes_its_config_and_runs_it_without_the_command_line(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """`TreeRanker.fit` composes the stage's config with its keywords as Python values and
+    runs it through `run_stage`, not `cli.run`; ``commands_`` is the ``./run.sh`` argv that
+    runs the same (the same config.yaml and scores)."""
+    from scarce_ltr import TreeRanker, cli
+
+    rng = np.random.default_rng(0)
+    qid = np.repeat(np.arange(30), 8)
+    x = rng.normal(size=(len(qid), 6)).astype(np.float32)
+    y = (x[:, 0] + rng.normal(size=len(qid)) > 0.5).astype(int)
+    xv, qv = x[:80], qid[:80] + 100
+    yv = (xv[:, 0] > 0.3).astype(int)
+
+    def refused(argv: list[str]) -> None:
+        raise AssertionError(f"cli.run{argv}")
+
+    monkeypatch.setattr(cli, "run", refused)
+    monkeypatch.setattr("scarce_ltr.api.stages.run", refused, raising=False)  # an import of it
+    keywords = {"gbdt__max_rounds": np.int64(5), "gbdt__params": {"max_bin": 15}, "seed": 3}
+    ranker = TreeRanker("gbdt", n_jobs=1, work_dir=tmp_path / "fit", verbose=0, **keywords)
+    ranker.fit(x, y, qid, eval_set=(xv, yv, qv))
+    monkeypatch.undo()
+    [argv] = ranker.commands_
+    assert "gbdt.max_rounds=5" in argv and "gbdt.params.max_bin=15" in argv
+    again = [a for a in argv if not a.startswith("run_dir=")] + [f"run_dir={tmp_path / 'cli'}"]
+    report = run(again)
+    config = (ranker.run_ / "config.yaml").read_text()
+    assert config.replace(str(ranker.run_), "RUN") == (tmp_path / "cli" / "config.yaml").read_text(
+    ).replace(str(tmp_path / "cli"), "RUN")  # fmt: skip
+    assert json.dumps(report["metrics"]) == json.dumps(ranker.report_["metrics"])
