@@ -1,12 +1,14 @@
 """``./run.sh <stage> [<name>] [key=value ...]``: one entry point per stage.
 
-The CLI loads the stage's config (schema, data set file, ``configs/<folder>/<name>.yaml``,
-overrides). A stage that trains in a run folder is ``main(cfg, run)``: the CLI builds its
-`core.runs.Run` and lives it out once for every stage (`Run.execute`: the folder's lock, the
-saved config and its check, the skip of a finished run, the tracker closed); the other commands
-are ``main(cfg, out_dir)`` with ``out_dir`` None (they take their own ``out=``). A `UserError`,
-and an `OSError` that no layer below turned into one, end in one line on stderr and exit code 2;
-a stage whose result has an ``exit_code`` (a sweep with failed cells) exits with it.
+Each command is a `Stage`: its name, its help line and its code, imported (`Entry`: the
+config class and ``main``) when the command runs. The CLI composes the stage's config (schema,
+data set file, ``configs/<folder>/<name>.yaml``, overrides; `compose`) and hands the typed
+config to `run_stage`, the one way a stage runs: a stage that trains in a run folder is
+``main(cfg, run)``, whose `core.runs.Run` it builds and lives out (`Run.execute`: the folder's
+lock, the saved config and its check, the skip of a finished run, the tracker closed); the
+other commands are ``main(cfg, None)`` (they take their own ``out=``). A `UserError`, and an
+`OSError` that no layer below turned into one, end in one line on stderr and exit code 2; a
+stage whose result has an ``exit_code`` (a sweep with failed cells) exits with it.
 """
 
 from __future__ import annotations
@@ -14,26 +16,40 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from scarce_ltr.core.config import CONFIG_ROOT, available, load_config, merge_config, to_yaml
 from scarce_ltr.core.config_doc import describe, help_text
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.extras import import_feature
+from scarce_ltr.core.extras import EXTRAS, MissingExtra, missing_message
 from scarce_ltr.core.files import file_error
 from scarce_ltr.core.runs import Run
+
+ConfigT = TypeVar("ConfigT")
+
+
+@dataclass(frozen=True)
+class Entry(Generic[ConfigT]):
+    """A stage's code: its config class and ``main(cfg, run)`` (a `Run` for a stage that
+    trains in a run folder, returning its `core.runs.Outcome`; None for the other commands,
+    which return their result)."""
+
+    config: type[ConfigT]
+    main: Callable[[ConfigT, Any], Any]
 
 
 @dataclass(frozen=True)
 class Stage:
+    name: str  # the command: ./run.sh <name>
     help: str
-    # "module:function", called as function(cfg, run) (a `Run` when ``runs``) or function(cfg,
-    # None)
-    entry: str
-    schema: str  # "module:Class", the config dataclass
+    # Imports the stage's modules and returns its `Entry`; called when the command runs, so
+    # that ./run.sh --help and the other commands do not import them (nor need their extras).
+    load: Callable[[], Entry[Any]]
     config_folder: str | None = None  # the stage takes a name: configs/<folder>/<name>.yaml
     # The stage trains or scores in a run folder (its config: identity()), which `Run.execute`
     # locks, starts, skips when finished and closes.
@@ -42,13 +58,88 @@ class Stage:
     name_key: str | None = None  # config key that receives the command-line name
     out_key: str = "run_dir"  # the key that says where the command writes (in file advice)
 
+    def entry(self) -> Entry[Any]:
+        """The stage's `Entry`; a missing extra its modules import says which (one line)."""
+        try:
+            return self.load()
+        except ImportError as exc:
+            root = (exc.name or "").partition(".")[0]
+            if root in EXTRAS:
+                raise MissingExtra(missing_message(root, f"./run.sh {self.name}", exc)) from None
+            raise
 
-def _load(ref: str):
-    """``module:attr`` imported; a command needing a missing extra says which (one line)."""
-    module, _, attr = ref.partition(":")
-    command = next((c for c, s in STAGES.items() if ref in (s.entry, s.schema)), None)
-    feature = f"./run.sh {command}" if command else module
-    return getattr(import_feature(module, feature), attr)
+    def config(self) -> type:
+        """The stage's config class."""
+        return self.entry().config
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A stage's config as the command line composes it: the typed object, its resolved YAML
+    (saved with a run) and the values the user left unset (`merge_config`'s defaults)."""
+
+    cfg: Any
+    resolved: DictConfig
+    defaults: DictConfig | None = None
+
+
+def compose(
+    stage: Stage,
+    overrides: list[str],
+    *,
+    stage_file: Path | None = None,
+    config_files: list[Path] = (),  # type: ignore[assignment]
+    values: Mapping[str, Any] | None = None,
+) -> Composed:
+    """The stage's config: schema <- data set file <- ``stage_file`` <- ``config_files`` <-
+    ``key=value`` overrides <- ``values`` (dotted keys, Python values: the estimators'),
+    validated (`core.config.load_config`)."""
+    schema = stage.config()
+    cfg, resolved = load_config(
+        schema, overrides, stage_file=stage_file, config_files=config_files, values=values
+    )
+    defaults = None
+    if stage.runs:
+        # What the user left unset: a key a run of an older version did not write is no change
+        # when it holds that value.
+        defaults = merge_config(
+            schema, overrides, stage_file=stage_file, config_files=config_files,
+            defaults_only=True,
+        )  # fmt: skip
+    return Composed(cfg, resolved, defaults)
+
+
+def compose_named(
+    stage: Stage,
+    name: str,
+    overrides: list[str] = (),  # type: ignore[assignment]
+    *,
+    values: Mapping[str, Any] | None = None,
+) -> Composed:
+    """The config ``./run.sh <stage> <name> <overrides>`` composes
+    (``configs/<folder>/<name>.yaml``, the name its `Stage.name_key`), with ``values`` (dotted
+    keys, Python values) set last."""
+    assert stage.config_folder is not None, stage.name
+    stage_file = _stage_file(stage.name, stage, name, available(stage.config_folder))
+    named = [f"{stage.name_key}={stage_file.stem}"] if stage.name_key else []
+    return compose(stage, [*named, *overrides], stage_file=stage_file, values=values)
+
+
+def run_stage(stage: Stage, composed: Composed) -> Any:
+    """Run ``stage`` on its composed config: in its run folder through `Run.execute` (the
+    finished run's report, or None when it finished before and the stage does not ask for it),
+    else its ``main(cfg, None)``'s result."""
+    main = stage.entry().main
+    cfg = composed.cfg
+    if stage.runs:
+        return Run.of(cfg, cfg.identity()).execute(
+            main,
+            cfg,
+            composed.resolved,
+            defaults=composed.defaults,
+            report_when_done=stage.report_when_done,
+        )
+    return main(cfg, None)
 
 
 def usage() -> str:
@@ -104,33 +195,13 @@ def run(argv: list[str]) -> object:
         if stage.runs:  # a run's method is its command-line name (a sweep may be renamed)
             _check_name_key(stage.name_key, name, rest)
         rest = [f"{stage.name_key}={name}", *rest]
-    schema = _load(stage.schema)
-    cfg, resolved = load_config(
-        schema, rest, stage_file=stage_file, config_files=options.config_files
-    )
+    composed = compose(stage, rest, stage_file=stage_file, config_files=options.config_files)
     if options.print_config:
-        print(to_yaml(resolved), end="")
+        print(to_yaml(composed.resolved), end="")
         if stage.runs:
-            print(f"# run folder: {Run.of(cfg, cfg.identity()).folder}")
+            print(f"# run folder: {Run.of(composed.cfg, composed.cfg.identity()).folder}")
         return None
-    if stage.runs:
-        # What the user left unset: a key a run of an older version did not write is no change
-        # when it holds that value.
-        defaults = merge_config(
-            schema,
-            rest,
-            stage_file=stage_file,
-            config_files=options.config_files,
-            defaults_only=True,
-        )
-        return Run.of(cfg, cfg.identity()).execute(
-            _load(stage.entry),
-            cfg,
-            resolved,
-            defaults=defaults,
-            report_when_done=stage.report_when_done,
-        )
-    return _load(stage.entry)(cfg, None)
+    return run_stage(stage, composed)
 
 
 @dataclass
@@ -179,7 +250,7 @@ def _stage_file(command: str, stage: Stage, name: str, names: list[str]) -> Path
 def command_help(command: str, name: str | None = None, stage_file: Path | None = None) -> str:
     """A command's keys with types, defaults (the named config's when given) and help lines."""
     stage = STAGES[command]
-    schema = _load(stage.schema)
+    schema = stage.config()
     overrides = [f"{stage.name_key}={name}"] if stage.name_key and name else []
     merged = merge_config(schema, overrides, stage_file=stage_file)
     values = {}
@@ -219,7 +290,7 @@ def _is_positional(arg: str, stage: Stage) -> bool:
     if match is None:
         return True
     top = arg.partition("=")[0].split(".")[0]
-    return top not in {f.name for f in fields(_load(stage.schema))}
+    return top not in {f.name for f in fields(stage.config())}
 
 
 def _positional_override(command: str, value: str, overrides: list[str]) -> str:
@@ -269,85 +340,157 @@ def main() -> None:
 # Commands whose first argument, when it is not key=value, is this key: ./run.sh report <sweep>.
 POSITIONAL = {"report": "sweep", "select": "sweep", "predict": "run", "export": "run"}
 
-# The command-line name of each stage. Later stages register here.
+
+# Each stage's code, imported when its command runs.
+def _sweep() -> Entry[Any]:
+    from scarce_ltr.sweeps.sweep import SweepConfig, main
+
+    return Entry(SweepConfig, main)
+
+
+def _data_info() -> Entry[Any]:
+    from scarce_ltr.data.info import main
+    from scarce_ltr.data.stage_config import CommonConfig
+
+    return Entry(CommonConfig, main)
+
+
+def _pretrain() -> Entry[Any]:
+    from scarce_ltr.pretrain.config import PretrainConfig
+    from scarce_ltr.pretrain.train import main
+
+    return Entry(PretrainConfig, main)
+
+
+def _baseline() -> Entry[Any]:
+    from scarce_ltr.baselines.config import BaselineConfig
+    from scarce_ltr.baselines.run import main
+
+    return Entry(BaselineConfig, main)
+
+
+def _finetune() -> Entry[Any]:
+    from scarce_ltr.finetune.config import FinetuneConfig
+    from scarce_ltr.finetune.train import main
+
+    return Entry(FinetuneConfig, main)
+
+
+def _ensemble() -> Entry[Any]:
+    from scarce_ltr.ensembles.config import EnsembleConfig
+    from scarce_ltr.ensembles.ensemble import main
+
+    return Entry(EnsembleConfig, main)
+
+
+def _report() -> Entry[Any]:
+    from scarce_ltr.sweeps.report import ReportConfig, main
+
+    return Entry(ReportConfig, main)
+
+
+def _select() -> Entry[Any]:
+    from scarce_ltr.sweeps.select import SelectConfig, main
+
+    return Entry(SelectConfig, main)
+
+
+def _predict() -> Entry[Any]:
+    from scarce_ltr.serving.predict import PredictConfig, main
+
+    return Entry(PredictConfig, main)
+
+
+def _export() -> Entry[Any]:
+    from scarce_ltr.serving.export import ExportConfig, main
+
+    return Entry(ExportConfig, main)
+
+
+# The stages, by command-line name. Later stages register here.
 STAGES: dict[str, Stage] = {
-    "sweep": Stage(
-        help="methods x label settings x seeds, resumable (--dry-run lists the cells, workers=N)",
-        entry="scarce_ltr.sweeps.sweep:main",
-        schema="scarce_ltr.sweeps.sweep:SweepConfig",
-        config_folder="sweep",
-        name_key="name",
-    ),
-    "data-info": Stage(
-        help="per split: QGs, items, labels, outlier QGs; the label setting's labeled QGs",
-        entry="scarce_ltr.data.info:main",
-        schema="scarce_ltr.data.stage_config:CommonConfig",
-    ),
-    "pretrain": Stage(
-        help="self-supervised pretraining of an item encoder on the train QGs, no labels (vali "
-        "QGs: SSL Val, which picks the epoch)",
-        entry="scarce_ltr.pretrain.train:main",
-        schema="scarce_ltr.pretrain.config:PretrainConfig",
-        config_folder="pretrain",
-        runs=True,
-        report_when_done=True,
-        name_key="method",
-    ),
-    "baseline": Stage(
-        help="a baseline ranker on the labeled QGs, chosen on vali (LightGBM and its pseudo-label"
-        " / PCA / embedding variants, CatBoost, XGBoost, ResNet, DeepFM, DCNv2, DASALC)",
-        entry="scarce_ltr.baselines.run:main",
-        schema="scarce_ltr.baselines.config:BaselineConfig",
-        config_folder="baseline",
-        runs=True,
-        name_key="method",
-    ),
-    "finetune": Stage(
-        help="a scoring head on a pretrained (pretrained=<run dir>) or fresh (pretrained=none) "
-        "encoder, trained on the labeled QGs; combine=finetuned runs",
-        entry="scarce_ltr.finetune.train:main",
-        schema="scarce_ltr.finetune.config:FinetuneConfig",
-        config_folder="finetune",
-        runs=True,
-        name_key="strategy",
-    ),
-    "ensemble": Stage(
-        help="scores of finished runs (runs=[<run>,...]) mixed per QG after rank or z-score "
-        "normalisation (normalize=), weights chosen on vali (weights=grid), cross-fitted over "
-        "the vali QGs (weights=crossfit) or uniform",
-        entry="scarce_ltr.ensembles.ensemble:main",
-        schema="scarce_ltr.ensembles.config:EnsembleConfig",
-        runs=True,
-    ),
-    "report": Stage(
-        help="tables, plots, t-tests and one HTML dashboard of a sweep (./run.sh report <sweep>) "
-        "or of every run (./run.sh report)",
-        entry="scarce_ltr.sweeps.report:main",
-        schema="scarce_ltr.sweeps.report:ReportConfig",
-        out_key="out",
-    ),
-    "select": Stage(
-        help="the validation-best model of each data set and label setting of a sweep, over all "
-        "models (./run.sh select <sweep>); writes <sweep>/report/best.json with run folders "
-        "and bundle paths",
-        entry="scarce_ltr.sweeps.select:main",
-        schema="scarce_ltr.sweeps.select:SelectConfig",
-        out_key="out",
-    ),
-    "predict": Stage(
-        help="score a LETOR file or folder with a finished run's model bundle "
-        "(./run.sh predict <run> data.path=<file or folder> [out=<file.csv or folder>])",
-        entry="scarce_ltr.serving.predict:main",
-        schema="scarce_ltr.serving.predict:PredictConfig",
-        out_key="out",
-    ),
-    "export": Stage(
-        help="a finished run's model as one file that takes raw features "
-        "(./run.sh export <run> format=onnx|torchscript|lightgbm [out=<file>])",
-        entry="scarce_ltr.serving.export:main",
-        schema="scarce_ltr.serving.export:ExportConfig",
-        out_key="out",
-    ),
+    stage.name: stage
+    for stage in (
+        Stage(
+            name="sweep",
+            help="methods x label settings x seeds, resumable (--dry-run lists the cells, "
+            "workers=N)",
+            load=_sweep,
+            config_folder="sweep",
+            name_key="name",
+        ),
+        Stage(
+            name="data-info",
+            help="per split: QGs, items, labels, outlier QGs; the label setting's labeled QGs",
+            load=_data_info,
+        ),
+        Stage(
+            name="pretrain",
+            help="self-supervised pretraining of an item encoder on the train QGs, no labels (vali "
+            "QGs: SSL Val, which picks the epoch)",
+            load=_pretrain,
+            config_folder="pretrain",
+            runs=True,
+            report_when_done=True,
+            name_key="method",
+        ),
+        Stage(
+            name="baseline",
+            help="a baseline ranker on the labeled QGs, chosen on vali (LightGBM and its "
+            "pseudo-label / PCA / embedding variants, CatBoost, XGBoost, ResNet, DeepFM, DCNv2, "
+            "DASALC)",
+            load=_baseline,
+            config_folder="baseline",
+            runs=True,
+            name_key="method",
+        ),
+        Stage(
+            name="finetune",
+            help="a scoring head on a pretrained (pretrained=<run dir>) or fresh (pretrained=none) "
+            "encoder, trained on the labeled QGs; combine=finetuned runs",
+            load=_finetune,
+            config_folder="finetune",
+            runs=True,
+            name_key="strategy",
+        ),
+        Stage(
+            name="ensemble",
+            help="scores of finished runs (runs=[<run>,...]) mixed per QG after rank or z-score "
+            "normalisation (normalize=), weights chosen on vali (weights=grid), cross-fitted over "
+            "the vali QGs (weights=crossfit) or uniform",
+            load=_ensemble,
+            runs=True,
+        ),
+        Stage(
+            name="report",
+            help="tables, plots, t-tests and one HTML dashboard of a sweep (./run.sh report "
+            "<sweep>) or of every run (./run.sh report)",
+            load=_report,
+            out_key="out",
+        ),
+        Stage(
+            name="select",
+            help="the validation-best model of each data set and label setting of a sweep, over "
+            "all models (./run.sh select <sweep>); writes <sweep>/report/best.json with run "
+            "folders and bundle paths",
+            load=_select,
+            out_key="out",
+        ),
+        Stage(
+            name="predict",
+            help="score a LETOR file or folder with a finished run's model bundle "
+            "(./run.sh predict <run> data.path=<file or folder> [out=<file.csv or folder>])",
+            load=_predict,
+            out_key="out",
+        ),
+        Stage(
+            name="export",
+            help="a finished run's model as one file that takes raw features "
+            "(./run.sh export <run> format=onnx|torchscript|lightgbm [out=<file>])",
+            load=_export,
+            out_key="out",
+        ),
+    )
 }
 
 

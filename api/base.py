@@ -31,7 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from scarce_ltr import __version__
 from scarce_ltr.api import aliases, inputs, lgbm
 from scarce_ltr.api.layout import holdout, train_split
-from scarce_ltr.api.stages import SCHEMAS, leaves, route, run_stage
+from scarce_ltr.api.stages import SCHEMAS, StageCall, leaves, route, run_stage
 from scarce_ltr.baselines.tree_run import MISSING_AS_NAN
 from scarce_ltr.core.files import temp_folder_beside
 from scarce_ltr.core.metrics import mean_ndcg
@@ -283,7 +283,7 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
             data = workspace.path / "data"
             write_arrays(train, data / "train")
             write_arrays(splits["vali"], data / "vali")
-            common = ["data=arrays", f"data.path={data}", "data.splits.test=vali"]
+            common = {"data.path": str(data), "data.splits.test": "vali"}  # data=arrays
             log = None if show >= 3 else workspace.path / "log.txt"  # 3: everything shown
             self._progress = show in (1, 2)
             self.commands_: list[list[str]] = []
@@ -314,15 +314,15 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
             delattr(self, name)
 
-    def _stage(self, log: Path | None, argv: list[str]) -> dict | None:
-        self.commands_.append(argv)
+    def _stage(self, log: Path | None, call: StageCall) -> dict | None:
+        self.commands_.append(call.record)
         if self._progress:
             where = f" (output: {log})" if log is not None else ""
-            print(f"{type(self).__name__}: ./run.sh {' '.join(argv[:2])}{where}",
+            print(f"{type(self).__name__}: ./run.sh {call.stage} {call.name}{where}",
                   file=sys.stderr, flush=True)  # fmt: skip
         with warnings.catch_warnings():  # LightGBM's C++ side reads it from the params
             warnings.filterwarnings("ignore", message="categorical_feature keyword has been")
-            return run_stage(argv, log, progress=self._progress)
+            return run_stage(call, log, progress=self._progress)
 
     # ---- predict, score, save ---------------------------------------------------------------
     def predict(self, X, qid=None, *, group=None) -> np.ndarray:
@@ -545,7 +545,14 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         """The stages fit runs (``source``: `_pretrained_source`)."""
         raise NotImplementedError
 
-    def _run_stages(self, workspace, common, overrides, fraction, log) -> None:
+    def _run_stages(
+        self,
+        workspace: Workspace,
+        common: dict[str, Any],
+        overrides: dict[str, list[tuple[str, Any]]],
+        fraction: float,
+        log: Path | None,
+    ) -> None:
         raise NotImplementedError
 
 

@@ -7,7 +7,8 @@
     >>> ranker.save("my-ranker")                        # the run's model bundle (+ columns)
 
 One code path: `fit` writes the arrays as a `data=arrays` data set (`layout`) in a folder of its
-own and runs the same commands as ``./run.sh`` (`stages.run_stage`, recorded in
+own and runs the stages as ``./run.sh`` does (`stages.run_stage`: the config composed, the
+keywords set as Python values, `scarce_ltr.cli.run_stage`; the equivalent argv recorded in
 ``commands_``); `predict` scores with the run's model bundle (`scarce_ltr.serving.ranker`).
 Keywords are config keys (docs/estimators.md), and LightGBM's names for them
 (`scarce_ltr.api.aliases`); both estimators are scikit-learn estimators (`base.Ranker`), and
@@ -26,8 +27,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from scarce_ltr import __version__
 from scarce_ltr.api import aliases
-from scarce_ltr.api.base import ESTIMATOR_FORMAT, NAN_TREES, Ranker
+from scarce_ltr.api.base import ESTIMATOR_FORMAT, NAN_TREES, Ranker, Workspace
 from scarce_ltr.api.inputs import MISSING_POLICIES
+from scarce_ltr.api.stages import StageCall
 from scarce_ltr.baselines.run import BASELINES
 from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
@@ -80,19 +82,26 @@ class PretrainedRanker(Ranker):
         pretrains = source is None and self.method is not None
         return ("pretrain", "finetune") if pretrains else ("finetune",)
 
-    def _run_stages(self, workspace, common, overrides, fraction, log) -> None:
+    def _run_stages(
+        self,
+        workspace: Workspace,
+        common: dict[str, Any],
+        overrides: dict[str, list[tuple[str, Any]]],
+        fraction: float,
+        log: Path | None,
+    ) -> None:
         source = self.pretrained_source_
         if source is None and self.method is not None:
             source = workspace.path / "pretrain"
-            self._stage(log, ["pretrain", str(self.method), *common, *overrides["pretrain"],
-                              f"run_dir={source}"])  # fmt: skip
+            self._stage(log, StageCall("pretrain", str(self.method), common,
+                                       overrides["pretrain"], source))  # fmt: skip
         self.pretrain_run_ = source
         self.encoder_ = self._encoder_handle(source, workspace)
         self.run_ = workspace.path / "finetune"
-        self.report_ = self._stage(log, [
-            "finetune", self.strategy, *common, f"scarcity.fraction={fraction!r}",
-            f"pretrained={source or 'none'}", *overrides["finetune"], f"run_dir={self.run_}",
-        ])  # fmt: skip
+        given = common | {"scarcity.fraction": fraction, "pretrained": str(source or "none")}
+        self.report_ = self._stage(
+            log, StageCall("finetune", self.strategy, given, overrides["finetune"], self.run_)
+        )
 
 
 class TreeRanker(Ranker):
@@ -205,22 +214,28 @@ class TreeRanker(Ranker):
         pretrains = self.method == "gbdt-ssl" and source is None
         return ("pretrain", "baseline") if pretrains else ("baseline",)
 
-    def _run_stages(self, workspace, common, overrides, fraction, log) -> None:
+    def _run_stages(
+        self,
+        workspace: Workspace,
+        common: dict[str, Any],
+        overrides: dict[str, list[tuple[str, Any]]],
+        fraction: float,
+        log: Path | None,
+    ) -> None:
         source = self.pretrained_source_
-        pretrained = []
+        given = common | {"scarcity.fraction": fraction}
         if self.method == "gbdt-ssl":
             if source is None:
                 source = workspace.path / "pretrain"
-                self._stage(log, ["pretrain", self.pretrain_method, *common,
-                                  *overrides["pretrain"], f"run_dir={source}"])  # fmt: skip
-            pretrained = [f"pretrained={source}"]
+                self._stage(log, StageCall("pretrain", self.pretrain_method, common,
+                                           overrides["pretrain"], source))  # fmt: skip
+            given["pretrained"] = str(source)
         self.pretrain_run_ = source
         self.encoder_ = self._encoder_handle(source, workspace)
         self.run_ = workspace.path / "baseline"
-        self.report_ = self._stage(log, [
-            "baseline", self.method, *common, f"scarcity.fraction={fraction!r}", *pretrained,
-            *overrides["baseline"], f"run_dir={self.run_}",
-        ])  # fmt: skip
+        self.report_ = self._stage(
+            log, StageCall("baseline", self.method, given, overrides["baseline"], self.run_)
+        )
 
 
 def load_estimator(path: str | Path) -> Ranker:

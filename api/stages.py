@@ -1,10 +1,12 @@
-"""Estimator keywords as the command line's ``key=value`` overrides, and the stages run with them.
+"""Estimator keywords as config keys, and the stages run with them.
 
 A keyword is a config key with ``__`` for the dot (``optimizer__lr=1e-4`` is
-``optimizer.lr=1e-4``); a mapping value stands for its keys (``gbdt__params={"max_bin": 63}``).
-`route` sends each key to the stage whose config holds it (docs/estimators.md has the table);
-`run_stage` calls `scarce_ltr.cli.run` with the argv that ``./run.sh`` would get, so an
-estimator runs the very code of the commands, and records that argv.
+``optimizer.lr``); a mapping value stands for its keys (``gbdt__params={"max_bin": 63}``).
+`route` sends each key, with its Python value, to the stage whose config holds it
+(docs/estimators.md has the table). A `StageCall` composes the stage's config as ``./run.sh``
+does (`scarce_ltr.cli.compose_named`: the stage's file, ``data=arrays``) with the keys set last,
+no value turned into a string and parsed back, and runs it through `scarce_ltr.cli.run_stage`,
+the code of the commands; its `record` is the ``./run.sh`` argv that runs the same.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import math
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from scarce_ltr import cli
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.cli import run
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.pretrain.config import PretrainConfig
@@ -46,13 +48,14 @@ def leaves(params: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def route(params: Mapping[str, Any], stages: tuple[str, ...]) -> dict[str, list[str]]:
-    """The overrides of each of ``stages`` (``pretrain``, ``finetune``, ``baseline``).
+def route(params: Mapping[str, Any], stages: tuple[str, ...]) -> dict[str, list[tuple[str, Any]]]:
+    """The ``(config key, value)`` pairs of each of ``stages`` (``pretrain``, ``finetune``,
+    ``baseline``), in the keywords' order (a later one wins, as a later ``key=value`` does).
 
     ``<stage>__<key>`` goes to that stage alone; a key every stage shares (``seed``, ``epochs``,
     ``data__transform``, ...) to each; ``encoder__*`` to pretraining; any other key to the
     last stage whose config holds it (the one that trains the ranker)."""
-    out: dict[str, list[str]] = {stage: [] for stage in stages}
+    out: dict[str, list[tuple[str, Any]]] = {stage: [] for stage in stages}
     for key, value in leaves(params):
         head, _, rest = key.partition(".")
         if head in SCHEMAS and rest:
@@ -68,7 +71,7 @@ def route(params: Mapping[str, Any], stages: tuple[str, ...]) -> dict[str, list[
                 "arguments and work_dir)"
             )
         for stage in targets:
-            out[stage].append(f"{key}={render(value)}")
+            out[stage].append((key, plain(value)))
     return out
 
 
@@ -86,6 +89,18 @@ def _targets(key: str, stages: tuple[str, ...]) -> list[str]:
             f"are {', '.join(known)} (nested keys with __, such as optimizer__lr)"
         )
     return [holding[-1]]
+
+
+def plain(value: Any) -> Any:
+    """``value`` as a config value: a numpy scalar as its Python one, a tuple as a list, what
+    is no YAML scalar (a path) as its text; numbers, strings, None and booleans as they are."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if hasattr(value, "item"):  # a numpy scalar
+        return plain(value.item())
+    return str(value)
 
 
 def render(value: Any) -> str:
@@ -112,17 +127,52 @@ def render(value: Any) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def run_stage(argv: list[str], log: Path | None, *, progress: bool = False) -> dict | None:
-    """``scarce_ltr.cli.run(argv)``: stdout and stderr into ``log`` (appended) when given;
-    ``progress``: stderr (the stages' progress bars and lines, warnings) stays on the terminal."""
+@dataclass(frozen=True)
+class StageCall:
+    """One stage of a fit: ``./run.sh <stage> <name>`` on ``data=arrays``, with the keys the
+    estimator sets (``given``: where the data and runs are, which QGs are labeled) and the
+    user's keywords; ``run_dir`` last."""
+
+    stage: str  # pretrain | finetune | baseline
+    name: str  # configs/<stage>/<name>.yaml
+    given: dict[str, Any]
+    keywords: list[tuple[str, Any]]  # `route`'s
+    run_dir: Path
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return {**self.given, **dict(self.keywords), "run_dir": str(self.run_dir)}
+
+    @property
+    def record(self) -> list[str]:
+        """The ``./run.sh`` argv that runs the same: ``ranker.commands_``."""
+        given = [
+            f"{k}={v!r}" if isinstance(v, float) else f"{k}={v}" for k, v in self.given.items()
+        ]
+        keywords = [f"{k}={render(v)}" for k, v in self.keywords]
+        return [self.stage, self.name, "data=arrays", *given, *keywords, f"run_dir={self.run_dir}"]
+
+
+def run_stage(call: StageCall, log: Path | None, *, progress: bool = False) -> dict | None:
+    """``call``'s config composed as the command line composes it, run by
+    `scarce_ltr.cli.run_stage`: stdout and stderr into ``log`` (appended, after the ``$
+    ./run.sh`` line of its record) when given; ``progress``: stderr (the stages' progress bars
+    and lines, warnings) stays on the terminal."""
     if log is None:
-        return run(argv)
+        return _run(call)
     with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.ExitStack() as stack:
         if not progress:
             stack.enter_context(contextlib.redirect_stderr(out))
-        print(f"$ ./run.sh {' '.join(argv)}", flush=True)
+        print(f"$ ./run.sh {' '.join(call.record)}", flush=True)
         try:
-            return run(argv)
+            return _run(call)
         finally:
             out.flush()
             sys.stdout.flush()
+
+
+def _run(call: StageCall) -> dict | None:
+    stage = cli.STAGES[call.stage]
+    return cli.run_stage(
+        stage, cli.compose_named(stage, call.name, ["data=arrays"], values=call.values)
+    )

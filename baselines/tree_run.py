@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
@@ -101,7 +102,9 @@ class TreeBackend(Protocol):
 MISSING_AS_NAN = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost")
 
 
-def prepare_tree_data(cfg, check_labels: Callable[[RankingSplit, str], None]) -> PreparedData:
+def prepare_tree_data(
+    cfg: BaselineConfig, check_labels: Callable[[RankingSplit, str], None]
+) -> PreparedData:
     """The prepared data of a tree run, after the checks every tree run makes: relevant labels,
     labeled vali QGs, and labels the backend's objective takes (its ``check_labels``); missing
     values (NaN) kept for the trees of `MISSING_AS_NAN`, refused for the others."""
@@ -163,7 +166,7 @@ def score_and_save(
 
 
 def tree_report(
-    cfg,
+    cfg: BaselineConfig,
     prepared: PreparedData,
     scores: tuple[np.ndarray, np.ndarray],
     *,
@@ -228,7 +231,7 @@ def search_store(options: Any, folder: Path, section: str) -> StudyStore | None:
     return StudyStore.of(options.storage, options.study_name, folder, key=f"{section}.storage")
 
 
-def run_tree_backend(cfg, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
+def run_tree_backend(cfg: BaselineConfig, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
     """Search with ``strategy`` on the labeled train QGs, choose on vali, score vali and test
     once, write the run (see the module docstring)."""
     start = time.perf_counter()

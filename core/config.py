@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,9 +54,12 @@ def load_config(
     *,
     stage_file: Path | None = None,
     config_files: list[Path] = (),  # type: ignore[assignment]
+    values: Mapping[str, Any] | None = None,
 ) -> tuple[ConfigT, DictConfig]:
     """The validated config object and its resolved OmegaConf form (saved with every run)."""
-    merged = merge_config(schema, overrides, stage_file=stage_file, config_files=config_files)
+    merged = merge_config(
+        schema, overrides, stage_file=stage_file, config_files=config_files, values=values
+    )
     _absolute_data_path(merged)
     try:
         obj = OmegaConf.to_object(merged)
@@ -123,6 +127,7 @@ def merge_config(
     stage_file: Path | None = None,
     config_files: list[Path] = (),  # type: ignore[assignment]
     defaults_only: bool = False,
+    values: Mapping[str, Any] | None = None,
 ) -> DictConfig:
     """The layers merged, not yet validated (``--help`` shows a named config's defaults with it).
 
@@ -131,6 +136,8 @@ def merge_config(
     ``defaults_only``: the schema, the data set's file and the stage's file alone, what the user
     did not set (`core.runs.Run.start` takes a key an older run's config lacks at this value as
     no change); the data set is still the one the user picked.
+    ``values``: dotted keys with Python values (no string parsed), the last layer (the
+    estimators' keywords, `scarce_ltr.api.stages`), checked as the command line's are.
     """
     base = OmegaConf.structured(schema)
     OmegaConf.set_readonly(base, False)
@@ -151,6 +158,8 @@ def merge_config(
     if not defaults_only:
         layers += user_files
         layers.append(("command line", _parse_dotlist(dotlist)))
+        if values:
+            layers.append(("keywords", _nested(values)))
     merged = base
     for source, layer in layers:
         merged = _merge(merged, layer, source, base, schema)
@@ -189,6 +198,21 @@ def _data_file(dataset: str) -> Path:
             "(or data=letor data.path=<folder with train/vali/test files>)"
         )
     return path
+
+
+def _nested(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"optimizer.lr": 1e-4}`` as ``{"optimizer": {"lr": 1e-4}}``; a later key wins, as a
+    later ``key=value`` does."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        *heads, last = key.split(".")
+        node = out
+        for head in heads:
+            if not isinstance(node.get(head), dict):
+                node[head] = {}
+            node = node[head]
+        node[last] = value
+    return out
 
 
 def _parse_dotlist(dotlist: list[str]) -> DictConfig:

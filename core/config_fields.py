@@ -103,8 +103,10 @@ class MetricsConfig:
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """Adam at a constant rate (paper A.2.3); pretraining's default rate is the paper's 5e-4.
-    The A.2.5 recipe: ``name=adamw weight_decay=0.01 schedule=cosine`` (`core.optim`)."""
+    """Adam at a constant rate (paper A.2.3). ``lr``'s default, the paper's 5e-4, is
+    pretraining's, named here alone (configs/pretrain/*.yaml leave it); finetuning's is
+    `FinetuneConfig`'s. The A.2.5 recipe: ``name=adamw weight_decay=0.01 schedule=cosine``
+    (`core.optim`)."""
 
     lr: float = field(default=5e-4, metadata=allowed(POSITIVE))  # the base learning rate
     # adam: L2 penalty in the gradient; adamw: decoupled decay

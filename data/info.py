@@ -13,6 +13,7 @@ import numpy as np
 
 from scarce_ltr.data.pipeline import PreparedData, prepare_data
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.stage_config import CommonConfig
 
 # Said wherever a detector flags no outlier QG (data-info, the report), so Outlier-NDCG's absence
 # is explained instead of shown as an empty chart.
@@ -94,7 +95,7 @@ def format_report(info: dict, dataset: str) -> str:
     return "\n".join(lines)
 
 
-def main(cfg, out_dir: Path | None = None) -> dict:
+def main(cfg: CommonConfig, out_dir: Path | None = None) -> dict:
     prepared = prepare_data(cfg, missing="keep")
     info = describe(prepared)
     info["transform"] = {"name": cfg.data.transform, "clip": cfg.data.clip}

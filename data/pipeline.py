@@ -22,6 +22,7 @@ from scarce_ltr.data.outliers import detect_outlier_groups
 from scarce_ltr.data.outliers.histogram import histogram_bounds
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.scarcity import LabelSetting, apply_scarcity
+from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.data.transforms import FeatureTransform, fit_transform
 
 
@@ -53,8 +54,8 @@ class PreparedData:
 MISSING = ("raise", "keep")
 
 
-def prepare_data(cfg, *, missing: str = "raise") -> PreparedData:
-    """`cfg` is a `data.stage_config.CommonConfig` (or a stage config extending it);
+def prepare_data(cfg: CommonConfig, *, missing: str = "raise") -> PreparedData:
+    """``cfg``: a stage's config (every stage's extends `CommonConfig`);
     ``missing``: ``raise`` refuses a missing feature value, ``keep`` keeps it as NaN (see the
     module docstring)."""
     if missing not in MISSING:

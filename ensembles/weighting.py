@@ -31,6 +31,7 @@ from scarce_ltr.data.evaluation import (
 )
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
+from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.crossfit import crossfit, group_means
 from scarce_ltr.ensembles.score_fusion import mix, simplex_grid
 from scarce_ltr.ensembles.topk import top_k, weights_of
@@ -50,7 +51,7 @@ class WeightChoice:
     per_trial: np.ndarray | None = None
 
 
-def choose_weights(cfg, prepared: PreparedData, vali: np.ndarray) -> WeightChoice:
+def choose_weights(cfg: EnsembleConfig, prepared: PreparedData, vali: np.ndarray) -> WeightChoice:
     """The weights of ``vali [n_members, n_vali_items]`` (normalized scores) under
     ``cfg.weights``; ``cfg`` is an `EnsembleConfig`."""
     n = len(vali)
@@ -96,7 +97,7 @@ def choose_weights(cfg, prepared: PreparedData, vali: np.ndarray) -> WeightChoic
     )
 
 
-def _choose_top_k(cfg, prepared: PreparedData, vali: np.ndarray) -> WeightChoice:
+def _choose_top_k(cfg: EnsembleConfig, prepared: PreparedData, vali: np.ndarray) -> WeightChoice:
     """``weights=topk``: the vali-best k members averaged, k and the reported vali score
     cross-fitted over the labeled vali QGs (`ensembles.topk`)."""
     n = len(vali)

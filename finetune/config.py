@@ -180,7 +180,8 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     # rate before the whole network moves at optimizer.lr); null: optimizer.lr in both phases
     head_lr: float | None = None
     loss: LossConfig = field(default_factory=LossConfig)
-    # Adam at the paper's finetuning learning rate (A.2.3).
+    # Adam at the paper's finetuning learning rate (A.2.3), 5e-5: lp's, mp's and full's, named
+    # here alone (their configs/finetune/*.yaml leave it; combine.yaml sets its layer's 1e-3).
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=5e-5))
     # A learning-rate grid, e.g. [5e-5,2e-4,1e-3]: one model per rate, the vali-best kept (as the
     # deep baselines choose theirs). Empty: optimizer.lr alone, the paper's protocol.

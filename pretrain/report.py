@@ -45,7 +45,13 @@ def log_epoch(
 
 
 def pretrain_report(
-    cfg, split, objective, runtime: Runtime, progress: Progress, *, done: bool
+    cfg: PretrainConfig,
+    split,
+    objective,
+    runtime: Runtime,
+    progress: Progress,
+    *,
+    done: bool,
 ) -> dict:
     n_encoder = sum(p.numel() for p in objective.encoder.parameters())
     n_total = sum(p.numel() for p in objective.parameters())

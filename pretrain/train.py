@@ -296,7 +296,9 @@ class _Pretraining:
         self.runtime.barrier()
 
 
-def _train_epoch(model, optimizer, batcher, cfg, runtime: Runtime, epoch: int, crash) -> dict:
+def _train_epoch(
+    model, optimizer, batcher, cfg: PretrainConfig, runtime: Runtime, epoch: int, crash
+) -> dict:
     # Dropout draws from the global generator: reseed it per (seed, epoch, rank).
     torch.manual_seed(derive_seed(cfg.seed, epoch, runtime.rank))
     model.train()
@@ -357,7 +359,7 @@ def _monitor_due(cfg: PretrainConfig, epoch: int) -> bool:
     return (epoch + 1) % cfg.monitor.every == 0 or epoch + 1 == cfg.n_epochs
 
 
-def _save_encoder(the_run: Run, cfg, split, objective, progress, report) -> Outcome:
+def _save_encoder(the_run: Run, cfg: PretrainConfig, split, objective, progress, report) -> Outcome:
     out_dir = the_run.folder
     if cfg.ssl_val != "none" and progress.choice.state is not None:
         # The SSL-Val-best epoch's weights, not the last one's, are what finetuning loads.

@@ -88,7 +88,9 @@ def resume_training_state(
     )
 
 
-def save_training_state(path, objective, optimizer, cfg, split, progress: Progress) -> None:
+def save_training_state(
+    path, objective, optimizer, cfg: PretrainConfig, split, progress: Progress
+) -> None:
     save_checkpoint(
         path,
         {

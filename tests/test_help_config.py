@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scarce_ltr.cli import STAGES, _load, command_help, run
+from scarce_ltr.cli import STAGES, command_help, run
 from scarce_ltr.core.config import available
 from scarce_ltr.core.config_doc import describe, help_text, type_name
 from scarce_ltr.core.errors import UserError
@@ -22,7 +22,7 @@ def test_help_lists_every_key_of_the_command(command: str, capsys) -> None:
         args = [command, available(stage.config_folder)[0], "--help"]
     assert run(args) is None
     out = capsys.readouterr().out
-    keys = [d.key for d in describe(_load(stage.schema)) if d.type != "section"]
+    keys = [d.key for d in describe(stage.config()) if d.type != "section"]
     assert keys
     for key in keys:
         assert f"  {key}: " in out, key

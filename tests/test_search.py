@@ -15,7 +15,7 @@ import torch
 from tiny import fork_or_skip, small_encoder, tiny_data
 
 import scarce_ltr.finetune.grid as grid
-from scarce_ltr.cli import STAGES, _load, run
+from scarce_ltr.cli import STAGES, run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import FAULT_AT_ENV, FAULT_COUNTER_ENV
@@ -217,7 +217,7 @@ def test_a_sweep_reaches_the_search_through_per_model(tmp_path: Path) -> None:
         if job.stage == "finetune":  # the encoder's run is planned, not made
             overrides.append("pretrained=none")
         job_cfg, _ = load_config(
-            _load(stage.schema),
+            stage.config(),
             [f"{stage.name_key}={job.name}", *overrides],
             stage_file=CONFIG_ROOT / stage.config_folder / f"{job.name}.yaml",
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scarce_ltr.cli import STAGES, _load
+from scarce_ltr.cli import STAGES
 from scarce_ltr.core import tracking
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.run_identity import RunIdentity
@@ -49,7 +49,7 @@ def test_tracker_names_are_unique_across_a_sweep(tmp_path: Path) -> None:
         if job.stage == "finetune":  # the encoder's method is read from its (absent) run
             overrides = [o for o in overrides if not o.startswith("pretrained=")]
             overrides.append("pretrained=none")
-        cfg, _ = load_config(_load(stage.schema), overrides, stage_file=stage_file)
+        cfg, _ = load_config(stage.config(), overrides, stage_file=stage_file)
         identity = cfg.identity()
         if job.stage == "finetune":  # what the real encoder run would name it
             method = job.key.split("/")[1].split("+")[0]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
+from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import Pruned, check_in_child, check_labels, require_backend
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
@@ -191,7 +192,7 @@ class CatBoostScorer:
         return np.asarray(scores, dtype=np.float64)
 
 
-def main(cfg, run: Run) -> Outcome:
+def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
     backend = CatBoostBackend(cfg.catboost, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, cfg.catboost.search)

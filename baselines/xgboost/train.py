@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
 from scarce_ltr.baselines.tuning import check_in_child, check_labels, require_backend
 from scarce_ltr.baselines.xgboost.config import MAX_XGBOOST_LABEL, XGBoostOptions
@@ -177,7 +178,7 @@ class XGBoostScorer:
         return np.asarray(self.booster.predict(self.xgb.DMatrix(features)), dtype=np.float64)
 
 
-def main(cfg, run: Run) -> Outcome:
+def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
     backend = XGBoostBackend(cfg.xgboost, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, cfg.xgboost.search)
