@@ -47,14 +47,18 @@ def test_the_ray_trial_tests_run_in_a_network_namespace_of_their_own():
     assert "1 skipped" in summary and "passed" in summary, summary  # only this test skips there
 
 
-@pytest.fixture
-def cluster(monkeypatch):
+def _inside() -> None:
     pytest.importorskip("ray", reason='Ray is not installed (pip install "scarce-ltr[cluster]")')
     if not INSIDE:
         pytest.skip(
-            "a Ray cluster runs only inside a network namespace of its own (see "
+            "Ray runs only inside a network namespace of its own (see "
             "test_the_ray_trial_tests_run_in_a_network_namespace_of_their_own)"
         )
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    _inside()
     for key, value in NO_AUTH.items():
         monkeypatch.setenv(key, value)
     cluster = Cluster()
@@ -65,20 +69,44 @@ def cluster(monkeypatch):
         cluster.stop()
 
 
-def test_trials_on_ray_are_the_process_pools(cluster, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def local(tmp_path_factory) -> tuple[dict, Path]:
+    """The search with its 2 trials at once in child processes here: its report and folder."""
+    _inside()
+    folder = tmp_path_factory.mktemp("local")
+    return run([*RESNET, *DEEP_SEARCH, "deep.search.n_jobs=2", f"run_dir={folder}"]), folder
+
+
+def _same_search(got: dict, folder: Path, local: tuple[dict, Path]) -> None:
+    assert _trials(got) == _trials(local[0])
+    assert _metrics(got) == _metrics(local[0])
+    assert _same_model(folder, local[1])
+    for number in range(3):
+        assert (folder / "grid" / f"trial={number}" / "DONE").is_file()
+
+
+def test_trials_on_ray_are_the_process_pools(cluster, local, tmp_path: Path) -> None:
     """resnet's 3 trials, 2 at once: as Ray tasks on the two nodes, the trials, scores, choice
     and model of the same search with its trials in child processes here."""
-    local = run([*RESNET, *DEEP_SEARCH, "deep.search.n_jobs=2", f"run_dir={tmp_path / 'local'}"])
     address = f"deep.search.ray_address={cluster.address}"
-    got = run([*RESNET, *DEEP_SEARCH, *RAY, address, f"run_dir={tmp_path / 'ray'}"])
-    assert _trials(got) == _trials(local)
-    assert _metrics(got) == _metrics(local)
-    assert _same_model(tmp_path / "ray", tmp_path / "local")
-    for number in range(3):
-        assert (tmp_path / "ray" / "grid" / f"trial={number}" / "DONE").is_file()
+    got = run([*RESNET, *DEEP_SEARCH, *RAY, address, f"run_dir={tmp_path}"])
+    _same_search(got, tmp_path, local)
     # the trials ran as Ray tasks: the workers' logs name the task
     logs = [p.read_text(errors="replace") for p in Path(cluster.root).rglob("worker-*.out")]
     assert any("_train_on_ray" in log for log in logs)
+
+
+def test_trials_on_a_ray_started_for_the_search_are_the_process_pools(
+    local, tmp_path: Path, monkeypatch
+) -> None:
+    """No ray_address: a Ray started on this machine for the search, stopped after it."""
+    for key, value in NO_AUTH.items():
+        monkeypatch.setenv(key, value)
+    got = run([*RESNET, *DEEP_SEARCH, *RAY, f"run_dir={tmp_path}"])
+    _same_search(got, tmp_path, local)
+    import ray
+
+    assert not ray.is_initialized()
 
 
 @pytest.mark.parametrize(
