@@ -34,6 +34,8 @@ train in child processes (`finetune.trial_pool`), and are told in order once all
 (`core.trial_batches`), so the search is reproducible for a given N and resumes mid-batch like a
 sequential one. A child prunes with the median rule over the trials finished before its batch
 (`ReplicaPruner`); halving and Hyperband, which read the trials still training, are refused.
+With ``trial_executor=ray`` the children are Ray tasks (`finetune.trial_pool.RayTrialPool`):
+the same jobs, the same results.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from scarce_ltr.finetune.grid import (
 )
 from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
 from scarce_ltr.finetune.search_pruning import ReplicaPruner, Reporter, _optuna, make_pruner
-from scarce_ltr.finetune.trial_pool import TrialPool
+from scarce_ltr.finetune.trial_pool import RayTrialPool, TrialPool
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
 # Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
@@ -231,7 +233,7 @@ def run_search(
                      for number in batch]  # fmt: skip
             start = time.perf_counter()
             if len(asked) > 1 and pool is None:
-                pool = _pool(asked[0], n_jobs, f"{_prefix(cfg, space)}n_jobs")
+                pool = _pool(asked[0], n_jobs, _prefix(cfg, space), space.config, run.folder)
             points = _train_batch(asked, pool, study, space)
             for item, point in zip(asked, points, strict=True):
                 number, trial, params, training, candidate, reporter = item
@@ -295,9 +297,12 @@ def _ask(
     return number, trial, params, training, candidate, reporter
 
 
-def _pool(first: Asked, n_jobs: int, key: str) -> TrialPool:
-    """The children of a search training ``n_jobs`` trials at once, each with its share of
-    torch's threads; ``key`` names ``n_jobs`` for messages."""
+def _pool(
+    first: Asked, n_jobs: int, prefix: str, config: SearchConfig, folder: Path
+) -> TrialPool | RayTrialPool:
+    """The children (or Ray tasks: ``trial_executor=ray``) of a search training ``n_jobs``
+    trials at once, each with its share of torch's threads; ``prefix`` names the keys."""
+    key = f"{prefix}n_jobs"
     training = first[3]
     if training.runtime.distributed:
         raise UserError(
@@ -305,11 +310,16 @@ def _pool(first: Asked, n_jobs: int, key: str) -> TrialPool:
             f"every process; give {key}=1"
         )
     threads = thread_share(torch.get_num_threads(), n_jobs)
+    if config.trial_executor == "ray":
+        address = config.ray_address
+        return RayTrialPool(
+            training.prepared, threads=threads, address=address, prefix=prefix, folder=folder
+        )
     return TrialPool(n_jobs, training.prepared, threads=threads)
 
 
 def _train_batch(
-    asked: list[Asked], pool: TrialPool | None, study, space: Space
+    asked: list[Asked], pool: TrialPool | RayTrialPool | None, study, space: Space
 ) -> list[TrainedPoint]:
     """Each asked trial trained (in ``pool``'s children when given) or read back, in order."""
     if pool is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS, Allowed
+from scarce_ltr.core.ray_cluster import endpoint
 from scarce_ltr.core.studies import check_storage
 from scarce_ltr.core.trial_batches import check_n_jobs
 from scarce_ltr.finetune.losses import LOSSES
@@ -24,6 +25,7 @@ SEARCH_BOUNDS = {
     "head_hidden": Allowed(1, 65536),
     "l2sp": Allowed(0, 1e6, low_open=True, why="log scale: use a small low, not 0"),
 }
+TRIAL_EXECUTORS = ("local", "ray")  # search.trial_executor (`finetune.trial_pool`)
 PRUNERS = ("none", "median", "halving", "hyperband")  # search.pruner (`finetune.search`)
 LOG_SCALE = ("lr", "weight_decay", "head_hidden", "l2sp")  # drawn on a log scale
 
@@ -78,6 +80,13 @@ class SearchConfig:
     # asked and told in trial order, reproducible for a given n_jobs (core.trial_batches;
     # finetune.trial_pool); 1 (the default): one after another, the search as it always was
     n_jobs: int = 1
+    # where the n_jobs trials of a batch train: local (the default: child processes) | ray
+    # (each a Ray task running the same job: the same trials, scores and model; the run folder
+    # must be one path every node sees; finetune.trial_pool)
+    trial_executor: str = "local"
+    # with trial_executor=ray, as a sweep's ray.address: "" (a Ray started for the search) |
+    # auto | ray://host:10001 | host:port
+    ray_address: str = ""
 
     def check(self, prefix: str) -> None:
         """`ValueError` naming the key (``prefix``: where the section sits, ``search.`` or
@@ -127,11 +136,31 @@ class SearchConfig:
                 f"training beside it, which depend on timing; use {prefix}pruner=median or none "
                 "with n_jobs > 1"
             )
+        self._check_executor(prefix)
         if self.recipe_from and not self.n_trials:
             raise ValueError(
                 f"{prefix}recipe_from trains a searched run's chosen recipe in place of this "
                 f"run's search: give {prefix}n_trials > 0 with it, as the searched run had"
             )
+
+    def _check_executor(self, prefix: str) -> None:
+        if self.trial_executor not in TRIAL_EXECUTORS:
+            raise ValueError(
+                f"{prefix}trial_executor must be one of {', '.join(TRIAL_EXECUTORS)} (where a "
+                f"batch of {prefix}n_jobs trials trains), got {self.trial_executor!r}"
+            )
+        if self.trial_executor == "local" and self.ray_address:
+            raise ValueError(
+                f"{prefix}ray_address: {prefix}trial_executor=local does not read it; give "
+                f"{prefix}trial_executor=ray to train the trials on Ray"
+            )
+        if self.trial_executor == "ray" and self.n_jobs == 1:
+            raise ValueError(
+                f"{prefix}trial_executor=ray trains the trials of a batch at once as Ray tasks: "
+                f"give {prefix}n_jobs > 1 with it (1 trains each trial here, one after another)"
+            )
+        if self.ray_address and self.ray_address != "auto":
+            endpoint(self.ray_address, key=f"{prefix}ray_address", local="the search")
 
     @property
     def on(self) -> bool:

@@ -24,22 +24,21 @@ ordering, manifest (written by this driver only), skipping and report are the sw
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import logging
 import os
-import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import open_no_follow
+from scarce_ltr.core.ray_cluster import _probe as _probe  # a node's check, for tests
+from scarce_ltr.core.ray_cluster import check_shared_folder, connect, endpoint
+from scarce_ltr.core.ray_cluster import first_line as _first_line
+from scarce_ltr.core.ray_cluster import probe_address as probe_address  # ray.address's check
 from scarce_ltr.sweeps.executor_kind import ExecutorKind
 from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.jobserver import JobServer, die_with
@@ -50,9 +49,6 @@ STAGES = ("pretrain", "finetune", "baseline", "combine", "ensemble", "default")
 TASK_OPTIONS = ("num_cpus", "num_gpus", "memory")  # other keys are custom resources
 # The driver's variables a job gets on any node (the node's own environment gives the rest).
 FORWARDED = ("LTR_", "WANDB_", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
-PROBE_SECONDS = 120
-INIT_ENV, INIT_SECONDS = "LTR_RAY_INIT_SECONDS", 120.0  # the most ray.init may take (`_deadline`)
-PROBE_CONNECT_SECONDS = 10.0  # a head that accepts no TCP connection within this is unreachable
 
 
 @dataclass(frozen=True)
@@ -110,20 +106,7 @@ class RayExecutor:
         self.cancelled = False
         self._lock = threading.Lock()
         self._running: set = set()
-        quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
-        if cfg.address and cfg.address != "auto":
-            probe_address(cfg.address)  # Ray itself retries an unreachable head for minutes
-        try:
-            if cfg.address:
-                with _deadline(f"ray.address={cfg.address}"):
-                    ray.init(address=cfg.address, **quiet)
-            else:
-                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                # "local": a new Ray, never one found running here (RAY_ADDRESS included)
-                ray.init(address="local", include_dashboard=False, **quiet)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            where = f"ray.address={cfg.address}" if cfg.address else "a local Ray"
-            raise UserError(f"{where}: Ray did not start or answer ({exc})") from None
+        connect(cfg.address)  # core.ray_cluster: ray.address's rules
         self._task = ray.remote(max_retries=cfg.max_retries, retry_exceptions=False)(_run_on_node)
         try:
             check_shared_folder(folder)
@@ -226,63 +209,6 @@ def _torchrun(args: list[str], *, log: str, env: dict, cwd: str | None, ranks: i
         raise
 
 
-def check_shared_folder(folder: Path) -> None:
-    """Stop unless every alive node reads a file this driver wrote in ``folder`` and writes one
-    this driver reads."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    folder = folder.resolve()
-    token = secrets.token_hex(8)
-    mine = folder / f".storage-check-{token}"
-    mine.write_text(token)
-    probe = ray.remote(_probe)
-    nodes = [n for n in ray.nodes() if n["Alive"]]
-    refs = [
-        probe.options(
-            num_cpus=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-        ).remote(str(folder), token, n["NodeID"])
-        for n in nodes
-    ]
-    try:
-        for node, ref in zip(nodes, refs, strict=True):
-            try:
-                why = ray.get(ref, timeout=PROBE_SECONDS)
-            except ray.exceptions.GetTimeoutError:
-                why = f"no answer in {PROBE_SECONDS} s"
-            except ray.exceptions.RayError as exc:
-                why = _first_line(exc)
-            theirs = folder / f".storage-check-{token}-{node['NodeID']}"
-            if why is None and not theirs.is_file():
-                why = f"a file it wrote there is not in this machine's {folder}"
-            if why is not None:
-                raise UserError(
-                    f"the sweep's folder {folder} is not shared with Ray node "
-                    f"{node['NodeManagerAddress']} ({why}): executor=ray needs one folder every "
-                    "node sees at the same path (NFS, a shared disk, a mounted bucket); give "
-                    "the sweep such a folder with run_dir= or LTR_RUNS_DIR"
-                )
-    finally:
-        for path in folder.glob(f".storage-check-{token}*"):
-            path.unlink(missing_ok=True)
-
-
-def _probe(folder: str, token: str, node: str) -> str | None:
-    """On a node: None when it reads the driver's file and writes its own, else why not."""
-    path = Path(folder)
-    try:
-        if (path / f".storage-check-{token}").read_text() != token:
-            return f"{path}: another folder than the driver's"
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror or exc}"
-    try:
-        (path / f".storage-check-{token}-{node}").write_text(token)
-    except OSError as exc:
-        return f"cannot write in {path}: {exc.strerror or exc}"
-    return None
-
-
 def _warn_unplaceable(cfg: RayConfig, stages: set[str]) -> None:
     """A stage whose task fits no node now waits for one to join (an autoscaler may add it)."""
     import sys
@@ -305,70 +231,6 @@ def _warn_unplaceable(cfg: RayConfig, stages: set[str]) -> None:
                 f"(ray.resources.{stage}); those jobs wait until one joins",
                 file=sys.stderr,
             )
-
-
-@contextlib.contextmanager
-def _deadline(where: str) -> Iterator[None]:
-    """End the process in one line when the block (``ray.init``) has not returned within
-    ``$LTR_RAY_INIT_SECONDS`` (default 120): a port that accepts connections but is no Ray head
-    makes Ray retry without end, and nothing else can stop a call blocked inside Ray. It runs
-    before any job, so nothing but the sweep's lock (dropped by the kernel) is held."""
-    seconds = float(os.environ.get(INIT_ENV) or INIT_SECONDS)
-    done = threading.Event()
-
-    def watch() -> None:
-        if not done.wait(seconds):
-            print(
-                f"error: {where}: Ray did not answer within {seconds:g} s (is it the port a Ray "
-                "head printed, ray start --head?)",
-                file=sys.stderr,
-                flush=True,
-            )
-            os._exit(2)
-
-    threading.Thread(target=watch, name="ray-init-deadline", daemon=True).start()
-    try:
-        yield
-    finally:
-        done.set()
-
-
-def endpoint(address: str) -> tuple[str, int]:
-    """``(host, port)`` of ``host:port`` or ``ray://host:port``; `ValueError` (a config error
-    naming ``ray.address``) for anything else, a port outside 1..65535 included."""
-    rest = address.removeprefix("ray://")
-    host, sep, port = rest.rpartition(":")
-    host = host.strip("[]")  # [::1]:6379
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(
-            f"ray.address={address!r}: expected host:port, ray://host:port (a port in "
-            "1..65535), auto, or empty for a Ray started for the sweep"
-        )
-    return host, int(port)
-
-
-def probe_address(address: str, seconds: float = PROBE_CONNECT_SECONDS) -> None:
-    """Stop in one line, within ``seconds``, when nothing accepts a connection at ``address``
-    (``ray.init`` would retry for minutes)."""
-    host, port = endpoint(address)
-    try:
-        with socket.create_connection((host, port), timeout=seconds):
-            pass
-    except OSError as exc:
-        why = (
-            exc.strerror or type(exc).__name__
-            if not isinstance(exc, TimeoutError)
-            else (f"no answer within {seconds:g} s")
-        )
-        raise UserError(
-            f"ray.address={address}: nothing answers at {host}:{port} ({why}); start the head "
-            "there (ray start --head) or give the address it printed"
-        ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0][:500] if lines else type(exc).__name__
 
 
 def build(options: RayConfig, *, workers: int, folder: Path, stages: set[str]) -> RayExecutor:
