@@ -192,16 +192,21 @@ def test_the_cluster_tests_run_in_a_network_namespace_of_their_own():
     if refusal is not None:
         pytest.skip(f"unshare -n is not allowed here ({refusal}): the Ray cluster tests need a "
                     "network namespace of their own")  # fmt: skip
-    here = Path(__file__)
-    # Only the loopback exists in there; it is brought up, then this module runs again.
+    rerun_inside_netns(Path(__file__), timeout=1800)
+
+
+def rerun_inside_netns(module: Path, *, timeout: int) -> None:
+    """Run the test ``module`` again inside a network namespace of its own (``unshare -n``):
+    only the loopback exists in there; it is brought up, then the module runs with
+    ``NETNS_ENV`` set, where its one namespace test skips and everything else must pass."""
     script = (f'ip link set lo up && exec env {NETNS_ENV}=1 "$0" -m pytest "$1" -o addopts= '
               "-n 0 -q -p no:cacheprovider")  # fmt: skip
-    command = ["unshare", "-n", "sh", "-c", script, sys.executable, str(here)]
-    done = subprocess.run(command, cwd=here.parent.parent, capture_output=True, text=True,
-                          timeout=1800)  # fmt: skip
+    command = ["unshare", "-n", "sh", "-c", script, sys.executable, str(module)]
+    done = subprocess.run(command, cwd=module.parent.parent, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     summary = done.stdout.strip().splitlines()[-1]
-    assert "1 skipped" in summary and "passed" in summary, summary  # only this test skips there
+    assert "1 skipped" in summary and "passed" in summary, summary  # only that test skips there
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,12 @@ allowed. The config checks run anywhere.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from test_parallel_trials import _same_model
-from test_ray_sweep import INSIDE, NETNS_ENV, NO_AUTH, Cluster, _netns_refusal
+from test_ray_sweep import INSIDE, NO_AUTH, Cluster, _netns_refusal, rerun_inside_netns
 from test_search import DEEP_SEARCH, RESNET, _metrics, _trials
 
 from scarce_ltr.cli import run
@@ -36,15 +35,7 @@ def test_the_ray_trial_tests_run_in_a_network_namespace_of_their_own():
     if refusal is not None:
         pytest.skip(f"unshare -n is not allowed here ({refusal}): the Ray trial test needs a "
                     "network namespace of its own")  # fmt: skip
-    here = Path(__file__)
-    script = (f'ip link set lo up && exec env {NETNS_ENV}=1 "$0" -m pytest "$1" -o addopts= '
-              "-n 0 -q -p no:cacheprovider")  # fmt: skip
-    command = ["unshare", "-n", "sh", "-c", script, sys.executable, str(here)]
-    done = subprocess.run(command, cwd=here.parent.parent, capture_output=True, text=True,
-                          timeout=1200)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    summary = done.stdout.strip().splitlines()[-1]
-    assert "1 skipped" in summary and "passed" in summary, summary  # only this test skips there
+    rerun_inside_netns(Path(__file__), timeout=1200)
 
 
 def _inside() -> None:
