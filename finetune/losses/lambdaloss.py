@@ -18,13 +18,12 @@ and ``loss = 0.3691 * 1 = 0.3691``.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import torch
 
-from scarce_ltr.core.metrics_torch import gains_torch, ideal_dcg_torch, rank_order_torch
 from scarce_ltr.core.config_fields import NON_NEGATIVE
+from scarce_ltr.core.metrics_torch import gains_torch, ideal_dcg_torch, rank_order_torch
 from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_cutoff, check_sigma
 from scarce_ltr.finetune.losses.common import (
     check_inputs,
