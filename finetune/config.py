@@ -10,7 +10,6 @@ final embeddings of finetuned ``runs``. ``epochs=N`` caps the total: `Schedule` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from functools import partial
 from pathlib import Path
 
 from scarce_ltr.core.config_fields import (
@@ -32,7 +31,8 @@ from scarce_ltr.data.teachers import (
     taught_model,
 )
 from scarce_ltr.finetune.heads import HEADS
-from scarce_ltr.finetune.losses import LOSSES, loss_options
+from scarce_ltr.finetune.losses import LOSSES, option_keys, readers
+from scarce_ltr.finetune.losses.base import BoundLoss, LossOptions
 from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
@@ -47,6 +47,9 @@ DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
 
 
+# The loss and its options: ``loss.name`` picks a loss of `finetune.losses.LOSSES`, whose
+# options (`finetune.losses.base.LossOptions`) read and check the keys below it needs; one set
+# away from its default for a loss that does not read it is refused (`check_taken`).
 @dataclass(frozen=True)
 class LossConfig:
     # lambdarank|ranknet|softmax|approx-ndcg|neural-ndcg|lambdaloss|listmle|listnet|rmse
@@ -61,38 +64,44 @@ class LossConfig:
     def __post_init__(self) -> None:
         if self.name not in LOSSES:
             raise ValueError(f"loss.name must be one of {', '.join(LOSSES)}, got {self.name!r}")
-        POSITIVE.check("loss.sigma", self.sigma)
-        POSITIVE.check("loss.temperature", self.temperature)
-        if self.k is not None and self.k < 1:
-            raise ValueError("loss.k must be >= 1 (or null for no truncation)")
-        NON_NEGATIVE.check("loss.mu", self.mu)
+        # Each key's value is checked by the options of the losses that read it, the chosen
+        # loss's first: a bad value is named as such even where the key is then refused.
+        for loss in (LOSSES[self.name], *LOSSES.values()):
+            loss.options.of(self)
+
+    @property
+    def options(self) -> LossOptions:
+        """The chosen loss's options: the keys of this section it reads, checked."""
+        return LOSSES[self.name].options.of(self)
 
     def check_taken(self, names: list[str], *, prefix: str = "") -> None:
-        """A ``loss.<option>`` set away from its default that none of the losses ``names`` (the
-        config's, and the search's when it searches) takes is an error, not a silent no-op."""
-        taken = {option for name in names for option in loss_options(name)}
-        for f in fields(self):
-            if f.name == "name" or f.name in taken or getattr(self, f.name) == f.default:
+        """A ``loss.<key>`` set away from its default that none of the losses ``names`` (the
+        config's, and the search's when it searches) reads is an error naming the losses that
+        do and the keys these read, not a silent no-op (``prefix``: the section's, ``deep.``)."""
+        used = list(dict.fromkeys(names))
+        reads = [key for name in used for key in LOSSES[name].options.keys()]
+        for key in option_keys():
+            if key in reads or getattr(self, key) == _LOSS_DEFAULTS[key]:
                 continue
-            users = [name for name in LOSSES if f.name in loss_options(name)]
-            used = list(dict.fromkeys(names))
-            taking = ", ".join(sorted(taken)) or "none"
+            dotted = f"{prefix}loss.{key}"
+            listed = ", ".join(f"{prefix}loss.{k}" for k in dict.fromkeys(reads)) or "none of them"
             if len(used) == 1:
-                said = f"{used[0]} takes no {f.name} (its options: {taking}"
+                said = f"{used[0]} takes no {dotted}"
+                whose = f"the keys {used[0]} reads"
             else:
-                said = f"none of {', '.join(used)} takes {f.name} (their options: {taking}"
+                said = f"none of {', '.join(used)} takes {dotted}"
+                whose = "the keys they read"
             raise ValueError(
-                f"{prefix}loss.{f.name}: {said}; {f.name} is an option of {', '.join(users)})"
+                f"{dotted}: {said} (losses that do: {', '.join(readers(key))}); {whose}: {listed}"
             )
 
-    def build(self):
-        """The loss function with the options it takes (`finetune.losses.loss_options`) bound:
-        ``f(scores, labels, *, mask)``. An option left at None is not passed, so the loss's own
-        default applies.
-        """
-        options = {name: getattr(self, name) for name in loss_options(self.name)}
-        options = {name: value for name, value in options.items() if value is not None}
-        return partial(LOSSES[self.name], **options)
+    def build(self) -> BoundLoss:
+        """The chosen loss with its options bound: ``f(scores, labels, *, mask)``. An option left
+        at None is not passed, so the loss's own default applies."""
+        return LOSSES[self.name].build(self.options)
+
+
+_LOSS_DEFAULTS = {f.name: f.default for f in fields(LossConfig)}
 
 
 # What the loop reads of the training keys finetuning and the deep baselines share: the fields

@@ -347,12 +347,14 @@ def test_loss_config_passes_only_set_options() -> None:
 def test_an_option_no_loss_in_use_takes_is_refused() -> None:
     from scarce_ltr.finetune.config import LossConfig
 
-    said = r"loss\.k: softmax takes no k \(its options: none; k is an option of lambdarank, "
+    # the pretraining objectives' form (tests/test_loss_options.py has every loss and key)
+    said = r"loss\.k: softmax takes no loss\.k \(losses that do: lambdarank, "
     with pytest.raises(ValueError, match=said):
         LossConfig(name="softmax", k=5).check_taken(["softmax"])
     LossConfig(name="softmax", k=5).check_taken(["softmax", "lambdarank"])  # a searched loss's
     LossConfig(name="listnet", sigma=1.0).check_taken(["listnet"])  # the default: nothing set
-    with pytest.raises(ValueError, match=r"deep\.loss\.mu: none of lambdarank, softmax takes mu"):
+    said = r"deep\.loss\.mu: none of lambdarank, softmax takes deep\.loss\.mu"
+    with pytest.raises(ValueError, match=said):
         LossConfig(mu=3.0).check_taken(["lambdarank", "softmax"], prefix="deep.")
 
 

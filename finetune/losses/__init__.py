@@ -1,46 +1,58 @@
-"""Ranking losses, one small file each (allRank style): ``f(scores, labels, *, mask, ...)``.
+"""Ranking losses by ``loss.name``, one small file each (allRank style).
 
 Every loss is vectorized over padded QGs ``[B, L]``, invariant to the padding, and gives no
-gradient from a QG without a relevant item. A loss declares its own options as the keyword
-parameters after ``mask``, with their defaults; `loss_options` reads them there, and
-``finetune.config.LossConfig`` (the ``loss.*`` keys, each checked as the config loads) passes
-on those the loss takes (allRank's pass-through).
+gradient from a QG without a relevant item. A loss module exports its ``NAME``, its options (a
+`base.LossOptions` dataclass: the keys of the ``loss`` section it reads, their defaults and
+checks) and ``LOSS``, which binds them to its pure function ``f(scores, labels, *, mask,
+**options)`` (`base.Loss`). `LOSSES` is the one list of names: ``finetune.config.LossConfig``
+(the ``loss.*`` keys) builds the chosen loss from it and refuses a key that loss does not read.
+``LOSSES[name](scores, labels, mask=mask, **options)`` computes a batch's loss directly.
 """
 
 from __future__ import annotations
 
-import inspect
-from functools import cache
-
-from scarce_ltr.finetune.losses.approx_ndcg import approx_ndcg_loss
-from scarce_ltr.finetune.losses.lambdaloss import lambdaloss_loss
-from scarce_ltr.finetune.losses.lambdarank import lambdarank_loss
-from scarce_ltr.finetune.losses.listmle import listmle_loss
-from scarce_ltr.finetune.losses.listnet import listnet_loss
-from scarce_ltr.finetune.losses.neural_ndcg import neural_ndcg_loss
-from scarce_ltr.finetune.losses.ranknet import ranknet_loss
-from scarce_ltr.finetune.losses.rmse import rmse_loss
-from scarce_ltr.finetune.losses.softmax import softmax_loss
-
-LOSSES = {
-    "lambdarank": lambdarank_loss,
-    "ranknet": ranknet_loss,
-    "softmax": softmax_loss,
-    "approx-ndcg": approx_ndcg_loss,
-    # allRank (Pobrotyn et al., 2020) and the classics it ships
-    "neural-ndcg": neural_ndcg_loss,
-    "lambdaloss": lambdaloss_loss,
-    "listmle": listmle_loss,
-    "listnet": listnet_loss,
-    "rmse": rmse_loss,
-}
+from scarce_ltr.finetune.losses import (
+    approx_ndcg,
+    lambdaloss,
+    lambdarank,
+    listmle,
+    listnet,
+    neural_ndcg,
+    ranknet,
+    rmse,
+    softmax,
+)
+from scarce_ltr.finetune.losses.base import Loss
 
 
-@cache
 def loss_options(name: str) -> tuple[str, ...]:
-    """The options loss ``name`` takes: its keyword parameters after ``mask`` (lambdarank:
-    ``("sigma", "k")``; softmax: none)."""
-    parameters = inspect.signature(LOSSES[name]).parameters.values()
-    return tuple(
-        p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "mask"
+    """The keys of the ``loss`` section loss ``name`` reads (lambdarank: ``("sigma", "k")``;
+    softmax: none)."""
+    return LOSSES[name].options.keys()
+
+
+def option_keys() -> tuple[str, ...]:
+    """Every key some loss reads, in the order of `LOSSES` and their fields."""
+    return tuple(dict.fromkeys(key for loss in LOSSES.values() for key in loss.options.keys()))
+
+
+def readers(key: str) -> list[str]:
+    """The losses whose options hold ``key``."""
+    return [name for name, loss in LOSSES.items() if key in loss.options.keys()]
+
+
+LOSSES: dict[str, Loss] = {
+    loss.name: loss
+    for loss in (
+        lambdarank.LOSS,
+        ranknet.LOSS,
+        softmax.LOSS,
+        approx_ndcg.LOSS,
+        # allRank (Pobrotyn et al., 2020) and the classics it ships
+        neural_ndcg.LOSS,
+        lambdaloss.LOSS,
+        listmle.LOSS,
+        listnet.LOSS,
+        rmse.LOSS,
     )
+}

@@ -8,10 +8,23 @@ gradients). The batch loss is the mean of ``loss_q`` over QGs with a relevant it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from scarce_ltr.core.metrics_torch import gains_torch, ideal_dcg_torch
+from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_temperature
 from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+
+NAME = "approx-ndcg"
+
+
+@dataclass(frozen=True)
+class ApproxNDCGOptions(LossOptions):
+    temperature: float | None = None  # None: the function's 0.1
+
+    def check(self) -> None:
+        check_temperature(self.temperature)
 
 
 def approx_ndcg_loss(
@@ -22,8 +35,6 @@ def approx_ndcg_loss(
     temperature: float = 0.1,
 ) -> torch.Tensor:
     """Scalar ``1 - ApproxNDCG`` of a batch; ``scores``, ``labels``, ``mask`` are ``[B, L]``."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
     scores, labels = check_inputs(scores, labels, mask)
     width = scores.shape[1]
     others = mask[:, None, :] & mask[:, :, None]
@@ -36,3 +47,6 @@ def approx_ndcg_loss(
     ideal = ideal_dcg_torch(labels, mask, k=max(width, 1))
     active = has_relevant(labels, mask)
     return mean_over_groups(1.0 - dcg / ideal.clamp(min=1e-12), active)
+
+
+LOSS = Loss(NAME, ApproxNDCGOptions, approx_ndcg_loss)

@@ -50,8 +50,6 @@ def mean_over_groups(per_group: torch.Tensor, active: torch.Tensor) -> torch.Ten
 
 def pairwise_logistic(scores: torch.Tensor, pairs: torch.Tensor, *, sigma: float) -> torch.Tensor:
     """``[B, L, L]`` ``log(1 + exp(-sigma (s_i - s_j)))`` on ``pairs``, 0 elsewhere."""
-    if sigma <= 0:
-        raise ValueError(f"sigma must be positive, got {sigma}")
     diff = scores[:, :, None] - scores[:, None, :]
     # Padded scores may be inf or NaN; zero their differences before softplus sees them.
     diff = torch.where(pairs, diff, 0.0)

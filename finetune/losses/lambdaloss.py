@@ -18,10 +18,13 @@ and ``loss = 0.3691 * 1 = 0.3691``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
+from scarce_ltr.core.config_fields import NON_NEGATIVE
 from scarce_ltr.core.metrics_torch import gains_torch, ideal_dcg_torch, rank_order_torch
+from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_cutoff, check_sigma
 from scarce_ltr.finetune.losses.common import (
     check_inputs,
     mean_over_groups,
@@ -29,15 +32,29 @@ from scarce_ltr.finetune.losses.common import (
     pairwise_logistic,
 )
 
+NAME = "lambdaloss"
+
+
+@dataclass(frozen=True)
+class LambdaLossOptions(LossOptions):
+    sigma: float = 1.0
+    k: int | None = None
+    mu: float = 10.0  # allRank's
+
+    def check(self) -> None:
+        check_sigma(self.sigma)
+        check_cutoff(self.k)
+        NON_NEGATIVE.check("loss.mu", self.mu)
+
 
 def lambdaloss_loss(
     scores: torch.Tensor,
     labels: torch.Tensor,
     *,
     mask: torch.Tensor,
-    sigma: float = 1.0,
+    sigma: float,
     k: int | None = None,
-    mu: float = 10.0,
+    mu: float,
 ) -> torch.Tensor:
     """Scalar NDCGLoss2++ of a batch.
 
@@ -49,8 +66,6 @@ def lambdaloss_loss(
         k: only pairs whose two items both rank within the top ``k`` count (NDCG@k).
         mu: weight of the NDCGLoss2 term.
     """
-    if mu < 0:
-        raise ValueError(f"mu must be >= 0, got {mu}")
     scores, labels = check_inputs(scores, labels, mask)
     batch, width = scores.shape
     top = width if k is None else k
@@ -74,3 +89,6 @@ def lambdaloss_loss(
         weight = torch.where(pairs, (mu * delta + lambda_rank) * gain_gap, 0.0)
     per_pair = weight * pairwise_logistic(scores, pairs, sigma=sigma) / math.log(2.0)
     return mean_over_groups(per_pair.sum(dim=(1, 2)), pairs.any(dim=2).any(dim=1))
+
+
+LOSS = Loss(NAME, LambdaLossOptions, lambdaloss_loss)

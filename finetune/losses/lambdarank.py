@@ -14,6 +14,8 @@ places, so the gradient of this loss is LambdaRank's lambda. The batch loss is t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from scarce_ltr.core.metrics_torch import (
@@ -22,6 +24,7 @@ from scarce_ltr.core.metrics_torch import (
     ideal_dcg_torch,
     rank_order_torch,
 )
+from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_cutoff, check_sigma
 from scarce_ltr.finetune.losses.common import (
     check_inputs,
     mean_over_groups,
@@ -29,13 +32,25 @@ from scarce_ltr.finetune.losses.common import (
     pairwise_logistic,
 )
 
+NAME = "lambdarank"
+
+
+@dataclass(frozen=True)
+class LambdaRankOptions(LossOptions):
+    sigma: float = 1.0
+    k: int | None = None
+
+    def check(self) -> None:
+        check_sigma(self.sigma)
+        check_cutoff(self.k)
+
 
 def lambdarank_loss(
     scores: torch.Tensor,
     labels: torch.Tensor,
     *,
     mask: torch.Tensor,
-    sigma: float = 1.0,
+    sigma: float,
     k: int | None = None,
 ) -> torch.Tensor:
     """Scalar LambdaRank loss of a batch.
@@ -64,3 +79,6 @@ def lambdarank_loss(
         weight = torch.where(pairs, delta / ideal.clamp(min=1e-12)[:, None, None], 0.0)
     per_pair = weight * pairwise_logistic(scores, pairs, sigma=sigma)
     return mean_over_groups(per_pair.sum(dim=(1, 2)), pairs.any(dim=2).any(dim=1))
+
+
+LOSS = Loss(NAME, LambdaRankOptions, lambdarank_loss)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import torch
 
+from scarce_ltr.finetune.losses.base import Loss, LossOptions
 from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+
+NAME = "listmle"
 
 
 def listmle_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tensor) -> torch.Tensor:
@@ -40,3 +43,6 @@ def listmle_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tens
     log_tail = torch.log(tail.clamp(min=torch.finfo(s.dtype).tiny)) + top
     per_item = torch.where(real, log_tail - s, 0.0)
     return mean_over_groups(per_item.sum(dim=1), has_relevant(labels, mask))
+
+
+LOSS = Loss(NAME, LossOptions, listmle_loss)  # reads no key of the loss section

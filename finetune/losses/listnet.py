@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from scarce_ltr.finetune.losses.base import Loss, LossOptions
 from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+
+NAME = "listnet"
 
 
 def masked_log_softmax(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -29,3 +32,6 @@ def listnet_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tens
     target = masked_log_softmax(labels, mask).exp()
     per_item = torch.where(mask, -target * masked_log_softmax(scores, mask), 0.0)
     return mean_over_groups(per_item.sum(dim=1), has_relevant(labels, mask))
+
+
+LOSS = Loss(NAME, LossOptions, listnet_loss)  # reads no key of the loss section

@@ -19,12 +19,26 @@ Example: scores ``[1, 0]``, labels ``[1, 0]``, ``T = 1``: ``P = [[0.731, 0.269],
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from scarce_ltr.core.metrics_torch import discounts_torch, gains_torch, ideal_dcg_torch
+from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_cutoff, check_temperature
 from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
 
+NAME = "neural-ndcg"
 SINKHORN_ITERS = 50  # allRank's max_iter
+
+
+@dataclass(frozen=True)
+class NeuralNDCGOptions(LossOptions):
+    temperature: float | None = None  # None: the function's 1.0 (allRank's)
+    k: int | None = None
+
+    def check(self) -> None:
+        check_temperature(self.temperature)
+        check_cutoff(self.k)
 
 
 def neural_sort(scores: torch.Tensor, mask: torch.Tensor, *, temperature: float) -> torch.Tensor:
@@ -75,8 +89,6 @@ def neural_ndcg_loss(
     ``temperature``: of NeuralSort's softmax (allRank's default 1.0); ``k``: the cutoff (None:
     the whole list).
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
     scores, labels = check_inputs(scores, labels, mask)
     width = scores.shape[1]
     top = width if k is None else k
@@ -88,3 +100,6 @@ def neural_ndcg_loss(
     ideal = ideal_dcg_torch(labels, mask, k=top)
     active = has_relevant(labels, mask)
     return mean_over_groups(1.0 - dcg / ideal.clamp(min=1e-12), active)
+
+
+LOSS = Loss(NAME, NeuralNDCGOptions, neural_ndcg_loss)

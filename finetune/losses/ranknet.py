@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_sigma
 from scarce_ltr.finetune.losses.common import (
     check_inputs,
     mean_over_groups,
@@ -15,9 +18,19 @@ from scarce_ltr.finetune.losses.common import (
     pairwise_logistic,
 )
 
+NAME = "ranknet"
+
+
+@dataclass(frozen=True)
+class RankNetOptions(LossOptions):
+    sigma: float = 1.0
+
+    def check(self) -> None:
+        check_sigma(self.sigma)
+
 
 def ranknet_loss(
-    scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tensor, sigma: float = 1.0
+    scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tensor, sigma: float
 ) -> torch.Tensor:
     """Scalar RankNet loss of a batch; ``scores``, ``labels``, ``mask`` are ``[B, L]``."""
     scores, labels = check_inputs(scores, labels, mask)
@@ -25,3 +38,6 @@ def ranknet_loss(
     n_pairs = pairs.sum(dim=(1, 2))
     per_group = pairwise_logistic(scores, pairs, sigma=sigma).sum(dim=(1, 2))
     return mean_over_groups(per_group / n_pairs.clamp(min=1), n_pairs > 0)
+
+
+LOSS = Loss(NAME, RankNetOptions, ranknet_loss)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from scarce_ltr.finetune.losses.base import Loss, LossOptions
 from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+
+NAME = "rmse"
 
 
 def rmse_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tensor) -> torch.Tensor:
@@ -20,3 +23,6 @@ def rmse_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tensor)
     mse = squared.sum(dim=1) / mask.sum(dim=1).clamp(min=1)
     # sqrt has an infinite slope at 0: a perfect QG gets a zero gradient instead of NaN.
     return mean_over_groups(torch.sqrt(mse.clamp(min=1e-12)), has_relevant(labels, mask))
+
+
+LOSS = Loss(NAME, LossOptions, rmse_loss)  # reads no key of the loss section

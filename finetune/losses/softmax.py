@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import torch
 
+from scarce_ltr.finetune.losses.base import Loss, LossOptions
 from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+
+NAME = "softmax"
 
 
 def softmax_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tensor) -> torch.Tensor:
@@ -22,3 +25,6 @@ def softmax_loss(scores: torch.Tensor, labels: torch.Tensor, *, mask: torch.Tens
     log_p = torch.log_softmax(torch.where(mask, scores, fill), dim=1)
     per_item = torch.where(mask, -target * torch.where(mask, log_p, 0.0), 0.0)
     return mean_over_groups(per_item.sum(dim=1), active)
+
+
+LOSS = Loss(NAME, LossOptions, softmax_loss)  # reads no key of the loss section
