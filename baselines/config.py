@@ -16,6 +16,7 @@ from scarce_ltr.baselines.catboost import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
+from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.baselines.xgboost import XGBoostOptions
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import run_model
@@ -109,18 +110,26 @@ class BaselineConfig(CommonConfig):
         return self.method in MISSING_AS_NAN
 
 
+def sections(schema: type = BaselineConfig) -> dict[str, type]:
+    """Each key of ``schema`` -> its type, in field order: a section's is its options class."""
+    hints = typing.get_type_hints(schema)
+    return {f.name: hints[f.name] for f in fields(schema)}
+
+
 def missing_as_nan(schema: type = BaselineConfig) -> tuple[str, ...]:
     """The methods whose trees split on NaN, in the order of ``schema``'s sections: what each
     section's options name (``missing_as_nan``, a class attribute of a tree backend's options)."""
-    sections = typing.get_type_hints(schema)
-    return tuple(
-        name for f in fields(schema) for name in getattr(sections[f.name], "missing_as_nan", ())
-    )
+    return tuple(n for tp in sections(schema).values() for n in getattr(tp, "missing_as_nan", ()))
 
 
 # The trees that split on NaN (a missing value takes a branch of its own); the PCA and hybrid
 # variants pass the features through a PCA or an encoder, where a NaN spoils every output.
 MISSING_AS_NAN = missing_as_nan()
+# The searched tree backends (CatBoost, XGBoost): a method whose section, of its own name, holds
+# `SearchOptions` (the estimators take LightGBM's keywords for its ``<name>.*`` keys).
+SEARCHED_TREES = tuple(
+    key for key, tp in sections().items() if isinstance(tp, type) and issubclass(tp, SearchOptions)
+)
 
 
 def baseline_group(method: str) -> str:

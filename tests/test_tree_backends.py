@@ -11,9 +11,15 @@ from typing import ClassVar
 
 import pytest
 
+from scarce_ltr.api import aliases
 from scarce_ltr.api.base import NAN_TREES
 from scarce_ltr.baselines import catboost, xgboost
-from scarce_ltr.baselines.config import MISSING_AS_NAN, BaselineConfig, missing_as_nan
+from scarce_ltr.baselines.config import (
+    MISSING_AS_NAN,
+    SEARCHED_TREES,
+    BaselineConfig,
+    missing_as_nan,
+)
 from scarce_ltr.baselines.run import BASELINE_FAMILIES, BASELINES
 from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.core.run_identity import runs_root
@@ -43,6 +49,11 @@ def test_a_searched_backend_is_one_module_named_once_in_each_table(module) -> No
     assert family.scorer is scorer and family.bundle_kind == module.BUNDLE_KIND
     assert [f for f in BASELINE_FAMILIES if f is family] == [family]
     assert BASELINES[module.NAME] is module.main
+    # the estimators map LightGBM's keywords onto its section (TreeRanker(n_estimators=...))
+    assert module.NAME in SEARCHED_TREES and aliases.family_of(module.NAME) == module.NAME
+    assert aliases.resolve(module.NAME, {"n_estimators": 7}, set()) == {
+        f"{module.NAME}__max_rounds": 7
+    }
 
 
 def test_the_trees_that_keep_nan_come_from_their_options() -> None:
@@ -70,6 +81,7 @@ def test_a_new_section_brings_its_nan_trees_with_it() -> None:
     """A new backend's options, given a section of the config, add its methods: no list
     elsewhere to keep in step."""
     assert missing_as_nan(WithHist) == (*MISSING_AS_NAN, "hist")
+    assert SEARCHED_TREES == ("catboost", "xgboost")  # the sections holding `SearchOptions`
 
 
 def test_tree_runs_keep_their_folders_and_config_keys() -> None:
