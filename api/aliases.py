@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from scarce_ltr.baselines.config import SEARCHED_TREES
+
 # The LightGBM methods that read raw features (they take pandas categories, too).
 LIGHTGBM_RAW = ("gbdt", "gbdt-optuna", "gbdt-pseudo")
 LIGHTGBM = (*LIGHTGBM_RAW, "gbdt-pca", "gbdt-pca-pseudo", "gbdt-ssl")
@@ -56,7 +58,7 @@ def lightgbm_main_names() -> dict[str, str]:
 def family_of(method: Any) -> str:
     if method in LIGHTGBM:
         return "gbdt"
-    if method in ("catboost", "xgboost"):
+    if method in SEARCHED_TREES:
         return str(method)
     return "other"
 
@@ -100,7 +102,7 @@ def resolve(method: Any, config: Mapping[str, Any], known: set[str]) -> dict[str
         main = main_of[key]
         if main in REFUSED:
             raise ValueError(f"{key}: {REFUSED[main]}")
-        if family in ("catboost", "xgboost"):
+        if family in SEARCHED_TREES:
             if main == "seed":
                 _put(out, "seed", value, key)
             elif main in SEARCH_KEYS:

@@ -32,7 +32,7 @@ from scarce_ltr import __version__
 from scarce_ltr.api import aliases, inputs, lgbm
 from scarce_ltr.api.layout import holdout, train_split
 from scarce_ltr.api.stages import SCHEMAS, StageCall, leaves, route, run_stage
-from scarce_ltr.baselines.tree_run import MISSING_AS_NAN
+from scarce_ltr.baselines.config import MISSING_AS_NAN
 from scarce_ltr.core.files import temp_folder_beside
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
@@ -43,7 +43,7 @@ from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 # this version would misread a new file (a key's meaning changes, a key it needs is added).
 ESTIMATOR_FORMAT = 1
 # Trees that take NaN as a missing value (the others' inputs pass through an encoder or PCA).
-NAN_TREES = MISSING_AS_NAN  # one list: baselines/tree_run.py's
+NAN_TREES = MISSING_AS_NAN  # one list: what the tree backends' options name (baselines/config.py)
 # What the estimators set unless a keyword says otherwise: no tracker; no Outlier-NDCG (fit's
 # test split is its eval_set again: the stages need one, the estimator reports none).
 DEFAULTS = {"logger": "none", "data__outliers__method": "none"}

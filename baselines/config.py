@@ -2,19 +2,22 @@
 
 ``configs/baseline/<name>.yaml`` sets ``method`` (equal to the file name) and the method's
 defaults. A family of baselines keeps its own keys in a section of its own (``gbdt:`` for the
-LightGBM ones); a new family adds a field here and a dataclass in its own module.
+LightGBM ones), a frozen dataclass in its own module that checks them; a new family adds its
+field here. What the sections' options declare derives from these fields (`MISSING_AS_NAN`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from scarce_ltr.baselines.catboost.config import CatBoostOptions
+from scarce_ltr.baselines.catboost import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
-from scarce_ltr.baselines.xgboost.config import XGBoostOptions
+from scarce_ltr.baselines.tuning import SearchOptions
+from scarce_ltr.baselines.xgboost import XGBoostOptions
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.stage_config import CommonConfig
@@ -99,6 +102,34 @@ class BaselineConfig(CommonConfig):
 
     def _group(self) -> str:
         return baseline_group(self.method)
+
+    @property
+    def keeps_missing(self) -> bool:
+        """Whether this method's trees take NaN as a missing value (`MISSING_AS_NAN`): its data
+        keeps NaN; the other methods refuse it (``data.pipeline.prepare_data``)."""
+        return self.method in MISSING_AS_NAN
+
+
+def sections(schema: type = BaselineConfig) -> dict[str, type]:
+    """Each key of ``schema`` -> its type, in field order: a section's is its options class."""
+    hints = typing.get_type_hints(schema)
+    return {f.name: hints[f.name] for f in fields(schema)}
+
+
+def missing_as_nan(schema: type = BaselineConfig) -> tuple[str, ...]:
+    """The methods whose trees split on NaN, in the order of ``schema``'s sections: what each
+    section's options name (``missing_as_nan``, a class attribute of a tree backend's options)."""
+    return tuple(n for tp in sections(schema).values() for n in getattr(tp, "missing_as_nan", ()))
+
+
+# The trees that split on NaN (a missing value takes a branch of its own); the PCA and hybrid
+# variants pass the features through a PCA or an encoder, where a NaN spoils every output.
+MISSING_AS_NAN = missing_as_nan()
+# The searched tree backends (CatBoost, XGBoost): a method whose section, of its own name, holds
+# `SearchOptions` (the estimators take LightGBM's keywords for its ``<name>.*`` keys).
+SEARCHED_TREES = tuple(
+    key for key, tp in sections().items() if isinstance(tp, type) and issubclass(tp, SearchOptions)
+)
 
 
 def baseline_group(method: str) -> str:

@@ -2,7 +2,8 @@
 
 ``BASELINES`` maps the command-line name (and config file name, ``configs/baseline/<name>.yaml``)
 to the function that trains the baseline, ``main(cfg, run) -> report``, both from the entries of
-the baseline families (``<family>/family.py``, `BASELINE_FAMILIES`); `main` hands it the run
+the baseline families (``FAMILY`` of ``<family>/family.py``, or of a tree backend's one module,
+``xgboost.py``: `BASELINE_FAMILIES`); `main` hands it the run
 the command line started (`core.runs.Run.execute`: lock, config, the skip of a finished run).
 The command line refuses a ``method=`` override that contradicts the name.
 """
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scarce_ltr.baselines.catboost.family import FAMILY as CATBOOST
+from scarce_ltr.baselines.catboost import FAMILY as CATBOOST
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.deep.family import FAMILY as DEEP
 from scarce_ltr.baselines.gbdt.family import FAMILY as LIGHTGBM
 from scarce_ltr.baselines.hybrid.family import FAMILY as HYBRID
-from scarce_ltr.baselines.xgboost.family import FAMILY as XGBOOST
+from scarce_ltr.baselines.xgboost import FAMILY as XGBOOST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ModelFamily
 from scarce_ltr.core.runs import Outcome, Run

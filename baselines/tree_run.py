@@ -26,11 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
@@ -52,6 +51,9 @@ from scarce_ltr.data.pipeline import (
     require_relevant_labels,
 )
 from scarce_ltr.data.ranking_split import RankingSplit
+
+if TYPE_CHECKING:  # the config imports the tree backends for their sections, and they this module
+    from scarce_ltr.baselines.config import BaselineConfig
 
 Report = Callable[[int, float], None]  # (round, the backend's vali NDCG@5); may raise Pruned
 Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and its files
@@ -97,18 +99,14 @@ class TreeBackend(Protocol):
         ...
 
 
-# The trees that split on NaN (a missing value takes a branch of its own); the PCA and hybrid
-# variants pass the features through a PCA or an encoder, where a NaN spoils every output.
-MISSING_AS_NAN = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost")
-
-
 def prepare_tree_data(
     cfg: BaselineConfig, check_labels: Callable[[RankingSplit, str], None]
 ) -> PreparedData:
     """The prepared data of a tree run, after the checks every tree run makes: relevant labels,
     labeled vali QGs, and labels the backend's objective takes (its ``check_labels``); missing
-    values (NaN) kept for the trees of `MISSING_AS_NAN`, refused for the others."""
-    prepared = prepare_data(cfg, missing="keep" if cfg.method in MISSING_AS_NAN else "raise")
+    values (NaN) kept for the trees that split on them (`BaselineConfig.keeps_missing`), refused
+    for the others."""
+    prepared = prepare_data(cfg, missing="keep" if cfg.keeps_missing else "raise")
     require_relevant_labels(prepared)
     require_labeled_vali(prepared)
     check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")

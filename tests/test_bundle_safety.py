@@ -335,13 +335,13 @@ def test_damaged_xgboost_and_catboost_files_are_one_line(tmp_path, backend) -> N
     y, qid = np.arange(60) % 3, np.repeat(np.arange(6), 10)
     path = tmp_path / "model"
     if backend == "xgboost":
-        from scarce_ltr.baselines.xgboost.train import _CHECK
+        from scarce_ltr.baselines.xgboost import _CHECK
 
         params = {"objective": "rank:ndcg", "nthread": 1}
         model = module.train(params, module.DMatrix(x, y, qid=qid), 3)
         data = bytes(model.save_raw("ubj"))
     else:
-        from scarce_ltr.baselines.catboost.train import _CHECK
+        from scarce_ltr.baselines.catboost import _CHECK
 
         model = module.CatBoost({"loss_function": "YetiRank", "iterations": 3, "verbose": 0,
                                  "thread_count": 1, "allow_writing_files": False})  # fmt: skip

@@ -14,17 +14,15 @@ import pytest
 from tiny import tiny_data
 
 import scarce_ltr
-from scarce_ltr.baselines.catboost.config import CatBoostOptions
-from scarce_ltr.baselines.catboost.train import EVAL_METRIC as CATBOOST_NDCG
-from scarce_ltr.baselines.catboost.train import CatBoostBackend
+from scarce_ltr.baselines.catboost import EVAL_METRIC as CATBOOST_NDCG
+from scarce_ltr.baselines.catboost import CatBoostBackend, CatBoostOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import BoosterOptions
 from scarce_ltr.baselines.gbdt.search import lightgbm_choices
 from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.searches.study import optuna_search
 from scarce_ltr.baselines.tuning import Pruned
-from scarce_ltr.baselines.xgboost.config import XGBoostOptions
-from scarce_ltr.baselines.xgboost.train import XGBoostBackend
+from scarce_ltr.baselines.xgboost import XGBoostBackend, XGBoostOptions
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError

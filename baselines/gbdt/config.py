@@ -8,7 +8,7 @@ boosting rounds and the PCA size are all chosen on the labeled validation QGs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from scarce_ltr.baselines.searches import SEARCHES, check_search
 from scarce_ltr.core.config_fields import (
@@ -48,6 +48,11 @@ class GBDTOptions:
     (num_leaves 31, min_data_in_leaf 20, feature_fraction 1.0); ``grid=full`` takes every
     combination of the three lists.
     """
+
+    # Its methods whose trees split on NaN (a missing value takes a branch of its own): the
+    # command line keeps NaN for them and refuses it for the others (`baselines.config`); the
+    # PCA variants pass the features through a PCA, where a NaN spoils every column.
+    missing_as_nan: ClassVar[tuple[str, ...]] = ("gbdt", "gbdt-optuna", "gbdt-pseudo")
 
     # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (baselines/searches)
     search: str = "paper-grid"

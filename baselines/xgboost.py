@@ -7,34 +7,116 @@ labeled vali QGs, which counts a QG without a relevant item as 1 (policy ``one``
 round as the project's policies); the trial is chosen on the project's vali NDCG@5
 (`baselines.tree_run`). The bundle holds XGBoost's own UBJSON model (no pickle), cut at the
 vali-best round.
+
+A tree backend in one module (docs/architecture.md, "A tree backend"): its `NAME`, its options
+(`XGBoostOptions`: the ``xgboost:`` section of the baseline config, checked), the backend the
+tree pipeline searches (`XGBoostBackend`), the scorer of its bundles (`XGBoostScorer`), `main`
+and its family entry `FAMILY`.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
-from scarce_ltr.baselines.tuning import check_in_child, check_labels, require_backend
-from scarce_ltr.baselines.xgboost.config import MAX_XGBOOST_LABEL, XGBoostOptions
+from scarce_ltr.baselines.tuning import (
+    SearchOptions,
+    check_in_child,
+    check_labels,
+    require_backend,
+)
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.families import ScoringContext
+from scarce_ltr.core.families import ModelFamily, ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 
-EVAL_METRIC = f"ndcg@{SELECTION_K}"
-MODEL_FILE = "model.ubj"
-BUNDLE_KIND = "xgboost"
+if TYPE_CHECKING:  # the config imports this module for its section (`XGBoostOptions`)
+    from scarce_ltr.baselines.config import BaselineConfig
+
+# ./run.sh baseline xgboost, configs/baseline/xgboost.yaml and the config's xgboost: section
+NAME = "xgboost"
+OBJECTIVES = ("rank:ndcg", "rank:pairwise")
+MAX_XGBOOST_LABEL = 30  # rank:ndcg's exponential gain 2^y - 1 (and its ndcg metric) stops at 31
+# XGBoost parameters the project sets itself, and the key a user sets them with instead.
+RESERVED_PARAMS = {
+    "objective": "xgboost.objective",
+    "eval_metric": "nothing: selection is the project's vali NDCG@5",
+    "seed": "seed",
+    "random_state": "seed",
+    "nthread": "xgboost.num_threads",
+    "n_jobs": "xgboost.num_threads",
+    "eta": "the search (xgboost.n_trials)",
+    "learning_rate": "the search (xgboost.n_trials)",
+}
 # XGBoost's aliases of the searched parameters: a user's fixed value takes the key out of the
 # search.
 ALIASES = {"reg_lambda": "lambda", "reg_alpha": "alpha", "min_split_loss": "gamma"}
+EVAL_METRIC = f"ndcg@{SELECTION_K}"
+MODEL_FILE = "model.ubj"
+BUNDLE_KIND = "xgboost"  # written in its bundles' manifests: never renamed
+
+
+# The xgboost: section: the search's keys (`SearchOptions`) and the objective, ``rank:ndcg``
+# (LambdaMART) or ``rank:pairwise`` (RankNet); the search (``n_trials`` Optuna trials over learning
+# rate, depth, child weight, sampling and L1/L2) and the number of trees (early stopping) are
+# chosen on the labeled vali QGs. (No docstring: --help shows the section's keys alone.)
+@dataclass(frozen=True)
+class XGBoostOptions(SearchOptions):
+    section: ClassVar[str] = NAME
+    # Its methods whose trees split on NaN (a missing value takes a branch of its own): the
+    # command line keeps NaN for them and refuses it for the others (`baselines.config`).
+    missing_as_nan: ClassVar[tuple[str, ...]] = (NAME,)
+
+    objective: str = "rank:ndcg"  # rank:ndcg | rank:pairwise
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(
+                f"xgboost.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}"
+            )
+        super().__post_init__()
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        check_params(params)
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """`ValueError` naming the backend and the key for a parameter XGBoost does not know."""
+    try:
+        import xgboost as xgb
+    except ImportError:
+        return  # the run stops later with the install command (baselines.tuning.require_backend)
+    # XGBoost keeps unknown parameters with a warning only; its saved config names every
+    # parameter it knows (the leaves of the JSON tree; nested sections are dicts).
+    data = xgb.DMatrix(np.zeros((2, 1), dtype=np.float32), label=np.zeros(2))
+    booster = xgb.Booster({"objective": "rank:ndcg", "verbosity": 0}, [data])
+    known: set[str] = set()
+
+    def leaves(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, dict | list):
+                    leaves(value)
+                else:
+                    known.add(key)
+
+    leaves(json.loads(booster.save_config()))
+    for key in params:
+        if key in RESERVED_PARAMS:
+            raise ValueError(
+                f"xgboost.params.{key}: set by the project; use {RESERVED_PARAMS[key]}"
+            )
+        if key not in known:
+            raise ValueError(f"xgboost.params.{key}: XGBoost has no parameter {key!r}")
 
 
 class XGBoostBackend:
@@ -182,3 +264,13 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
     backend = XGBoostBackend(cfg.xgboost, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, cfg.xgboost.search)
+
+
+FAMILY = ModelFamily(
+    names=(NAME,),
+    stage="baseline",
+    train=main,
+    group="gbdt",
+    bundle_kind=BUNDLE_KIND,
+    scorer=XGBoostScorer,
+)

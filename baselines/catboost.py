@@ -9,33 +9,113 @@ the labeled vali QGs; a QG without a relevant item counts 1 there (policy ``one`
 map of the project's mean over a fixed set of QGs, so the best round is the same. The trial is
 chosen on the project's vali NDCG@5 (`baselines.tree_run`). The bundle holds CatBoost's own
 ``model.cbm`` (no pickle).
+
+A tree backend in one module (docs/architecture.md, "A tree backend"): its `NAME`, its options
+(`CatBoostOptions`: the ``catboost:`` section of the baseline config, checked), the backend the
+tree pipeline searches (`CatBoostBackend`), the scorer of its bundles (`CatBoostScorer`), `main`
+and its family entry `FAMILY`.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
-from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
-from scarce_ltr.baselines.tuning import Pruned, check_in_child, check_labels, require_backend
+from scarce_ltr.baselines.tuning import (
+    Pruned,
+    SearchOptions,
+    check_in_child,
+    check_labels,
+    require_backend,
+)
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.families import ScoringContext
+from scarce_ltr.core.families import ModelFamily, ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 
+if TYPE_CHECKING:  # the config imports this module for its section (`CatBoostOptions`)
+    from scarce_ltr.baselines.config import BaselineConfig
+
+# ./run.sh baseline catboost, configs/baseline/catboost.yaml and the config's catboost: section
+NAME = "catboost"
 EVAL_METRIC = f"NDCG:top={SELECTION_K};type=Exp"  # the project's gain 2^y - 1
 MODEL_FILE = "model.cbm"
-BUNDLE_KIND = "catboost"
+BUNDLE_KIND = "catboost"  # written in its bundles' manifests: never renamed
+
+# Command-line name -> CatBoost's loss_function. StochasticRank smooths the metric it is told
+# to optimise: NDCG@5 with exponential gain, the project's selection metric.
+LOSSES = {
+    "YetiRank": "YetiRank",
+    "YetiRankPairwise": "YetiRankPairwise",
+    "StochasticRank": "StochasticRank:metric=NDCG;top=5;type=Exp",
+    "QueryRMSE": "QueryRMSE",
+}
+# CatBoost parameters the project sets itself, and the key a user sets them with instead.
+RESERVED_PARAMS = {
+    "loss_function": "catboost.loss",
+    "objective": "catboost.loss",
+    "eval_metric": "nothing: selection is the project's vali NDCG@5",
+    "iterations": "catboost.max_rounds",
+    "n_estimators": "catboost.max_rounds",
+    "num_boost_round": "catboost.max_rounds",
+    "num_trees": "catboost.max_rounds",
+    "early_stopping_rounds": "catboost.early_stopping_rounds",
+    "od_wait": "catboost.early_stopping_rounds",
+    "thread_count": "catboost.num_threads",
+    "random_seed": "seed",
+    "random_state": "seed",
+    "learning_rate": "the search (catboost.n_trials)",
+}
+
+
+# The catboost: section: the search's keys (`SearchOptions`) and the loss, one of lyzhin2023's
+# (`LOSSES`); the search (``n_trials`` Optuna trials over learning rate, depth and L2 leaf
+# regularisation, lyzhin2023's appendix A) and the number of trees (early stopping) are chosen on
+# the labeled vali QGs. (No docstring: --help shows the section's keys alone.)
+@dataclass(frozen=True)
+class CatBoostOptions(SearchOptions):
+    section: ClassVar[str] = NAME
+    # Its methods whose trees split on NaN (a missing value takes a branch of its own): the
+    # command line keeps NaN for them and refuses it for the others (`baselines.config`).
+    missing_as_nan: ClassVar[tuple[str, ...]] = (NAME,)
+
+    loss: str = "YetiRank"  # YetiRank | YetiRankPairwise | StochasticRank | QueryRMSE
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"catboost.loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        super().__post_init__()
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        check_params(params)
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """`ValueError` naming the backend and the key for a parameter CatBoost does not take."""
+    try:
+        import catboost
+    except ImportError:
+        return  # the run stops later with the install command (baselines.tuning.require_backend)
+    # The ranker's constructor names every CatBoost parameter and alias it accepts.
+    known = set(inspect.signature(catboost.CatBoostRanker.__init__).parameters) - {"self"}
+    for key in params:
+        if key in RESERVED_PARAMS:
+            raise ValueError(
+                f"catboost.params.{key}: set by the project; use {RESERVED_PARAMS[key]}"
+            )
+        if key not in known:
+            raise ValueError(f"catboost.params.{key}: CatBoost has no parameter {key!r}")
 
 
 class CatBoostBackend:
@@ -196,3 +276,13 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
     backend = CatBoostBackend(cfg.catboost, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, cfg.catboost.search)
+
+
+FAMILY = ModelFamily(
+    names=(NAME,),
+    stage="baseline",
+    train=main,
+    group="gbdt",
+    bundle_kind=BUNDLE_KIND,
+    scorer=CatBoostScorer,
+)

@@ -1,0 +1,109 @@
+"""A searched tree backend is one module (docs/architecture.md, "A tree backend"): its name, its
+options with their checks, its backend, its scorer, ``main`` and ``FAMILY``; the baseline config's
+section and the family table name it once each, and which methods keep NaN derives from the
+options. Old runs keep their folders and keys."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar
+
+import pytest
+
+from scarce_ltr.api import aliases
+from scarce_ltr.api.base import NAN_TREES
+from scarce_ltr.baselines import catboost, xgboost
+from scarce_ltr.baselines.config import (
+    MISSING_AS_NAN,
+    SEARCHED_TREES,
+    BaselineConfig,
+    missing_as_nan,
+)
+from scarce_ltr.baselines.run import BASELINE_FAMILIES, BASELINES
+from scarce_ltr.baselines.tuning import SearchOptions
+from scarce_ltr.core.run_identity import runs_root
+
+# Each searched backend's module, its options class, backend and scorer.
+BACKENDS = {
+    xgboost: ("XGBoostOptions", "XGBoostBackend", "XGBoostScorer"),
+    catboost: ("CatBoostOptions", "CatBoostBackend", "CatBoostScorer"),
+}
+
+
+@pytest.mark.parametrize("module", list(BACKENDS), ids=lambda m: m.NAME)
+def test_a_searched_backend_is_one_module_named_once_in_each_table(module) -> None:
+    options_name = BACKENDS[module][0]
+    options, backend, scorer = (getattr(module, n) for n in BACKENDS[module])
+    for made in (options, backend, scorer, module.main):
+        assert made.__module__ == module.__name__
+    assert issubclass(options, SearchOptions) and options.__dataclass_params__.frozen
+    assert options.section == module.NAME
+    # the config's section of that name is these options, typed (a type checker sees them)
+    section = {f.name: f for f in dataclasses.fields(BaselineConfig)}[module.NAME]
+    assert section.type == options_name and isinstance(
+        getattr(BaselineConfig(), module.NAME), options
+    )
+    family = module.FAMILY
+    assert family.names == (module.NAME,) and family.train is module.main
+    assert family.scorer is scorer and family.bundle_kind == module.BUNDLE_KIND
+    assert [f for f in BASELINE_FAMILIES if f is family] == [family]
+    assert BASELINES[module.NAME] is module.main
+    # the estimators map LightGBM's keywords onto its section (TreeRanker(n_estimators=...))
+    assert module.NAME in SEARCHED_TREES and aliases.family_of(module.NAME) == module.NAME
+    assert aliases.resolve(module.NAME, {"n_estimators": 7}, set()) == {
+        f"{module.NAME}__max_rounds": 7
+    }
+
+
+def test_the_trees_that_keep_nan_come_from_their_options() -> None:
+    """One list, from each section's ``missing_as_nan``: the command line keeps NaN for these
+    methods (``BaselineConfig.keeps_missing``) and the estimators (``NAN_TREES``)."""
+    assert MISSING_AS_NAN == ("gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost")
+    assert NAN_TREES is MISSING_AS_NAN
+    assert set(MISSING_AS_NAN) <= set(BASELINES)
+    kept = [name for name in BASELINES if BaselineConfig(method=name).keeps_missing]
+    assert kept == ["gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost"]
+
+
+@dataclass(frozen=True)
+class HistOptions:  # a new backend's options
+    missing_as_nan: ClassVar[tuple[str, ...]] = ("hist",)
+    max_iter: int = 100
+
+
+@dataclass(frozen=True)
+class WithHist(BaselineConfig):  # its section in the config
+    hist: HistOptions = field(default_factory=HistOptions)
+
+
+def test_a_new_section_brings_its_nan_trees_with_it() -> None:
+    """A new backend's options, given a section of the config, add its methods: no list
+    elsewhere to keep in step."""
+    assert missing_as_nan(WithHist) == (*MISSING_AS_NAN, "hist")
+    assert SEARCHED_TREES == ("catboost", "xgboost")  # the sections holding `SearchOptions`
+
+
+def test_tree_runs_keep_their_folders_and_config_keys() -> None:
+    """Old runs resume: the folder a tree run's identity names and the keys (with defaults) of
+    its section, which its ``config.yaml`` holds, are what they were before the backends moved
+    into one module each."""
+    for name in ("gbdt", "gbdt-optuna", "catboost", "xgboost"):
+        identity = BaselineConfig(method=name).identity()
+        folder = identity.default_folder().relative_to(runs_root())
+        assert folder.as_posix() == f"synthetic/baseline/{name}/frac=1/seed=0"
+        assert (identity.model, identity.group) == (name, "gbdt")
+    search = {
+        "search": "optuna", "n_trials": 20, "max_rounds": 500, "early_stopping_rounds": 50,
+        "num_threads": 0, "n_jobs": 1, "params": {}, "storage": None, "study_name": None,
+    }  # fmt: skip
+    cfg = BaselineConfig()
+    assert asdict(cfg.xgboost) == search | {"objective": "rank:ndcg"}
+    assert asdict(cfg.catboost) == search | {"loss": "YetiRank"}
+    keys = list(asdict(cfg))  # the sections' order in config.yaml and --help
+    assert keys[keys.index("method") : keys.index("deep")] == [
+        "method",
+        "gbdt",
+        "catboost",
+        "xgboost",
+    ]
