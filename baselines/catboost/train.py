@@ -24,7 +24,7 @@ import numpy as np
 from scarce_ltr.baselines.catboost.config import LOSSES, CatBoostOptions
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
-from scarce_ltr.baselines.tuning import Pruned, check_in_child, check_labels, require_backend
+from scarce_ltr.baselines.tuning import check_in_child, check_labels, require_backend
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ScoringContext
@@ -32,6 +32,7 @@ from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
+from scarce_ltr.search.trials import Pruned
 
 EVAL_METRIC = f"NDCG:top={SELECTION_K};type=Exp"  # the project's gain 2^y - 1
 MODEL_FILE = "model.cbm"
