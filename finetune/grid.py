@@ -27,7 +27,7 @@ from torch import nn
 
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.metrics import SELECTION_METRIC
-from scarce_ltr.core.runs import GridPoint, Outcome, Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
@@ -51,6 +51,7 @@ from scarce_ltr.finetune.loop import (
 from scarce_ltr.finetune.model import MODEL_FILE, ModelKinds, load_model, save_model, torch_bundle
 from scarce_ltr.finetune.teacher import Teaching, teaching_for
 from scarce_ltr.search.selection import select_best
+from scarce_ltr.search.trial_folders import GridPoint
 
 BEST_VALI = f"best_vali_{SELECTION_METRIC}"  # a point's score, the one it is chosen on
 PRUNED = "pruned"  # True in a pruned search trial's result (its BEST_VALI NaN: never chosen)

@@ -55,7 +55,7 @@ import torch
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.progress import duration
-from scarce_ltr.core.runs import GridPoint, Outcome, Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
@@ -73,6 +73,7 @@ from scarce_ltr.search.pruning import ReplicaPruner, Reporter, _optuna, make_pru
 from scarce_ltr.search.selection import select_best
 from scarce_ltr.search.studies import StudyStore, create_study
 from scarce_ltr.search.trial_batches import batches, thread_share
+from scarce_ltr.search.trial_folders import GridPoint
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
 # Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
