@@ -29,13 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from scarce_ltr.baselines.tree_run import Report, run_tree_backend
-from scarce_ltr.baselines.tuning import (
-    Pruned,
-    SearchOptions,
-    check_in_child,
-    check_labels,
-    require_backend,
-)
+from scarce_ltr.baselines.tuning import SearchOptions, check_in_child, check_labels, require_backend
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ModelFamily, ScoringContext
@@ -43,6 +37,7 @@ from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
+from scarce_ltr.search.trials import Pruned
 
 if TYPE_CHECKING:  # the config imports this module for its section (`CatBoostOptions`)
     from scarce_ltr.baselines.config import BaselineConfig

@@ -5,7 +5,7 @@ labels, its search space, one early-stopped fit, its predictions and its model f
 module does the rest the same way for every backend:
 
 - `prepare_tree_data`: the data and the checks every tree run makes;
-- `search`: the run's search strategy (`baselines.searches.SEARCHES`: ``optuna`` and every
+- `search`: the run's search strategy (`search.strategies.SEARCHES`: ``optuna`` and every
   strategy drawing from a backend's space for every backend, ``paper-grid`` for a backend
   with a ``grid()``: LightGBM's), each fit scored with the project's NDCG@5 of the labeled
   vali QGs;
@@ -30,12 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from scarce_ltr.baselines.searches import SEARCHES
-from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Outcome, Run
-from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
@@ -51,6 +48,9 @@ from scarce_ltr.data.pipeline import (
     require_relevant_labels,
 )
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.search.strategies import SEARCHES
+from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.search.trials import Searchable, SearchOutcome, TrainTrial, TrialResult
 
 if TYPE_CHECKING:  # the config imports the tree backends for their sections, and they this module
     from scarce_ltr.baselines.config import BaselineConfig
@@ -59,25 +59,15 @@ Report = Callable[[int, float], None]  # (round, the backend's vali NDCG@5); may
 Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and its files
 
 
-class TreeBackend(Protocol):
-    """What a tree backend gives the pipeline. ``grid()`` (the fixed points of the
-    ``paper-grid`` strategy) is optional: a backend without one is searched by the strategies
-    that draw trials from ``suggest`` (``optuna``, ...). So is ``apart(choices)``, a key per
-    trial: trials of different keys never train at once (``<section>.n_jobs``; LightGBM's
-    label gain is process-wide)."""
-
-    name: str  # as a message names it: "CatBoost YetiRank"
-    n_trials: int
-    early_stopping_rounds: int
-    options: Any  # its config section: storage, study_name (`search_store`), n_jobs
+class TreeBackend(Searchable, Protocol):
+    """What a tree backend gives the pipeline, beyond what a strategy searches
+    (`search.trials.Searchable`: ``name``, ``n_trials``, ``early_stopping_rounds``, ``options``,
+    ``suggest``, ``first``). ``grid()`` (the fixed points of the ``paper-grid`` strategy) is
+    optional: a backend without one is searched by the strategies that draw trials from
+    ``suggest`` (``optuna``, ...). So is ``apart(choices)``, a key per trial: trials of different
+    keys never train at once (``<section>.n_jobs``; LightGBM's label gain is process-wide)."""
 
     def check_labels(self, split: RankingSplit, what: str) -> None: ...
-
-    def suggest(self, trial: Any) -> dict: ...
-
-    def first(self) -> dict:
-        """Trial 0: the backend's defaults."""
-        ...
 
     def fit(
         self, choices: dict, train: RankingSplit, vali: RankingSplit, report: Report | None
@@ -141,7 +131,7 @@ def search(
     study: StudyStore | None = None,
 ) -> SearchOutcome:
     """The vali-best fit of ``strategy`` (a name in `SEARCHES`) for ``backend``; ``study``:
-    where its Optuna study is kept (`core.studies`; None: in memory)."""
+    where its Optuna study is kept (`search.studies`; None: in memory)."""
     chosen = SEARCHES[strategy]  # the name is checked with the config
     if chosen.grid and getattr(backend, "grid", None) is None:
         offered = [name for name, other in SEARCHES.items() if not other.grid]

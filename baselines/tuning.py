@@ -1,20 +1,15 @@
 """What every tree ranker shares: the keys of a searched backend's section, an optional
-backend, a search's trials and choosing the trial on validation only (`keep_if_best`), and the
-label check of a backend's objective. The search strategies are `baselines.searches`.
-
-A search trains one model per trial and scores it on the labeled vali QGs with the project's
-NDCG@5; the trial with the highest vali score is chosen (`core.selection.select_best`), and only
-its model is kept. Test never enters: the caller scores test once, with the chosen model.
+backend, a model file checked in a child process, and the label check of a backend's objective.
+A search's trials, the strategies and choosing on vali are `search` (`search.trials`,
+`search.strategies`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -25,10 +20,10 @@ import numpy as np
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import require
-from scarce_ltr.core.selection import select_best
-from scarce_ltr.core.studies import check_storage
-from scarce_ltr.core.trial_batches import check_n_jobs, thread_share
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.search.strategies import check_search
+from scarce_ltr.search.studies import check_storage
+from scarce_ltr.search.trial_batches import check_n_jobs, thread_share
 
 
 @dataclass(frozen=True)
@@ -38,25 +33,22 @@ class SearchOptions:
 
     section: ClassVar[str] = "backend"  # the config section, for messages
 
-    # optuna: a seeded TPE search | random: a seeded random search (baselines/searches)
+    # optuna: a seeded TPE search | random: a seeded random search (search/strategies)
     search: str = "optuna"
     n_trials: int = 20  # trials of the search; the vali-best is kept
     max_rounds: int = 500  # trees at most; `epochs` caps it further when set
     early_stopping_rounds: int = 50  # on vali NDCG@5
     num_threads: int = 0  # 0: every core of the machine; with n_jobs, shared by the trials
     # trials trained at once (threads, each with num_threads // n_jobs of the cores): asked and
-    # told in trial order, reproducible for a given n_jobs (core.trial_batches); 1: one by one
+    # told in trial order, reproducible for a given n_jobs (search.trial_batches); 1: one by one
     n_jobs: int = 1
     params: dict[str, Any] = field(default_factory=dict)  # any backend parameter, every trial
     # an Optuna RDB URL (sqlite:///studies.db) the search's study is mirrored into, for
-    # optuna.load_study and optuna-dashboard (core.studies); null: in memory only
+    # optuna.load_study and optuna-dashboard (search.studies); null: in memory only
     storage: str | None = None
     study_name: str | None = None  # the study's name in storage; null: the run folder's
 
     def __post_init__(self) -> None:
-        # Imported here: the strategies import this module for a search's trials.
-        from scarce_ltr.baselines.searches import check_search
-
         check_search(f"{self.section}.search", self.search)
         check_storage(f"{self.section}.storage", self.storage)
         if not 1 <= self.n_trials <= MAX_TRIALS:
@@ -121,63 +113,6 @@ def check_in_child(code: str, path: Path, what: str) -> None:
 
 
 CHILD_SECONDS = 120
-
-
-@dataclass
-class TrialResult:
-    """One trained trial: its choices, rounds kept, vali NDCG@5 (``nan``: pruned or undefined)
-    and that score per labeled vali QG (None: pruned; `core.trial_scores`)."""
-
-    number: int
-    choices: dict[str, Any]
-    rounds: int
-    vali_ndcg: float
-    seconds: float
-    pruned: bool = False
-    vali_per_group: np.ndarray | None = field(default=None, repr=False)
-
-    def as_dict(self) -> dict:
-        return {
-            "trial": self.number,
-            **self.choices,
-            "rounds": self.rounds,
-            "vali_ndcg@5": None if math.isnan(self.vali_ndcg) else self.vali_ndcg,
-            "seconds": round(self.seconds, 3),
-            **({"pruned": True} if self.pruned else {}),
-        }
-
-
-@dataclass
-class SearchOutcome:
-    results: list[TrialResult] = field(default_factory=list)
-    best: int = -1  # index into results
-    best_model: Any = None  # only the vali-best model is kept in memory
-
-    @property
-    def best_result(self) -> TrialResult:
-        return self.results[self.best]
-
-
-class Pruned(Exception):
-    """Raised by a trial's training callback when the pruner stops it."""
-
-    def __init__(self, rounds: int) -> None:
-        super().__init__(f"pruned after {rounds} rounds")
-        self.rounds = rounds
-
-
-# One trial: (choices, a report(step, value) -> None that raises Pruned, or None when no pruner
-# watches) -> (model, rounds, vali ndcg@5, seconds, vali ndcg@5 per labeled vali QG).
-TrainTrial = Callable[
-    [dict, Callable[[int, float], None] | None], tuple[Any, int, float, float, np.ndarray]
-]
-
-
-def keep_if_best(outcome: SearchOutcome, result: TrialResult, model: Any) -> None:
-    """Append ``result``; keep ``model`` when it is now the vali-best (first of ties)."""
-    outcome.results.append(result)
-    if select_best([r.vali_ndcg for r in outcome.results]) == len(outcome.results) - 1:
-        outcome.best, outcome.best_model = len(outcome.results) - 1, model
 
 
 def check_labels(

@@ -53,8 +53,8 @@ def _args(run_dir: Path, epochs: int, mode: str, groups: int) -> list[str]:
 
 def _threaded(asked, pool, study, space):
     """Two trials at once in threads of this process (the benchmark's mode only)."""
-    from scarce_ltr.core.trial_batches import in_threads
     from scarce_ltr.finetune.grid import train_point
+    from scarce_ltr.search.trial_batches import in_threads
 
     return in_threads([partial(train_point, item[3], item[4], in_grid=True) for item in asked])
 

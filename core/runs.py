@@ -18,7 +18,6 @@ own, named by its `RunIdentity` (`scarce_ltr.core.run_identity`). `Run` lives it
   ``DONE`` names a file that is gone (deleted because it was corrupt) is not finished, and running
   it again rebuilds it (from its checkpoint when ``keep_checkpoints=true`` kept it, else by
   training it again from the start);
-- `GridPoint` is one resumable point of a grid inside a run (``result.json`` + ``DONE``).
 
 `read_report` reads a run's ``report.json`` back; `run_model` names the model of a finished run.
 """
@@ -54,8 +53,6 @@ from scarce_ltr.core.tracking import Tracker, start_tracker
 
 REPORT = "report.json"
 DONE = "DONE"
-POINT_RESULT = "result.json"
-GRID_DIR = "grid"
 CHECKPOINT = "checkpoint.pt"  # what a run (or a grid point in it) resumes from; nothing else
 # Files that are no result of a run: DONE does not list them, so a run stays finished without
 # them. A finished run's checkpoints are removed (`Run.finish`, unless keep_checkpoints=true);
@@ -227,34 +224,6 @@ class Run:
     def close(self) -> None:
         """Close the tracker of a run that did not finish (an error); nothing is marked done."""
         self.tracker.finish()
-
-
-class GridPoint:
-    """One point of a grid trained inside a run, in ``<run>/grid/<name>/``: finished on its own
-    (``result.json`` + ``DONE``), so an interrupted grid resumes after it."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-
-    @classmethod
-    def within(cls, run_folder: Path, name: str) -> GridPoint:
-        return cls(Path(run_folder) / GRID_DIR / name)
-
-    def result(self) -> dict | None:
-        """The result of a finished point; None when it has not finished."""
-        if not is_done(self.folder):
-            return None
-        try:
-            return json.loads((self.folder / POINT_RESULT).read_text())
-        except (OSError, ValueError) as exc:
-            raise UserError(
-                f"{self.folder / POINT_RESULT}: unreadable ({exc}); delete {self.folder} to "
-                "train that point again"
-            ) from None
-
-    def finish(self, result: dict) -> None:
-        write_json(self.folder / POINT_RESULT, result)
-        mark_done(self.folder)
 
 
 def is_done(folder: Path) -> bool:

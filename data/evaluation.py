@@ -24,9 +24,9 @@ from scarce_ltr.core.metrics import (
     evaluate_ranking,
     ndcg_per_group,
 )
-from scarce_ltr.core.trial_scores import write_trial_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
+from scarce_ltr.search.trial_scores import write_trial_scores
 
 
 def vali_metrics(prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg) -> dict:
@@ -60,7 +60,7 @@ def vali_selection_per_group(
 ) -> np.ndarray:
     """``[n_labeled_vali_groups]`` vali `SELECTION_METRIC` of each labeled vali QG, in order
     (NaN for a QG without a relevant item under policy ``skip``): `vali_selection` is their
-    mean. Cross-fitted choices (`ensembles.crossfit`) split these QGs into folds."""
+    mean. Cross-fitted choices (`search.crossfit`) split these QGs into folds."""
     vali = prepared.vali
     _check_length(vali_scores, vali.n_items, "vali")
     keep = np.flatnonzero(prepared.labels.vali_labeled)
@@ -75,7 +75,7 @@ def vali_selection_scores(
     prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg
 ) -> tuple[float, np.ndarray]:
     """``(vali_selection, vali_selection_per_group)`` of one model's vali scores: what a search
-    chooses its trial on, and what keeps the choice checkable (`core.trial_scores`)."""
+    chooses its trial on, and what keeps the choice checkable (`search.trial_scores`)."""
     return (
         vali_selection(prepared, vali_scores, metrics_cfg),
         vali_selection_per_group(prepared, vali_scores, metrics_cfg),
@@ -90,7 +90,7 @@ def labeled_vali_qids(prepared: PreparedData) -> np.ndarray:
 def write_trials(
     run_dir: Path, prepared: PreparedData, per_trial: Sequence[np.ndarray | None]
 ) -> None:
-    """Every trial's `vali_selection_per_group` in the run folder (`core.trial_scores`: nothing
+    """Every trial's `vali_selection_per_group` in the run folder (`search.trial_scores`: nothing
     for one trial)."""
     write_trial_scores(run_dir, labeled_vali_qids(prepared), per_trial)
 

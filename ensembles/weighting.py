@@ -3,13 +3,13 @@
 - ``uniform``: the plain average;
 - ``grid``: every simplex-grid vector is scored on vali NDCG@5 and the best is kept;
 - ``crossfit``: the same grid, chosen fold by fold over the labeled vali QGs
-  (`ensembles.crossfit`): the final weights are the mean of the fold choices, and the vali
+  (`search.crossfit`): the final weights are the mean of the fold choices, and the vali
   scores the run keeps (``scores.npz``, ``metrics.vali``) are out of fold: each QG that counts
   is scored by the weights chosen without it. Its vali NDCG@5 is then the cross-fitted
   estimate, which is what sweeps and ``select`` compare, and ``metrics.vali.in_sample_ndcg@5``
   keeps what ``grid`` would have reported. Out-of-fold vali scores also keep an ensemble that
   takes this one as a member from choosing on an optimistic member.
-- ``topk``: equal weights on the vali-best k members, k cross-fitted (`ensembles.topk`); its
+- ``topk``: equal weights on the vali-best k members, k cross-fitted (`search.topk`); its
   vali scores are out of fold in the same way, one level up.
 
 Test never enters: it is scored once, with the final weights, by the caller.
@@ -23,7 +23,6 @@ import numpy as np
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import SELECTION_METRIC
-from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.evaluation import (
     vali_selection,
     vali_selection_per_group,
@@ -32,9 +31,10 @@ from scarce_ltr.data.evaluation import (
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import rows_of_groups
 from scarce_ltr.ensembles.config import EnsembleConfig
-from scarce_ltr.ensembles.crossfit import crossfit, group_means
 from scarce_ltr.ensembles.score_fusion import mix, simplex_grid
-from scarce_ltr.ensembles.topk import top_k, weights_of
+from scarce_ltr.search.crossfit import crossfit, group_means
+from scarce_ltr.search.selection import select_best
+from scarce_ltr.search.topk import top_k, weights_of
 
 IN_SAMPLE_KEY = f"in_sample_{SELECTION_METRIC}"  # metrics.vali key of a cross-fitted ensemble
 
@@ -46,7 +46,7 @@ class WeightChoice:
     tried: list[dict]  # every vector with its (in-sample) vali NDCG@5
     report: dict = field(default_factory=dict)  # extra report keys (crossfit: its folds)
     vali_extra: dict = field(default_factory=dict)  # extra metrics.vali keys
-    # grid: every vector's per-QG vali NDCG@5, kept as the run's trials (`core.trial_scores`),
+    # grid: every vector's per-QG vali NDCG@5, kept as the run's trials (`search.trial_scores`),
     # since its vali score is the in-sample best of them; None where the score is honest already
     per_trial: np.ndarray | None = None
 
@@ -99,7 +99,7 @@ def choose_weights(cfg: EnsembleConfig, prepared: PreparedData, vali: np.ndarray
 
 def _choose_top_k(cfg: EnsembleConfig, prepared: PreparedData, vali: np.ndarray) -> WeightChoice:
     """``weights=topk``: the vali-best k members averaged, k and the reported vali score
-    cross-fitted over the labeled vali QGs (`ensembles.topk`)."""
+    cross-fitted over the labeled vali QGs (`search.topk`)."""
     n = len(vali)
     per_member = np.stack([vali_selection_per_group(prepared, v, cfg.metrics) for v in vali])
 

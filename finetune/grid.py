@@ -6,7 +6,7 @@ Finetuning's ``lrs=[...]`` (`finetune.train`) and the deep baselines' grids
 own (``grid/<name>/``; the run folder itself for a grid of one rate) that holds its checkpoint,
 so an interrupted grid resumes inside the point it was training; a point in ``grid/`` is finished
 on its own (``result.json`` + ``DONE``) and is read back, not trained again. The point kept is
-`core.selection.select_best` over the points' best vali NDCG@5 (each epoch itself chosen on
+`search.selection.select_best` over the points' best vali NDCG@5 (each epoch itself chosen on
 `data.evaluation.vali_selection`): the highest, the first of ties, NaN last. Its model then
 scores vali and test once (`data.evaluation`), and the run gets ``scores.npz``, ``model.pt``, its
 bundle; its `core.runs.Outcome` goes back to ``Run.execute``, which writes ``report.json`` and
@@ -27,9 +27,8 @@ from torch import nn
 
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.metrics import SELECTION_METRIC
-from scarce_ltr.core.runs import GridPoint, Outcome, Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
-from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.bundling import write_run_bundle
 from scarce_ltr.data.evaluation import (
     evaluation_report,
@@ -51,6 +50,8 @@ from scarce_ltr.finetune.loop import (
 )
 from scarce_ltr.finetune.model import MODEL_FILE, ModelKinds, load_model, save_model, torch_bundle
 from scarce_ltr.finetune.teacher import Teaching, teaching_for
+from scarce_ltr.search.selection import select_best
+from scarce_ltr.search.trial_folders import GridPoint
 
 BEST_VALI = f"best_vali_{SELECTION_METRIC}"  # a point's score, the one it is chosen on
 PRUNED = "pruned"  # True in a pruned search trial's result (its BEST_VALI NaN: never chosen)
@@ -220,7 +221,7 @@ def _fit_point(training: GridTraining, candidate: Candidate, model: nn.Module) -
 
 
 def point_vali_per_group(training: GridTraining, point: TrainedPoint) -> np.ndarray | None:
-    """The point's vali NDCG@5 per labeled vali QG (`core.trial_scores`), from its model in
+    """The point's vali NDCG@5 per labeled vali QG (`search.trial_scores`), from its model in
     memory or, for a point read back, its ``model.pt``; all NaN where the model's vali scores
     are NaN (it diverged: its vali score is NaN too); None for a pruned search trial."""
     if point.result.get(PRUNED):

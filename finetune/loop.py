@@ -35,7 +35,6 @@ from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.optim import make_optimizer, set_learning_rate
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state
-from scarce_ltr.core.selection import nan_low
 from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
@@ -44,6 +43,7 @@ from scarce_ltr.finetune.l2sp import L2SP
 from scarce_ltr.finetune.scoring import FrozenEncoderCache, FrozenTrainItems, selection_score
 from scarce_ltr.finetune.scoring import predict as predict  # where its callers import it from
 from scarce_ltr.pretrain.augmentations import gaussian_noise
+from scarce_ltr.search.selection import nan_low
 
 if TYPE_CHECKING:
     from scarce_ltr.finetune.teacher import Teaching

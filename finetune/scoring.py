@@ -195,7 +195,7 @@ def selection_score(
     )
     if np.isnan(scores[rows_of_groups(prepared.vali.offsets, labeled)]).any():
         # A diverged model (too high a learning rate): NaN ranks below every score
-        # (core.selection.nan_low), so that epoch is never the one kept.
+        # (search.selection.nan_low), so that epoch is never the one kept.
         print("warning: vali scores are NaN (training diverged; lower the lr)", file=sys.stderr)
         return float("nan")
     return vali_selection(prepared, scores, metrics_cfg)

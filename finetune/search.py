@@ -14,7 +14,7 @@ so a resumed search asks exactly what an uninterrupted one asked and ends in the
 The first trials are the fixed recipe's points (``optimizer.lr``, or each rate of the grid),
 so the search never chooses worse on vali than the fixed recipe would have. With
 ``recipe_from`` the run trains another run's chosen recipe as its one trial, no study. The
-trial kept is `core.selection.select_best` over the trials' best vali NDCG@5; test is scored
+trial kept is `search.selection.select_best` over the trials' best vali NDCG@5; test is scored
 once, with it (`finetune.grid.finish_grid`).
 
 Pruning (``search.pruner``, default ``none``): each trial reports its best vali NDCG@5 so far
@@ -31,7 +31,7 @@ an uninterrupted search. ``none`` reports nothing: the search it always was, bit
 
 Trials at once (``search.n_jobs`` > 1): the study is asked a batch of N trials in order, they
 train in child processes (`finetune.trial_pool`), and are told in order once all N are done
-(`core.trial_batches`), so the search is reproducible for a given N and resumes mid-batch like a
+(`search.trial_batches`), so the search is reproducible for a given N and resumes mid-batch like a
 sequential one. A child prunes with the median rule over the trials finished before its batch
 (`ReplicaPruner`); halving and Hyperband, which read the trials still training, are refused.
 With ``trial_executor=ray`` the children are Ray tasks (`finetune.trial_pool.RayTrialPool`):
@@ -55,10 +55,7 @@ import torch
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.progress import duration
-from scarce_ltr.core.runs import GridPoint, Outcome, Run
-from scarce_ltr.core.selection import select_best
-from scarce_ltr.core.studies import StudyStore, create_study
-from scarce_ltr.core.trial_batches import batches, thread_share
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
@@ -71,8 +68,12 @@ from scarce_ltr.finetune.grid import (
     train_point,
 )
 from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
-from scarce_ltr.finetune.search_pruning import ReplicaPruner, Reporter, _optuna, make_pruner
 from scarce_ltr.finetune.trial_pool import RayTrialPool, TrialPool
+from scarce_ltr.search.pruning import ReplicaPruner, Reporter, _optuna, make_pruner
+from scarce_ltr.search.selection import select_best
+from scarce_ltr.search.studies import StudyStore, create_study
+from scarce_ltr.search.trial_batches import batches, thread_share
+from scarce_ltr.search.trial_folders import GridPoint
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
 # Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
@@ -228,7 +229,7 @@ def run_search(
     trial_args = {"with_params": with_params, "make_trial": make_trial, "desc": desc}
     try:
         for batch in batches(n_trials, n_jobs):
-            # asked in trial order, trained at once, told in trial order (core.trial_batches)
+            # asked in trial order, trained at once, told in trial order (search.trial_batches)
             asked = [_ask(study, space, recipe, number, run, cfg, pruning, **trial_args)
                      for number in batch]  # fmt: skip
             start = time.perf_counter()
@@ -348,7 +349,7 @@ def _train_batch(
 
 
 def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
-    """Where the study is kept (``search.storage`` or ``deep.search.storage``: `core.studies`,
+    """Where the study is kept (``search.storage`` or ``deep.search.storage``: `search.studies`,
     rebuilt from the trials in the run folder); None: in memory."""
     prefix = _prefix(cfg, space).rstrip(".")
     config = space.config

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS, Allowed
 from scarce_ltr.core.ray_cluster import endpoint
-from scarce_ltr.core.studies import check_storage
-from scarce_ltr.core.trial_batches import check_n_jobs
 from scarce_ltr.finetune.losses import LOSSES
+from scarce_ltr.search.studies import check_storage
+from scarce_ltr.search.trial_batches import check_n_jobs
 
 PHASE_EPOCHS = Allowed(0, MAX_EPOCHS)  # head_epochs, full_epochs: 0 leaves a phase out
 
@@ -73,11 +73,11 @@ class SearchConfig:
     # n_startup_trials): the fewer, the sooner TPE sees mostly stopped trials
     prune_startup: int = 5
     # an Optuna RDB URL (sqlite:///studies.db) the study is mirrored into, for
-    # optuna.load_study and optuna-dashboard (core.studies); null: in memory only
+    # optuna.load_study and optuna-dashboard (search.studies); null: in memory only
     storage: str | None = None
     study_name: str | None = None  # the study's name in storage; null: the run folder's
     # trials trained at once, each in a child process with its share of torch's threads:
-    # asked and told in trial order, reproducible for a given n_jobs (core.trial_batches;
+    # asked and told in trial order, reproducible for a given n_jobs (search.trial_batches;
     # finetune.trial_pool); 1 (the default): one after another, the search as it always was
     n_jobs: int = 1
     # where the n_jobs trials of a batch train: local (the default: child processes) | ray

@@ -32,7 +32,7 @@ from torch import nn
 
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import GridPoint, Outcome, Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -49,6 +49,7 @@ from scarce_ltr.finetune.loop import CHECKPOINT
 from scarce_ltr.finetune.model import Ranker, count_parameters, ranker_spec
 from scarce_ltr.finetune.run_settings import check_identity, checkpoint_meta, run_identity
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.search.trial_folders import GridPoint
 
 
 def main(cfg: FinetuneConfig, run: Run) -> Outcome:

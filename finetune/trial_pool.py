@@ -1,5 +1,5 @@
 """A deep search's trials trained at once in child processes (``search.n_jobs``,
-``deep.search.n_jobs``; the batches of `core.trial_batches`).
+``deep.search.n_jobs``; the batches of `search.trial_batches`).
 
 Processes, not threads: a trial seeds and draws from torch's global generator (dropout, the
 model's initialisation; `core.seeding`), which threads would share, so two trials at once would

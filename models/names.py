@@ -43,11 +43,11 @@ from scarce_ltr.pretrain.config import VARIANT_MARK
 # package that runs them, so that it builds its names with `ModelName`: ensemble:<m>,<m>,...
 ENSEMBLE_PREFIX = "ensemble:"
 # Stacking: an ensemble of rank-normalised scores whose weights are cross-fitted over the vali
-# QGs (ensembles.crossfit); always in the hybrid group, a learned mix of models, never one of
+# QGs (search.crossfit); always in the hybrid group, a learned mix of models, never one of
 # them, even when its members share a group.
 STACK_PREFIX = "stack:"
 # The plain average of the vali-best k of the models' rank-normalised scores, k cross-fitted
-# over the vali QGs (ensembles.topk); in the hybrid group like a stack.
+# over the vali QGs (search.topk); in the hybrid group like a stack.
 TOPK_PREFIX = "topk:"
 MIX_PREFIXES = (ENSEMBLE_PREFIX, STACK_PREFIX, TOPK_PREFIX)
 # DASALC-ens (Qin et al. 2021): the plain average of runs of one model that differ in their seed.

@@ -19,7 +19,7 @@ is.
 weights=crossfit`` (after the sweep's ensemble overrides, so that they hold): rank-normalised
 scores with cross-fitted weights;
 ``topk:<model>,...`` likewise with ``normalize=rank weights=topk``: the plain average of the
-vali-best k of its models, k cross-fitted over the vali QGs (`ensembles.topk`).
+vali-best k of its models, k cross-fitted over the vali QGs (`search.topk`).
 
 A taught model ``<student>~<teacher>`` (``simclr-rank+full~gbdt-optuna``,
 ``gbdt-pseudo~ensemble:simclr-rank+full,gbdt-optuna``) is the student's job with

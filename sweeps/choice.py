@@ -1,5 +1,5 @@
 """Choosing among a sweep's models on small validation sets: the vali argmax beside the robust
-rule (`core.robust_choice.keep_simpler`) and the cross-fitted rule, and what each picks on test.
+rule (`search.robust_choice.keep_simpler`) and the cross-fitted rule, and what each picks on test.
 
 Simplicity levels, from model names (`simplicity`), lowest first:
 
@@ -28,8 +28,8 @@ not see. A searched run (Optuna trials, a paper grid, a learning-rate grid) repo
 score of its vali-best trial, the maximum of many noisy means: with 21 vali QGs, the more trials
 a model's search ran, the further its vali score lies above its test score, and the argmax
 follows the most-searched model. Each searched run keeps every trial's per-QG vali NDCG@5
-(``trials.npz``, `core.trial_scores`); its cross-fitted vali is the choice among its trials
-cross-fitted over `CROSSFIT_FOLDS` folds of the vali QGs (`ensembles.crossfit.crossfit`, the
+(``trials.npz``, `search.trial_scores`); its cross-fitted vali is the choice among its trials
+cross-fitted over `CROSSFIT_FOLDS` folds of the vali QGs (`search.crossfit.crossfit`, the
 folds drawn from the unit's seed): each QG scored by the trial chosen without it. An ensemble
 with ``weights=grid`` keeps each weight vector's per-QG vali the same way (its vali score is the
 in-sample best vector's). A run of one trial (a fixed recipe, uniform weights) or whose vali
@@ -54,13 +54,13 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.core.metrics import PRIMARY, SELECTION_K, ndcg_per_group
-from scarce_ltr.core.robust_choice import ALPHA, N_RESAMPLES, keep_simpler
 from scarce_ltr.core.runs import read_report
-from scarce_ltr.core.selection import select_best
-from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.ranking_split import rows_of_groups
-from scarce_ltr.ensembles.crossfit import crossfit
 from scarce_ltr.models.names import COMBINED, ModelName
+from scarce_ltr.search.crossfit import crossfit
+from scarce_ltr.search.robust_choice import ALPHA, N_RESAMPLES, keep_simpler
+from scarce_ltr.search.selection import select_best
+from scarce_ltr.search.trial_scores import read_trial_scores
 from scarce_ltr.sweeps import stats
 
 LEVELS = ("single tree", "deep ranker", "built on other models", "mix of models")

@@ -1,9 +1,11 @@
-"""The package's shape: layers import downwards only, no cycle between subpackages, and a wheel
-built from the checkout works on its own (configs inside, nothing generic installed)."""
+"""The package's shape: layers import downwards only, no cycle between subpackages, no import
+circle between modules when the entry points run, and a wheel built from the checkout works on
+its own (configs inside, nothing generic installed)."""
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -19,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "scarce_ltr"
 # Bottom to top (docs/architecture.md): a module imports from its own layer or below.
 LAYERS = (
-    "core", "data", "pretrain", "finetune", "baselines", "models", "ensembles", "families",
-    "serving", "sweeps", "cli", "api",
+    "core", "search", "data", "pretrain", "finetune", "baselines", "models", "ensembles",
+    "families", "serving", "sweeps", "cli", "api",
 )  # fmt: skip
 NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")
 
@@ -145,6 +147,112 @@ def test_the_checks_catch_what_they_look_for() -> None:
     }
     assert upward_imports(graph) == ["scarce_ltr.core.metrics -> scarce_ltr.data.pipeline"]
     assert package_cycles(graph) == [["core", "data", "core"]]
+
+
+def module_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles between modules: each strongly connected set of two or more modules
+    (Tarjan), sorted. A module importing its own package (``a.b.c -> a.b``, which Python does
+    before it imports ``a.b.c``) is no circle and is left out."""
+    graph = {
+        source: {t for t in targets if t != source and not source.startswith(f"{t}.")}
+        for source, targets in edges.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            members = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
+            if len(members) > 1:
+                cycles.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+# Run in a child process: every ``scarce_ltr`` import executed (at the top of a module or inside
+# a function) while the entry points are imported and every named config of every stage is
+# composed (a config's checks import what they check against: `baselines.tuning` the strategies).
+TRACE_IMPORTS = """
+import builtins, json, sys
+edges = {}
+real_import = builtins.__import__
+
+def traced(name, globals=None, locals=None, fromlist=(), level=0):
+    module = real_import(name, globals, locals, fromlist, level)
+    source = (globals or {}).get("__name__") or ""
+    if level:
+        package = (globals or {}).get("__package__") or source
+        base = package.rsplit(".", level - 1)[0] if level > 1 else package
+        name = f"{base}.{name}" if name else base
+    if source.startswith("scarce_ltr") and name.startswith("scarce_ltr"):
+        found = edges.setdefault(source, set())
+        found.add(name)
+        found |= {f"{name}.{item}" for item in fromlist or () if f"{name}.{item}" in sys.modules}
+    return module
+
+builtins.__import__ = traced
+import scarce_ltr.api.estimators
+from scarce_ltr import cli
+from scarce_ltr.core.config import available
+for stage in cli.STAGES.values():
+    stage.entry()
+    for name in available(stage.config_folder) if stage.config_folder else ():
+        try:
+            cli.compose_named(stage, name)
+        except Exception:  # a config that needs a key (a path) still ran its imports
+            pass
+print(json.dumps({source: sorted(targets) for source, targets in edges.items()}))
+"""
+
+
+def test_no_import_circle_when_the_entry_points_run() -> None:
+    """No two modules import each other, directly or through others, when the command line, the
+    estimators and every stage are imported and every named config is composed; imports inside
+    functions count (`baselines.searches` <-> `baselines.tuning` was such a circle)."""
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    done = subprocess.run(
+        [sys.executable, "-c", TRACE_IMPORTS], capture_output=True, text=True, env=env,
+        timeout=300, check=True,
+    )  # fmt: skip
+    edges = {k: set(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
+    seen = {"scarce_ltr.cli", "scarce_ltr.baselines.tuning", "scarce_ltr.search.trials"}
+    assert seen <= set(edges)  # the trace saw the stages run their imports
+    assert module_cycles(edges) == []
+
+
+def test_the_search_room_is_in_no_import_circle() -> None:
+    """Read from the files (lazy and ``TYPE_CHECKING`` imports too): no circle passes through
+    `search` or the tree pipeline that uses it."""
+    tied = ("scarce_ltr.search", "scarce_ltr.baselines.tree_run", "scarce_ltr.baselines.tuning")
+    cycles = module_cycles(import_graph())
+    assert [c for c in cycles if any(m.startswith(tied) for m in c)] == []
+
+
+def test_module_cycles_finds_circles_and_only_them() -> None:
+    edges = {
+        "scarce_ltr.a.x": {"scarce_ltr.a", "scarce_ltr.a.y"},  # its own package: no circle
+        "scarce_ltr.a.y": {"scarce_ltr.b.z"},
+        "scarce_ltr.b.z": {"scarce_ltr.a.x"},
+        "scarce_ltr.a": {"scarce_ltr.a.x"},
+        "scarce_ltr.c": {"scarce_ltr.a.x"},
+    }
+    assert module_cycles(edges) == [["scarce_ltr.a.x", "scarce_ltr.a.y", "scarce_ltr.b.z"]]
+    del edges["scarce_ltr.b.z"]
+    assert module_cycles(edges) == []
 
 
 def test_lazy_and_relative_imports_are_seen(tmp_path: Path) -> None:

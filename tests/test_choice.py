@@ -1,4 +1,4 @@
-"""The robust choice among models (core.robust_choice, sweeps.choice).
+"""The robust choice among models (search.robust_choice, sweeps.choice).
 
 On per-QG fixtures where the vali argmax is a complex model with a tiny edge from a few QGs (and
 a worse test score), the rule keeps the simpler model; where the complex model wins on most QGs,
@@ -17,12 +17,12 @@ from tiny import tiny_data
 
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.metrics import mean_ndcg
-from scarce_ltr.core.robust_choice import keep_simpler
-from scarce_ltr.core.trial_scores import read_trial_scores, write_trial_scores
 from scarce_ltr.data.evaluation import save_scores, vali_metrics
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.models.names import model_group
+from scarce_ltr.search.robust_choice import keep_simpler
+from scarce_ltr.search.trial_scores import read_trial_scores, write_trial_scores
 from scarce_ltr.sweeps import select, stats
 from scarce_ltr.sweeps.choice import (
     choose_robust,

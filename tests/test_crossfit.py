@@ -18,12 +18,12 @@ from tiny import tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.evaluation import save_scores
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.ensembles.config import EnsembleConfig
-from scarce_ltr.ensembles.crossfit import assign_folds, crossfit
 from scarce_ltr.models.names import ModelName, model_group
+from scarce_ltr.search.crossfit import assign_folds, crossfit
+from scarce_ltr.search.trial_scores import read_trial_scores
 
 DATA = [*tiny_data(), "data.synthetic.n_vali_groups=30", "logger=none"]
 

@@ -26,9 +26,9 @@ from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import mean_ndcg
-from scarce_ltr.core.selection import select_best
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.teachers import pseudo_labels, with_pseudo_labels
+from scarce_ltr.search.selection import select_best
 
 METHODS = ("gbdt", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo")
 TINY = [

@@ -1,5 +1,5 @@
 """A search's trials trained N at once (``gbdt.n_jobs``, ``catboost.n_jobs``, ``xgboost.n_jobs``,
-``search.n_jobs``, ``deep.search.n_jobs``; `core.trial_batches`): 1 is the search as it was, bit
+``search.n_jobs``, ``deep.search.n_jobs``; `search.trial_batches`): 1 is the search as it was, bit
 for bit; N > 1 asks and tells in trial order, so two runs (and a run killed mid-batch, then
 resumed) ask the same trials and choose the same one, and the stored study holds every trial."""
 
@@ -20,7 +20,7 @@ from test_trees import DATA, FAST
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import FAULT_KILL_ENV
-from scarce_ltr.core.trial_batches import batches, in_threads, thread_share
+from scarce_ltr.search.trial_batches import batches, in_threads, thread_share
 
 pytestmark = pytest.mark.cpu
 

@@ -14,11 +14,12 @@ from scarce_ltr.core.config import CONFIG_ROOT, load_config, merge_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import read_config
 from scarce_ltr.core.run_identity import RunIdentity, run_folder
-from scarce_ltr.core.runs import DONE, GridPoint, Run, run_model
+from scarce_ltr.core.runs import DONE, Run, run_model
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.models.names import model_group
 from scarce_ltr.pretrain.config import PretrainConfig
+from scarce_ltr.search.trial_folders import GridPoint
 
 FINETUNE_FULL = CONFIG_ROOT / "finetune" / "full.yaml"
 IDENTITY_KEYS = ["stage", "model", "group", "dataset", "label_setting", "seed", "version", "git"]

@@ -19,7 +19,7 @@ from scarce_ltr.cli import STAGES, run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import FAULT_AT_ENV, FAULT_COUNTER_ENV
-from scarce_ltr.core.trial_scores import read_trial_scores
+from scarce_ltr.search.trial_scores import read_trial_scores
 from scarce_ltr.sweeps.cells import plan_cells
 from scarce_ltr.sweeps.sweep import SweepConfig
 

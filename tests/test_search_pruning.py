@@ -16,8 +16,8 @@ from tiny import small_encoder, tiny_data
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.finetune.search import Reporter
+from scarce_ltr.search.trial_scores import read_trial_scores
 
 pytestmark = pytest.mark.cpu
 

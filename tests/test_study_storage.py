@@ -1,4 +1,4 @@
-"""Searches on shared storage (`core.studies`): ``<section>.storage`` mirrors a search's Optuna
+"""Searches on shared storage (`search.studies`): ``<section>.storage`` mirrors a search's Optuna
 study into an RDB (SQLite here) that ``optuna.load_study`` (and so optuna-dashboard) reads; the
 choice is the one without a storage, a killed search's study is rebuilt from the run folder,
 and a bad URL or another run's study is one clear line."""
@@ -19,7 +19,7 @@ from test_trees import DATA, FAST
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import changed_settings
-from scarce_ltr.core.studies import OWNER, StudyStore
+from scarce_ltr.search.studies import OWNER, StudyStore
 
 pytestmark = pytest.mark.cpu
 

@@ -17,8 +17,8 @@ from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.ensembles.config import MIX_OPTIONS, EnsembleConfig
-from scarce_ltr.ensembles.topk import choose_members, order_members, top_k, weights_of
 from scarce_ltr.models.names import ModelName, model_group
+from scarce_ltr.search.topk import choose_members, order_members, top_k, weights_of
 
 
 def _mean_mix(per_group: np.ndarray, gain: float = 0.0):

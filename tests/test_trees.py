@@ -19,18 +19,18 @@ from scarce_ltr.baselines.catboost import CatBoostBackend, CatBoostOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import BoosterOptions
 from scarce_ltr.baselines.gbdt.search import lightgbm_choices
-from scarce_ltr.baselines.searches import SEARCHES
-from scarce_ltr.baselines.searches.study import optuna_search
-from scarce_ltr.baselines.tuning import Pruned
 from scarce_ltr.baselines.xgboost import XGBoostBackend, XGBoostOptions
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import mean_ndcg
-from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.search.strategies import SEARCHES
+from scarce_ltr.search.strategies.study import optuna_search
+from scarce_ltr.search.trial_scores import read_trial_scores
+from scarce_ltr.search.trials import Pruned
 
 DATA = [*tiny_data(), "logger=none"]
 FAST = {

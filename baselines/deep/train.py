@@ -33,7 +33,7 @@ from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
 from scarce_ltr.baselines.deep.models import MODEL_KINDS, build_model
 from scarce_ltr.core.device import Runtime
-from scarce_ltr.core.runs import GridPoint, Outcome, Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.evaluation import selection_rule
 from scarce_ltr.data.pipeline import (
     PreparedData,
@@ -51,6 +51,7 @@ from scarce_ltr.finetune.grid import (
     run_grid,
 )
 from scarce_ltr.finetune.model import count_parameters, ranker_spec
+from scarce_ltr.search.trial_folders import GridPoint
 
 # The deep baselines' point results (and reports) predate train_seconds_per_epoch.
 _RESULT_KEYS = tuple(k for k in RESULT_KEYS if k != "train_seconds_per_epoch")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from scarce_ltr.baselines.searches import SEARCHES, check_search
 from scarce_ltr.core.config_fields import (
     MAX_EPOCHS,
     MAX_TRIALS,
@@ -19,8 +18,9 @@ from scarce_ltr.core.config_fields import (
     allowed,
     check_allowed,
 )
-from scarce_ltr.core.studies import check_storage
-from scarce_ltr.core.trial_batches import check_n_jobs, thread_share
+from scarce_ltr.search.strategies import SEARCHES, check_search
+from scarce_ltr.search.studies import check_storage
+from scarce_ltr.search.trial_batches import check_n_jobs, thread_share
 
 GRIDS = ("paper", "full")
 OBJECTIVES = ("lambdarank", "rank_xendcg")
@@ -54,7 +54,7 @@ class GBDTOptions:
     # PCA variants pass the features through a PCA, where a NaN spoils every column.
     missing_as_nan: ClassVar[tuple[str, ...]] = ("gbdt", "gbdt-optuna", "gbdt-pseudo")
 
-    # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (baselines/searches)
+    # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (search/strategies)
     search: str = "paper-grid"
     grid: str = "paper"  # paper | full (search=paper-grid)
     objective: str = "lambdarank"  # search=paper-grid: lambdarank | rank_xendcg
@@ -62,7 +62,7 @@ class GBDTOptions:
     objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))
     n_trials: int = 40  # search=optuna|random
     # search=optuna|random: an Optuna RDB URL (sqlite:///studies.db) the study is mirrored
-    # into, for optuna.load_study and optuna-dashboard (core.studies); null: in memory only
+    # into, for optuna.load_study and optuna-dashboard (search.studies); null: in memory only
     storage: str | None = None
     study_name: str | None = None  # the study's name in storage; null: the run folder's
     # Any LightGBM parameter, the same in every fit (gbdt.params.lambda_l2=1); the search
@@ -78,7 +78,7 @@ class GBDTOptions:
     num_threads: int = 2  # with n_jobs, shared by the trials trained at once
     # trials (or paper-grid points) trained at once, in threads with num_threads // n_jobs
     # each: asked and told in trial order, reproducible for a given n_jobs
-    # (core.trial_batches); 1: one by one
+    # (search.trial_batches); 1: one by one
     n_jobs: int = 1
     pca_components: list[int] = field(default_factory=lambda: [5, 10, 15])  # gbdt-pca*
     pseudo_levels: int = 31  # gbdt-*pseudo: relevance levels 0 .. pseudo_levels - 1

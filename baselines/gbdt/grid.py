@@ -36,11 +36,11 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     fit,
 )
 from scarce_ltr.baselines.gbdt.search import LEAF_KEYS, defaults, lightgbm_choices, suggest
-from scarce_ltr.baselines.searches import SEARCHES
 from scarce_ltr.baselines.tree_run import Bundle, Report, search, trainer
-from scarce_ltr.baselines.tuning import TrialResult
-from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.search.strategies import SEARCHES
+from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.search.trials import TrialResult
 
 BUNDLE_KIND = "lightgbm"  # a booster, with its PCA or encoder columns beside it
 
@@ -182,7 +182,7 @@ class PointResult:
     seconds: float
     choices: dict = field(default_factory=dict)  # a search trial's other choices
     pruned: bool = False  # a search trial its pruner stopped: never chosen
-    # vali_ndcg per labeled vali QG (None: pruned), for trials.npz (`core.trial_scores`)
+    # vali_ndcg per labeled vali QG (None: pruned), for trials.npz (`search.trial_scores`)
     vali_per_group: np.ndarray | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
@@ -230,7 +230,7 @@ def run_search(
         score_vali: a fit's NDCG@5 on the labeled vali QGs (the project's metric and policy),
             and per QG (`data.evaluation.vali_selection_scores`).
         on_point: called with each fit's row (progress bar, tracker).
-        study: where an Optuna search keeps its study (`core.studies`; None: in memory).
+        study: where an Optuna search keeps its study (`search.studies`; None: in memory).
     """
     backend = LightGBMBackend(options, training, data, points=points)
     outcome = GridOutcome()

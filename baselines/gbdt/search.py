@@ -1,5 +1,5 @@
 """LightGBM's search space for ``gbdt.search=optuna`` and every other strategy that draws its
-trials (`baselines.searches`): what a trial draws, trial 0, and how a trial's choices reach
+trials (`search.strategies`): what a trial draws, trial 0, and how a trial's choices reach
 LightGBM.
 
 ``gbdt.n_trials`` trials of a seeded study (run by the tree pipeline `baselines.tree_run.search`

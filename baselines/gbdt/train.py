@@ -55,8 +55,6 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Outcome, Run, run_model
-from scarce_ltr.core.selection import select_best
-from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import vali_selection_scores, write_trials
 from scarce_ltr.data.pipeline import PreparedData
@@ -67,6 +65,8 @@ from scarce_ltr.data.teachers import (
     teacher_train_scores,
     with_pseudo_labels,
 )
+from scarce_ltr.search.selection import select_best
+from scarce_ltr.search.studies import StudyStore
 
 # A LightGBM run keeps its booster beside report.json too (tools and tests read it there).
 KEPT_FILES = ("model.txt",)

@@ -36,11 +36,11 @@ from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import npz_bytes
 from scarce_ltr.core.runs import Outcome, Run
-from scarce_ltr.core.studies import StudyStore
 from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.evaluation import vali_selection_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.search.studies import StudyStore
 
 EMBEDDING_WEIGHTS = "encoder.safetensors"  # in the bundle
 EMBEDDING_PCA = "embedding_pca.npz"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce_ltr.core.selection import select_best
+from scarce_ltr.search.selection import select_best
 
 _FOLD_STREAM = 7919  # the fold permutation's stream, apart from every other use of the seed
 

@@ -3,7 +3,7 @@
 
 Why: on a validation set of a few dozen QGs (OHSUMED has 21 per fold) the vali argmax over a
 sweep's models is a noisy pick, and a grid of weights chosen on the same QGs overfits them
-(`ensembles.crossfit`). Averaging the few vali-best models (ensemble selection, Caruana et al.
+(`search.crossfit`). Averaging the few vali-best models (ensemble selection, Caruana et al.
 2004, in its simplest form: equal weights, no search over weights) keeps most of what the
 argmax gets right while a wrong pick among near-equal models costs less. How many to average
 is the one choice left, and it is made out of sample: the labeled vali QGs are split into
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce_ltr.core.selection import select_best
-from scarce_ltr.ensembles.crossfit import assign_folds, group_means
+from scarce_ltr.search.crossfit import assign_folds, group_means
+from scarce_ltr.search.selection import select_best
 
 MixPerGroup = Callable[[tuple[int, ...]], np.ndarray]
 

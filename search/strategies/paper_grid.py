@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
-from scarce_ltr.baselines.searches.study import n_jobs_of
-from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult, keep_if_best
-from scarce_ltr.core.trial_batches import batches, in_threads
-
-if TYPE_CHECKING:
-    from scarce_ltr.baselines.tree_run import TreeBackend
+from scarce_ltr.search.strategies.study import n_jobs_of
+from scarce_ltr.search.trial_batches import batches, in_threads
+from scarce_ltr.search.trials import (
+    Searchable,
+    SearchOutcome,
+    TrainTrial,
+    TrialResult,
+    keep_if_best,
+)
 
 
 def search(
-    backend: TreeBackend,
+    backend: Searchable,
     *,
     train: TrainTrial,
     on_trial: Callable[[TrialResult], None],
@@ -35,7 +37,7 @@ def grid_search(
 ) -> SearchOutcome:
     """Every point of a fixed grid in order (trial ``i`` is ``points[i]``), none pruned; the
     vali-best wins, the first of ties (the paper's LightGBM grid). ``n_jobs`` points train at
-    once in threads, their results kept in point order (`core.trial_batches`)."""
+    once in threads, their results kept in point order (`search.trial_batches`)."""
     outcome = SearchOutcome()
     for batch in batches(len(points), n_jobs):
         done = in_threads([partial(train, points[number], None) for number in batch])

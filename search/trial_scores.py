@@ -6,7 +6,7 @@ mean and reports that trial's vali score: the maximum of many noisy means, above
 trial scores on QGs it was not chosen on (the winner's curse), and the more trials, the further
 above. Comparing such a score with a one-recipe model's, or a 30-trial search's with a 3-point
 grid's, favours whichever was maximised most. With each trial's per-QG values the choice can be
-cross-fitted like ensemble weights (`ensembles.crossfit`): the trial chosen without a fold of vali
+cross-fitted like ensemble weights (`search.crossfit`): the trial chosen without a fold of vali
 QGs scores that fold. An ensemble with ``weights=grid`` writes its weight vectors as trials.
 
 The file holds ``per_trial`` (``[n_trials, n_groups]``: one row per trial in the order they ran,

@@ -1,8 +1,8 @@
 """The search strategies of the tree pipeline: one module each, one line each in `SEARCHES`.
 
 A strategy proposes the fits of one search for any tree backend
-(`baselines.tree_run.TreeBackend`) and keeps the vali-best
-(`baselines.tuning.keep_if_best`): `Strategy.search(backend, *, seed, train, on_trial)`. Most are
+(`search.trials.Searchable`: `baselines.tree_run.TreeBackend`) and keeps the vali-best
+(`search.trials.keep_if_best`): `Strategy.search(backend, *, seed, train, on_trial)`. Most are
 an Optuna sampler over the backend's space, ``sampler(optuna, seed)``, run by the study they all
 share (`study.search_backend`); a walk of the backend's fixed grid is ``walk(backend, *, train,
 on_trial)``.
@@ -20,15 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from scarce_ltr.baselines.searches import paper_grid, random_search, tpe
-from scarce_ltr.baselines.searches.study import search_backend
-from scarce_ltr.baselines.tuning import SearchOutcome, TrainTrial, TrialResult
-from scarce_ltr.core.studies import StudyStore
-
-if TYPE_CHECKING:
-    from scarce_ltr.baselines.tree_run import TreeBackend
+from scarce_ltr.search.strategies import paper_grid, random_search, tpe
+from scarce_ltr.search.strategies.study import search_backend
+from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.search.trials import Searchable, SearchOutcome, TrainTrial, TrialResult
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ class Strategy:
 
     def search(
         self,
-        backend: TreeBackend,
+        backend: Searchable,
         *,
         seed: int,
         train: TrainTrial,
@@ -51,7 +48,7 @@ class Strategy:
         study: StudyStore | None = None,
     ) -> SearchOutcome:
         """The vali-best fit of this strategy's trials for ``backend``; ``study``: where a
-        sampled search's study is kept (`core.studies`; a grid walk has none)."""
+        sampled search's study is kept (`search.studies`; a grid walk has none)."""
         if self.walk is not None:
             return self.walk(backend, train=train, on_trial=on_trial)
         assert self.sampler is not None

@@ -1,7 +1,7 @@
 """A choice among models that holds on small validation sets: keep the simpler model unless a
 more complex one wins clearly.
 
-The vali argmax (`core.selection.select_best`) is right when vali is large. With 21 vali QGs
+The vali argmax (`search.selection.select_best`) is right when vali is large. With 21 vali QGs
 (OHSUMED) or a few labeled ones (``scarcity.val=same``), the model with the best vali mean is
 often the one whose vali score was maximised over most (an Optuna search, a weighted ensemble)
 and whose edge comes from a few QGs; its test score then falls behind a simpler model's.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce_ltr.core.selection import select_best
+from scarce_ltr.search.selection import select_best
 
 ALPHA = 0.05
 N_RESAMPLES = 2000

@@ -9,26 +9,24 @@ import time
 from collections.abc import Callable, Hashable
 from functools import partial
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from scarce_ltr.baselines.tuning import (
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import require
+from scarce_ltr.search.studies import StudyStore, create_study
+from scarce_ltr.search.trial_batches import batches, in_threads
+from scarce_ltr.search.trials import (
     Pruned,
+    Searchable,
     SearchOutcome,
     TrainTrial,
     TrialResult,
     keep_if_best,
-    require_backend,
 )
-from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.studies import StudyStore, create_study
-from scarce_ltr.core.trial_batches import batches, in_threads
-
-if TYPE_CHECKING:
-    from scarce_ltr.baselines.tree_run import TreeBackend
 
 
 def search_backend(
-    backend: TreeBackend,
+    backend: Searchable,
     sampler: Callable[[ModuleType], Any],
     *,
     train: TrainTrial,
@@ -39,7 +37,7 @@ def search_backend(
     no trial pruned before its early-stopping patience, ``options.n_jobs`` trials trained at
     once; ``sampler(optuna)`` the study's sampler, ``study`` where it is kept (None: in
     memory)."""
-    optuna = require_backend("optuna", "optuna")
+    optuna = require("optuna", "the optuna backend")
     return optuna_search(
         n_trials=backend.n_trials,
         sampler=sampler(optuna),
@@ -54,7 +52,7 @@ def search_backend(
     )
 
 
-def n_jobs_of(backend: TreeBackend) -> int:
+def n_jobs_of(backend: Searchable) -> int:
     """The trials ``backend``'s search trains at once: its section's ``n_jobs`` (1 for a
     backend without one)."""
     return getattr(getattr(backend, "options", None), "n_jobs", 1)
@@ -84,15 +82,16 @@ def optuna_search(
             point a hand-tuned user would try first.
         warmup_steps: rounds before a trial may be pruned (the early-stopping patience: a
             slower learning rate is not cut while it catches up).
-        study: the storage and name the study is kept under (`core.studies`: made anew, the
+        study: the storage and name the study is kept under (`search.studies`: made anew, the
             search runs all its trials again); None: in memory.
-        n_jobs: trials trained at once, in threads (`core.trial_batches`: asked and told in
+        n_jobs: trials trained at once, in threads (`search.trial_batches`: asked and told in
             trial order, so the search is reproducible for a given ``n_jobs``; 1: one by one).
-        apart: a trial's key; trials of different keys never train at once (`TreeBackend`).
+        apart: a trial's key; trials of different keys never train at once
+            (`search.trials.Searchable`).
     """
     if n_trials < 1:
         raise UserError(f"n_trials must be >= 1, got {n_trials}")
-    optuna = require_backend("optuna", "optuna")
+    optuna = require("optuna", "the optuna backend")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search_study = create_study(
         optuna,
@@ -105,7 +104,8 @@ def optuna_search(
         search_study.enqueue_trial(first)
     outcome = SearchOutcome()
     for batch in batches(n_trials, n_jobs):
-        # Asked and drawn in trial order, trained at once, told in trial order (core.trial_batches).
+        # Asked and drawn in trial order, trained at once, told in trial order
+        # (search.trial_batches).
         asked = [search_study.ask() for _ in batch]
         drawn = [(trial, suggest(trial)) for trial in asked]
         tasks = [partial(_train, train, trial, choices) for trial, choices in drawn]

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from scarce_ltr.core.extras import require
-from scarce_ltr.core.selection import nan_low
+from scarce_ltr.search.selection import nan_low
 
-if TYPE_CHECKING:
-    from scarce_ltr.finetune.search import Space
+
+class Space(Protocol):
+    """What the pruner reads of a search's space (`finetune.search.Space` is one): its
+    ``config``, whose ``pruner``, ``prune_warmup``, ``prune_startup`` and, for Hyperband's
+    largest budget, ``head_epochs`` and ``full_epochs`` (`finetune.search_config.SearchConfig`)."""
+
+    config: Any
 
 
 def make_pruner(space: Space):
