@@ -16,11 +16,11 @@ from scarce_ltr.baselines.catboost import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
+from scarce_ltr.baselines.tree_run import TreeRunConfig
 from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.baselines.xgboost import XGBoostOptions
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import run_model
-from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.data.teachers import (
     TAUGHT_GROUP,
     TeachingConfig,
@@ -39,10 +39,9 @@ TAUGHT_TREES = ("gbdt-pseudo", "gbdt-pca-pseudo")
 
 
 @dataclass(frozen=True)
-class BaselineConfig(CommonConfig):
+class BaselineConfig(TreeRunConfig):
     """Keys of every baseline run; ``method`` picks the entry in `baselines.run.BASELINES`."""
 
-    method: str = "gbdt"
     gbdt: GBDTOptions = field(default_factory=GBDTOptions)
     catboost: CatBoostOptions = field(default_factory=CatBoostOptions)
     xgboost: XGBoostOptions = field(default_factory=XGBoostOptions)

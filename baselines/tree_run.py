@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,12 +48,26 @@ from scarce_ltr.data.pipeline import (
     require_relevant_labels,
 )
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.search.strategies import SEARCHES
 from scarce_ltr.search.studies import StudyStore
 from scarce_ltr.search.trials import Searchable, SearchOutcome, TrainTrial, TrialResult
 
-if TYPE_CHECKING:  # the config imports the tree backends for their sections, and they this module
-    from scarce_ltr.baselines.config import BaselineConfig
+
+@dataclass(frozen=True)
+class TreeRunConfig(CommonConfig):
+    """What the pipeline reads of a baseline's config: the common keys, ``method``, and whether
+    its trees take NaN. `baselines.config.BaselineConfig` extends it: that config imports the
+    backends for their sections and they import this module, so the pipeline names its config by
+    this base and is never imported back."""
+
+    method: str = "gbdt"
+
+    @property
+    def keeps_missing(self) -> bool:
+        """Whether this method's trees take NaN as a missing value (`BaselineConfig` says)."""
+        return False
+
 
 Report = Callable[[int, float], None]  # (round, the backend's vali NDCG@5); may raise Pruned
 Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and its files
@@ -90,11 +104,11 @@ class TreeBackend(Searchable, Protocol):
 
 
 def prepare_tree_data(
-    cfg: BaselineConfig, check_labels: Callable[[RankingSplit, str], None]
+    cfg: TreeRunConfig, check_labels: Callable[[RankingSplit, str], None]
 ) -> PreparedData:
     """The prepared data of a tree run, after the checks every tree run makes: relevant labels,
     labeled vali QGs, and labels the backend's objective takes (its ``check_labels``); missing
-    values (NaN) kept for the trees that split on them (`BaselineConfig.keeps_missing`), refused
+    values (NaN) kept for the trees that split on them (`TreeRunConfig.keeps_missing`), refused
     for the others."""
     prepared = prepare_data(cfg, missing="keep" if cfg.keeps_missing else "raise")
     require_relevant_labels(prepared)
@@ -154,7 +168,7 @@ def score_and_save(
 
 
 def tree_report(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     scores: tuple[np.ndarray, np.ndarray],
     *,
@@ -219,7 +233,7 @@ def search_store(options: Any, folder: Path, section: str) -> StudyStore | None:
     return StudyStore.of(options.storage, options.study_name, folder, key=f"{section}.storage")
 
 
-def run_tree_backend(cfg: BaselineConfig, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
+def run_tree_backend(cfg: TreeRunConfig, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
     """Search with ``strategy`` on the labeled train QGs, choose on vali, score vali and test
     once, write the run (see the module docstring)."""
     start = time.perf_counter()
