@@ -28,6 +28,7 @@ from scarce_ltr.core.config_doc import describe, help_text
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import EXTRAS, MissingExtra, missing_message
 from scarce_ltr.core.files import file_error
+from scarce_ltr.core.malloc import keep_freed_memory
 from scarce_ltr.core.runs import Run
 
 ConfigT = TypeVar("ConfigT")
@@ -318,6 +319,7 @@ def _check_name_key(key: str, name: str, overrides: list[str]) -> None:
 
 
 def main() -> None:
+    keep_freed_memory()  # the command's own process: freed buffers are reused (core.malloc)
     try:
         result = run(sys.argv[1:])
     except UserError as exc:

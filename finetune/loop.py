@@ -40,7 +40,12 @@ from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.finetune.config import Phase, TrainOptions
 from scarce_ltr.finetune.l2sp import L2SP
-from scarce_ltr.finetune.scoring import FrozenEncoderCache, FrozenTrainItems, selection_score
+from scarce_ltr.finetune.scoring import (
+    FrozenEncoderCache,
+    FrozenTrainItems,
+    KeptBatches,
+    selection_score,
+)
 from scarce_ltr.finetune.scoring import predict as predict  # where its callers import it from
 from scarce_ltr.pretrain.augmentations import gaussian_noise
 from scarce_ltr.search.selection import nan_low
@@ -289,6 +294,7 @@ class _Fit:
     opt_state: dict | None = None  # a resumed phase's optimizer, loaded when it begins
     optimizer: torch.optim.Optimizer | None = None
     frozen: FrozenEncoderCache = field(default_factory=FrozenEncoderCache)
+    vali_batches: KeptBatches = field(default_factory=KeptBatches)  # collated once per fit
     train_items: FrozenTrainItems = field(default_factory=FrozenTrainItems)
     use_train_items: bool = False  # the phase trains the head on `train_items`
     batches: QueryGroupBatcher | None = None  # set once resumed (`_training_batches`)
@@ -313,6 +319,7 @@ class _Fit:
             runtime=self.runtime,
             item_budget=self.options.eval_item_budget,
             frozen=self.frozen,
+            kept=self.vali_batches,
         )
         self.progress.eval_seconds += time.perf_counter() - start
         return score

@@ -46,6 +46,7 @@ from torch import nn
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import require
+from scarce_ltr.core.malloc import keep_freed_memory
 from scarce_ltr.core.ray_cluster import SharedFolder, check_shared_folder, connect, first_line
 from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state, seed_everything
 from scarce_ltr.data.pipeline import PreparedData
@@ -190,6 +191,7 @@ def _start(parent: int, prepared: bytes, threads: int) -> None:
     global _PREPARED
     _PREPARED = pickle.loads(prepared)
     torch.set_num_threads(threads)
+    keep_freed_memory()  # a search's own child, as the command's process (core.malloc)
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
 
 

@@ -303,3 +303,48 @@ def test_config_errors() -> None:
     # schema with; an override replaces it.
     assert load_config(FinetuneConfig, TINY)[0].optimizer.lr == 5e-5
     assert load_config(FinetuneConfig, [*TINY, "optimizer.lr=1e-3"])[0].optimizer.lr == 1e-3
+
+
+def test_kept_vali_batches_are_collated_once_and_change_nothing(setup, monkeypatch) -> None:
+    """`fit` collates the vali batches once and scores every epoch on them: the run ends
+    bit-identical to one that collates them again after every epoch."""
+    cfg, prepared, runtime = setup
+    options = replace(cfg.train_options(), lr=1e-2, patience=None, eval_item_budget=40)
+    phases = [Phase("head", 2, False), Phase("full", 3, True)]
+    collated = []
+    real_collate = loop.QueryGroupBatcher._collate
+
+    def counting_collate(self, *args, **kwargs):
+        if self.split is prepared.vali:
+            collated.append(self)
+        return real_collate(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop.QueryGroupBatcher, "_collate", counting_collate)
+    labeled = np.flatnonzero(prepared.labels.vali_labeled)
+    plan = loop.QueryGroupBatcher(prepared.vali, item_budget=40, groups=labeled).plan()
+    assert len(plan) > 1  # several vali batches, each kept
+    kept = ranker()
+    with_kept = run_fit(kept, cfg, prepared, runtime, phases, options=options)
+    assert len(collated) == len(plan)
+    monkeypatch.setattr(loop.KeptBatches, "get", lambda self, *a, **k: None)
+    collated.clear()
+    plain = ranker()
+    without = run_fit(plain, cfg, prepared, runtime, phases, options=options)
+    # the initial model and the 3 whole-network epochs (the head-only epochs reuse the
+    # frozen encoder's outputs, encoded once with the initial model's)
+    assert len(collated) == 4 * len(plan)
+    assert with_kept.history == without.history
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, kept.state_dict()[key]), key
+
+
+def test_kept_batches_past_their_cap_are_collated_per_call(setup) -> None:
+    cfg, prepared, runtime = setup
+    model = ranker()
+    kept = loop.KeptBatches(max_bytes=64)
+    scores = predict(model, prepared.vali, runtime=runtime, item_budget=40, kept=kept)
+    assert kept.too_big and kept.batches is None
+    assert np.array_equal(scores, predict(model, prepared.vali, runtime=runtime, item_budget=40))
+    roomy = loop.KeptBatches()
+    again = predict(model, prepared.vali, runtime=runtime, item_budget=40, kept=roomy)
+    assert roomy.batches is not None and np.array_equal(scores, again)

@@ -77,3 +77,31 @@ def test_the_a25_recipe_runs_pretraining_and_finetuning(tmp_path, monkeypatch) -
         factors = [s[3] for s in mine]
         assert factors[0] == 0.0  # the warmup starts at 0
         assert max(factors) > 0.5 and factors[-1] < max(factors)  # ... rises, then decays
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_multi_tensor_steps_give_the_single_tensor_weights(name: str) -> None:
+    """`make_optimizer` steps all tensors at once (``foreach``, also on the CPU): the weights
+    are bit for bit those of torch's one-tensor-at-a-time step, with and without decay."""
+    for decay in (0.0, 1e-3):
+        weights = []
+        for foreach in (True, False):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(
+                torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)
+            )
+            if foreach:
+                optimizer = make_optimizer(
+                    model.parameters(), name=name, lr=1e-2, weight_decay=decay
+                )
+                assert optimizer.defaults["foreach"] is True
+            else:
+                kind = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+                optimizer = kind(model.parameters(), lr=1e-2, weight_decay=decay, foreach=False)
+            data = torch.randn(32, 6, generator=torch.Generator().manual_seed(1))
+            for _ in range(20):
+                optimizer.zero_grad()
+                model(data).square().mean().backward()
+                optimizer.step()
+            weights.append([p.detach().clone() for p in model.parameters()])
+        assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
