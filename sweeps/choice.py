@@ -61,7 +61,7 @@ from scarce_ltr.core.trial_scores import read_trial_scores
 from scarce_ltr.data.ranking_split import rows_of_groups
 from scarce_ltr.ensembles.crossfit import crossfit
 from scarce_ltr.models.names import COMBINED, ModelName
-from scarce_ltr.sweeps import stats
+from scarce_ltr.reports import stats
 
 LEVELS = ("single tree", "deep ranker", "built on other models", "mix of models")
 TREE_LEVELS = (0,)

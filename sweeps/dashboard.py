@@ -22,8 +22,9 @@ from html import escape
 
 from scarce_ltr.core.extras import require
 from scarce_ltr.core.metrics import compared_metrics
-from scarce_ltr.sweeps import choice, interactive, where
-from scarce_ltr.sweeps.stats import best_in_column
+from scarce_ltr.reports import interactive, where
+from scarce_ltr.reports.stats import best_in_column
+from scarce_ltr.sweeps import choice
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;

@@ -20,8 +20,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from scarce_ltr.sweeps import plots
-from scarce_ltr.sweeps.interactive import model_colours
+from scarce_ltr.reports import plots
+from scarce_ltr.reports.interactive import model_colours
 
 # matplotlib's tab10 names (plots.GROUP_STYLE) and marker codes in plotly's spelling: the PNGs
 # and the page show a group in the same colour and shape.

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from scarce_ltr.sweeps import choice, dashboard, where
+from scarce_ltr.reports import where
+from scarce_ltr.sweeps import choice, dashboard
 
 
 def text_tables(report: dict) -> str:

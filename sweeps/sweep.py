@@ -49,6 +49,7 @@ from scarce_ltr.core.run_identity import runs_root
 from scarce_ltr.core.runs import is_done
 from scarce_ltr.core.tracking import offline_note
 from scarce_ltr.models.names import ModelName
+from scarce_ltr.reports.results import rows_from_manifest
 from scarce_ltr.sweeps.cells import SweepCell, plan_cells
 from scarce_ltr.sweeps.checks import (
     STAGE_LISTS,
@@ -63,7 +64,6 @@ from scarce_ltr.sweeps.jobs import Job, cli_stage, job_waves
 from scarce_ltr.sweeps.model_jobs import pretraining_methods
 from scarce_ltr.sweeps.ray_executor import RayConfig
 from scarce_ltr.sweeps.report_text import cost_text
-from scarce_ltr.sweeps.results import rows_from_manifest
 from scarce_ltr.sweeps.settings import fold_overrides
 
 MANIFEST = "manifest.json"

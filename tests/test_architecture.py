@@ -20,7 +20,7 @@ PACKAGE = "scarce_ltr"
 # Bottom to top (docs/architecture.md): a module imports from its own layer or below.
 LAYERS = (
     "core", "data", "pretrain", "finetune", "baselines", "models", "ensembles", "families",
-    "serving", "sweeps", "cli", "api",
+    "serving", "reports", "sweeps", "cli", "api",
 )  # fmt: skip
 NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")
 

@@ -23,7 +23,8 @@ from scarce_ltr.data.evaluation import save_scores, vali_metrics
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.models.names import model_group
-from scarce_ltr.sweeps import select, stats
+from scarce_ltr.reports import stats
+from scarce_ltr.sweeps import select
 from scarce_ltr.sweeps.choice import (
     choose_robust,
     crossfit_per_group,

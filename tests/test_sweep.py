@@ -18,7 +18,7 @@ from tiny import tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.scarcity import ScarcityConfig
-from scarce_ltr.sweeps import results
+from scarce_ltr.reports import results
 
 ROOT = Path(__file__).resolve().parents[1]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=15", "gbdt.early_stopping_rounds=5"]

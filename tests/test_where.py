@@ -18,7 +18,7 @@ from fake_sweep import run_cell, write_manifest
 from scarce_ltr.core.metrics import ndcg_per_group
 from scarce_ltr.data import evaluation
 from scarce_ltr.data.evaluation import read_test_per_group
-from scarce_ltr.sweeps import where
+from scarce_ltr.reports import where
 from scarce_ltr.sweeps.report import ReportConfig
 from scarce_ltr.sweeps.report import main as report_main
 

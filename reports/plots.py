@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from scarce_ltr.sweeps.interactive import model_colours
+from scarce_ltr.reports.interactive import model_colours
 
 GROUP_STYLE = {
     "gbdt": ("GBDT", "tab:green", "s"),

@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from scarce_ltr.data.evaluation import TestGroupReader
-from scarce_ltr.sweeps import stats
+from scarce_ltr.reports import stats
 
 # (group, the group it meets): each deep group against the tree, then what pretraining adds
 COMPARISONS = (
