@@ -2,7 +2,7 @@
 by test QG (issue 30, item 5).
 
 For each data set and label setting of a report, the member of each deep group
-(``pretrained-dl``, ``no-pretrain-dl``; `sweeps.stats` chooses it on vali) meets the member of
+(``pretrained-dl``, ``no-pretrain-dl``; `reports.stats` chooses it on vali) meets the member of
 the ``gbdt`` group (the vali-best tree), and the pretrained DL meets the same networks from
 scratch (``no-pretrain-dl``), on every test QG of every (fold, seed) unit both ran:
 per QG, the difference of their NDCG@k, read from the runs' ``scores.npz`` (QGs undefined for

@@ -309,7 +309,7 @@ def mean_pm_std(entry: dict, metric: str) -> str:
 
 def paired_text(entry: dict, metric: str) -> str | None:
     """``Δ -0.0110 ± 0.0200, paired p=0.030, n=15``: the paired margin against the reference
-    (`sweeps.stats`); None where there is none (the reference itself, other metrics)."""
+    (`reports.stats`); None where there is none (the reference itself, other metrics)."""
     margin = entry.get(f"margin_{metric}", math.nan)
     if not isinstance(margin, float | int) or not math.isfinite(margin):
         return None

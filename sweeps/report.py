@@ -3,9 +3,9 @@
 With a sweep name (or a sweep folder), the cells of ``runs/sweeps/<sweep>/manifest.json``;
 without, every finished run under ``runs/``. Writes ``results.csv`` (one row per cell),
 ``summary.csv`` (per model and per group: mean, std, Welch p-value, and the paired margin and
-p-value over (fold, seed) units against the validation-best GBDT: `sweeps.stats`),
+p-value over (fold, seed) units against the validation-best GBDT: `reports.stats`),
 ``choice.csv`` (`sweeps.choice`), ``where.csv`` (per test-QG bin, where the deep groups win or
-lose against that tree: `sweeps.where`), the PNGs
+lose against that tree: `reports.where`), the PNGs
 and ``dashboard.html`` into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` without a sweep,
 or ``out=<folder>``), prints the group tables and ends with the dashboard's path. t-SNE plots
 are opt-in and slow: ``tsne=[<run dir or cell id>,...]`` (pretraining runs show their encoder,

@@ -1,4 +1,4 @@
-"""Where the deep rankers win or lose against the tree, per test QG (`sweeps.where`): the bins
+"""Where the deep rankers win or lose against the tree, per test QG (`reports.where`): the bins
 against a hand-computed example, and ``./run.sh report`` on a tiny fake sweep whose deep ranker
 wins on the outlier QGs and loses on the largest ones."""
 
