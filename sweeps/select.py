@@ -49,8 +49,7 @@ from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import write_json
 from scarce_ltr.core.run_identity import runs_root as default_runs_root
-from scarce_ltr.reports import results, stats
-from scarce_ltr.sweeps import choice
+from scarce_ltr.reports import choice, results, stats
 
 BEST = "best.json"
 RULE = (

@@ -24,8 +24,7 @@ from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.models.names import model_group
 from scarce_ltr.reports import stats
-from scarce_ltr.sweeps import select
-from scarce_ltr.sweeps.choice import (
+from scarce_ltr.reports.choice import (
     choose_robust,
     crossfit_per_group,
     html,
@@ -35,6 +34,7 @@ from scarce_ltr.sweeps.choice import (
     unit_study,
     vali_per_group,
 )
+from scarce_ltr.sweeps import select
 
 N_GROUPS = 30
 WRONG = 1 / np.log2(3)  # NDCG@5 of a 2-item QG (labels 1, 0) ranked backwards

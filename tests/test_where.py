@@ -19,8 +19,8 @@ from scarce_ltr.core.metrics import ndcg_per_group
 from scarce_ltr.data import evaluation
 from scarce_ltr.data.evaluation import read_test_per_group
 from scarce_ltr.reports import where
-from scarce_ltr.sweeps.report import ReportConfig
-from scarce_ltr.sweeps.report import main as report_main
+from scarce_ltr.reports.report import ReportConfig
+from scarce_ltr.reports.report import main as report_main
 
 
 def _unit(margin: list[float], outlier: list[bool], items: list[int]) -> dict:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 
-from scarce_ltr.reports import where
-from scarce_ltr.sweeps import choice, dashboard
+from scarce_ltr.reports import choice, dashboard, where
 
 
 def text_tables(report: dict) -> str:

@@ -31,8 +31,17 @@ from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
 from scarce_ltr.core.run_identity import runs_root as default_runs_root
 from scarce_ltr.data.evaluation import TestGroupReader
 from scarce_ltr.data.info import NO_OUTLIERS_HINT
-from scarce_ltr.reports import interactive, plots, results, stats, where
-from scarce_ltr.sweeps import choice, dashboard, report_figures, report_text
+from scarce_ltr.reports import (
+    choice,
+    dashboard,
+    interactive,
+    plots,
+    report_figures,
+    report_text,
+    results,
+    stats,
+    where,
+)
 
 SUMMARY_FIELDS = [
     "kind", "dataset", "series", "setting", "x", "name", "group", "member", "n_seeds",

@@ -22,9 +22,8 @@ from html import escape
 
 from scarce_ltr.core.extras import require
 from scarce_ltr.core.metrics import compared_metrics
-from scarce_ltr.reports import interactive, where
+from scarce_ltr.reports import choice, interactive, where
 from scarce_ltr.reports.stats import best_in_column
-from scarce_ltr.sweeps import choice
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;
@@ -114,7 +113,7 @@ with a band of one std; a star marks a clear win by the verdict rule above.</p>"
 
 def _verdicts(report: dict) -> str:
     """One line per data set, curve and label setting (`stats.verdicts`)."""
-    from scarce_ltr.sweeps.report_text import curve_name, verdict_text  # it imports this module
+    from scarce_ltr.reports.report_text import curve_name, verdict_text  # it imports this module
 
     k, alpha = report["k"], report["alpha"]
     items = []
@@ -333,6 +332,6 @@ def _plots():
     """`dashboard_plots`, imported where a figure is drawn: it needs plotly (the ``report``
     extra), which the sweeps reading this module's text helpers (`report_text`) do not."""
     require("plotly", "the report's dashboard")
-    from scarce_ltr.sweeps import dashboard_plots
+    from scarce_ltr.reports import dashboard_plots
 
     return dashboard_plots

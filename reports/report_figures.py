@@ -17,7 +17,7 @@ from scarce_ltr.core.runs import read_report
 from scarce_ltr.reports import plots
 
 if TYPE_CHECKING:
-    from scarce_ltr.sweeps.report import ReportConfig
+    from scarce_ltr.reports.report import ReportConfig
 
 
 def outlier_figures(done: list[dict], cfg: ReportConfig) -> list[dict]:

@@ -160,7 +160,7 @@ def _curve(
 
 
 def _hover(entry: dict, metric: str, label: str, member: bool) -> str:
-    from scarce_ltr.sweeps.dashboard import mean_pm_std, paired_text
+    from scarce_ltr.reports.dashboard import mean_pm_std, paired_text
 
     n = entry["n_outlier_seeds"] if metric == "outlier" else entry["n_seeds"]
     lines = [f"<b>{plotly_text(label)}</b>", plotly_text(entry["setting"])]
@@ -175,7 +175,7 @@ def _hover(entry: dict, metric: str, label: str, member: bool) -> str:
 
 def _stars(fig: go.Figure, wins: list[dict], groups: list[dict], k: int, alpha: float) -> None:
     """A star on the winner's NDCG point where a group wins by the verdict rule."""
-    from scarce_ltr.sweeps.report_text import verdict_text
+    from scarce_ltr.reports.report_text import verdict_text
 
     points = []
     for verdict in wins:
