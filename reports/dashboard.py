@@ -8,7 +8,7 @@ sweep's name, the verdict per data set and label setting (`stats.verdicts`: a wi
 paired p below alpha). Per data set and curve (label fractions, or binary tau):
 the group table (paper Figure 1 / Table 2: mean ± std over seeds, one-sided Welch p-value
 against the validation-best GBDT), the crossover, the group curves (plotly:
-`sweeps.dashboard_plots`), every model's table and
+`reports.dashboard_plots`), every model's table and
 curves (Table 1 / Figure 3), and which member stood for each group; then, when the sweep has
 variants, the tuned table (paper A.2.3: the validation-best variant of each model); t-SNE plots
 (Figure 4) and the cells that failed or did not finish.
@@ -43,7 +43,7 @@ img{max-width:100%;border:1px solid #ddd;margin:6px 0}
 
 
 def render(report: dict) -> str:
-    """The whole page; ``report`` is what `sweeps.report.build` assembles."""
+    """The whole page; ``report`` is what `reports.report.build` assembles."""
     k, alpha = report["k"], report["alpha"]
     parts = [_header(report), _notes(report.get("notes") or [])]
     for i, section in enumerate(report["sections"]):

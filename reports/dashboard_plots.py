@@ -6,7 +6,7 @@ with a band of one sample std; zoom, pan, hover (member, n, paired margin and p 
 validation-best GBDT) and a legend that hides a curve in every panel. Label fractions lie on a log
 axis whose ticks are the measured fractions; nothing is drawn between two of them but the line
 joining their means, and a star marks a setting where a group wins by the verdict rule
-(`stats.verdicts`). plotly.js itself is put in the page once, by `sweeps.dashboard`.
+(`stats.verdicts`). plotly.js itself is put in the page once, by `reports.dashboard`.
 
 Text that plotly draws (titles, names, hover) passes through `plotly_text`: plotly.js reads a few
 HTML tags in it, and a name from a config file must stay text.
@@ -43,7 +43,7 @@ def plotly_text(text: object) -> str:
 
 
 def group_figure(section: dict, *, k: int, alpha: float, div_id: str) -> str:
-    """The group curves of one `sweeps.report` section, as a ``<div>`` and its script."""
+    """The group curves of one `reports.report` section, as a ``<div>`` and its script."""
     groups = section["groups"]
     present = {g["group"] for g in groups}
     styles = [

@@ -4,7 +4,7 @@ With a sweep name (or a sweep folder), the cells of ``runs/sweeps/<sweep>/manife
 without, every finished run under ``runs/``. Writes ``results.csv`` (one row per cell),
 ``summary.csv`` (per model and per group: mean, std, Welch p-value, and the paired margin and
 p-value over (fold, seed) units against the validation-best GBDT: `reports.stats`),
-``choice.csv`` (`sweeps.choice`), ``where.csv`` (per test-QG bin, where the deep groups win or
+``choice.csv`` (`reports.choice`), ``where.csv`` (per test-QG bin, where the deep groups win or
 lose against that tree: `reports.where`), the PNGs
 and ``dashboard.html`` into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` without a sweep,
 or ``out=<folder>``), prints the group tables and ends with the dashboard's path. t-SNE plots
@@ -12,8 +12,8 @@ are opt-in and slow: ``tsne=[<run dir or cell id>,...]`` (pretraining runs show 
 finetuning runs their scoring head's input).
 
 This module gathers the rows, builds the report and writes its files; the printed tables are
-`sweeps.report_text`, the figures that read run folders and data (Figure 5, t-SNE)
-`sweeps.report_figures`.
+`reports.report_text`, the figures that read run folders and data (Figure 5, t-SNE)
+`reports.report_figures`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Rows are model groups, columns label settings; each cell is the mean ± std of test NDCG@k (or
 Outlier-NDCG@k) with its Welch p and the paired margin against the validation-best GBDT
 (`reports.stats`), then the crossover sentence of each curve, the tuned models' chosen variants
-the choice study (`sweeps.choice`) and where the deep rankers win or lose against the tree
+the choice study (`reports.choice`) and where the deep rankers win or lose against the tree
 (`reports.where`). The dashboard shows the same numbers as HTML.
 """
 

@@ -1,4 +1,4 @@
-"""The robust choice among models (core.robust_choice, sweeps.choice).
+"""The robust choice among models (core.robust_choice, reports.choice).
 
 On per-QG fixtures where the vali argmax is a complex model with a tiny edge from a few QGs (and
 a worse test score), the rule keeps the simpler model; where the complex model wins on most QGs,
