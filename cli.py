@@ -386,7 +386,7 @@ def _ensemble() -> Entry[Any]:
 
 
 def _report() -> Entry[Any]:
-    from scarce_ltr.sweeps.report import ReportConfig, main
+    from scarce_ltr.reports.report import ReportConfig, main
 
     return Entry(ReportConfig, main)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from scarce_ltr.sweeps.stats import paired_greater
+from scarce_ltr.reports.stats import paired_greater
 
 ROOT = Path(__file__).resolve().parents[1]
 # The five-fold presets (configs/data/<name>.yaml) and their folders in ../shared/data beside the

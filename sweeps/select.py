@@ -49,7 +49,7 @@ from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import write_json
 from scarce_ltr.core.run_identity import runs_root as default_runs_root
-from scarce_ltr.sweeps import choice, results, stats
+from scarce_ltr.reports import choice, results, stats
 
 BEST = "best.json"
 RULE = (
@@ -80,7 +80,7 @@ class SelectConfig:
     k: int = 5  # test NDCG cutoff reported (for information only)
     select_k: int = 5  # validation NDCG cutoff that chooses
     # argmax: the highest vali mean | robust: the simpler model unless a more complex one wins
-    # clearly on the vali QGs of every unit pooled (paired bootstrap; sweeps/choice.py) |
+    # clearly on the vali QGs of every unit pooled (paired bootstrap; reports/choice.py) |
     # crossfit: the highest vali mean with each search's choice among trials cross-fitted
     rule: str = "argmax"
     alpha: float = 0.05  # rule=robust: the one-sided bootstrap p below which complexity wins

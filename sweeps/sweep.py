@@ -49,6 +49,8 @@ from scarce_ltr.core.run_identity import runs_root
 from scarce_ltr.core.runs import is_done
 from scarce_ltr.core.tracking import offline_note
 from scarce_ltr.models.names import ModelName
+from scarce_ltr.reports.report_text import cost_text
+from scarce_ltr.reports.results import rows_from_manifest
 from scarce_ltr.sweeps.cells import SweepCell, plan_cells
 from scarce_ltr.sweeps.checks import (
     STAGE_LISTS,
@@ -62,8 +64,6 @@ from scarce_ltr.sweeps.executors import EXECUTORS, Executor, check_executor_keys
 from scarce_ltr.sweeps.jobs import Job, cli_stage, job_waves
 from scarce_ltr.sweeps.model_jobs import pretraining_methods
 from scarce_ltr.sweeps.ray_executor import RayConfig
-from scarce_ltr.sweeps.report_text import cost_text
-from scarce_ltr.sweeps.results import rows_from_manifest
 from scarce_ltr.sweeps.settings import fold_overrides
 
 MANIFEST = "manifest.json"
@@ -248,7 +248,7 @@ def _report(folder: Path, target: str) -> None:
     """``./run.sh report`` of the finished sweep; without the extra it needs, one line instead
     (the runs are there: the report can be made once it is installed)."""
     try:
-        report = import_feature("scarce_ltr.sweeps.report", "the sweep's report")
+        report = import_feature("scarce_ltr.reports.report", "the sweep's report")
         report.main(report.ReportConfig(sweep=str(folder)))
     except MissingExtra as exc:
         print(f"warning: {exc}; then ./run.sh report {target}", file=sys.stderr)

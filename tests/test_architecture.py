@@ -22,7 +22,7 @@ PACKAGE = "scarce_ltr"
 # Bottom to top (docs/architecture.md): a module imports from its own layer or below.
 LAYERS = (
     "core", "search", "data", "pretrain", "finetune", "baselines", "models", "ensembles",
-    "families", "serving", "sweeps", "cli", "api",
+    "families", "serving", "reports", "sweeps", "cli", "api",
 )  # fmt: skip
 NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")
 
@@ -136,6 +136,22 @@ def test_nothing_is_imported_by_its_bare_name() -> None:
 
 def test_no_cycle_between_subpackages() -> None:
     assert package_cycles(import_graph()) == []
+
+
+def test_reports_load_no_sweeps_module_at_run_time() -> None:
+    """``reports`` reads what a sweep wrote, as files: importing each of its modules in a fresh
+    interpreter loads no ``sweeps`` module (``sweeps`` calls ``reports``, never the reverse)."""
+    modules = sorted(m for m in package_modules() if m.startswith(f"{PACKAGE}.reports"))
+    script = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted(m for m in sys.modules if m.startswith('{PACKAGE}.sweeps')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert len(modules) > 5 and done.stdout.strip() == "[]"
 
 
 def test_the_checks_catch_what_they_look_for() -> None:
@@ -282,6 +298,7 @@ def test_a_wheel_installs_and_runs_from_a_folder_holding_core_and_data(tmp_path:
     (wheel,) = wheels.glob("scarce_ltr-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "scarce_ltr/configs/data/synthetic.yaml" in names
+    assert "scarce_ltr/reports/interactive.js" in names  # the dashboard's script, package data
     assert not [n for n in names if n.split("/")[0] not in (PACKAGE,) and ".dist-info" not in n]
 
     venv = tmp_path / "venv"

@@ -1,4 +1,4 @@
-"""The robust choice among models (search.robust_choice, sweeps.choice).
+"""The robust choice among models (search.robust_choice, reports.choice).
 
 On per-QG fixtures where the vali argmax is a complex model with a tiny edge from a few QGs (and
 a worse test score), the rule keeps the simpler model; where the complex model wins on most QGs,
@@ -21,10 +21,8 @@ from scarce_ltr.data.evaluation import save_scores, vali_metrics
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.models.names import model_group
-from scarce_ltr.search.robust_choice import keep_simpler
-from scarce_ltr.search.trial_scores import read_trial_scores, write_trial_scores
-from scarce_ltr.sweeps import select, stats
-from scarce_ltr.sweeps.choice import (
+from scarce_ltr.reports import stats
+from scarce_ltr.reports.choice import (
     choose_robust,
     crossfit_per_group,
     html,
@@ -34,6 +32,9 @@ from scarce_ltr.sweeps.choice import (
     unit_study,
     vali_per_group,
 )
+from scarce_ltr.search.robust_choice import keep_simpler
+from scarce_ltr.search.trial_scores import read_trial_scores, write_trial_scores
+from scarce_ltr.sweeps import select
 
 N_GROUPS = 30
 WRONG = 1 / np.log2(3)  # NDCG@5 of a 2-item QG (labels 1, 0) ranked backwards

@@ -12,7 +12,7 @@ import pytest
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.files import npz_bytes
-from scarce_ltr.sweeps import interactive
+from scarce_ltr.reports import interactive
 
 MODELS = {
     "gbdt": ("baseline", 0.40),

@@ -15,9 +15,9 @@ import pytest
 from fake_sweep import run_cell, write_manifest
 from scipy import stats as scipy_stats
 
-from scarce_ltr.sweeps import dashboard_plots, plots, stats
-from scarce_ltr.sweeps.report import ReportConfig, main
-from scarce_ltr.sweeps.report_text import crossover_text, verdict_lines, verdict_text
+from scarce_ltr.reports import dashboard_plots, plots, stats
+from scarce_ltr.reports.report import ReportConfig, main
+from scarce_ltr.reports.report_text import crossover_text, verdict_lines, verdict_text
 
 UNITS = [(None, 0), (None, 1), (None, 2)]
 

@@ -16,7 +16,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.datasets import DataConfig, check_files
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.pretrain.config import PretrainConfig
-from scarce_ltr.sweeps.report_text import crossover_text
+from scarce_ltr.reports.report_text import crossover_text
 
 ROOT = Path(__file__).resolve().parents[1]
 OHSUMED = ROOT.parent / "shared" / "data" / "ohsumed-letor3"

@@ -296,8 +296,8 @@ def test_ensemble_end_to_end_and_report(runs, tmp_path) -> None:
     assert len(uniform["tried"]) == 1
     assert list(uniform["weights"].values()) == pytest.approx([1 / 3] * 3)
     # The report finds every run; gbdt-ssl and the DL + GBDT ensemble form the hybrid group.
-    from scarce_ltr.sweeps.report import ReportConfig
-    from scarce_ltr.sweeps.report import main as report_main
+    from scarce_ltr.reports.report import ReportConfig
+    from scarce_ltr.reports.report import main as report_main
 
     with contextlib.redirect_stdout(io.StringIO()) as out:
         built = report_main(ReportConfig(runs_root=str(runs["root"]), out=str(tmp_path / "rep")))

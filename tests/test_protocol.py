@@ -27,7 +27,7 @@ from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.models.names import ModelName, model_group
 from scarce_ltr.pretrain import train as pretrain_train
 from scarce_ltr.pretrain.ssl_val import SslVal, ssl_val_split
-from scarce_ltr.sweeps import stats
+from scarce_ltr.reports import stats
 
 SWEEPS = sorted(p.stem for p in (CONFIG_ROOT / "sweep").glob("*.yaml"))
 VARIANTS = "{a: [augment.zero_p=0.1, augment.noise_scale=0.0], b: [augment.noise_scale=2.0]}"

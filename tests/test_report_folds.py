@@ -15,9 +15,9 @@ import pytest
 from fake_sweep import run_cell, write_manifest
 from scipy import stats as scipy_stats
 
-from scarce_ltr.sweeps import results, stats
-from scarce_ltr.sweeps.report import ReportConfig
-from scarce_ltr.sweeps.report import main as report_main
+from scarce_ltr.reports import results, stats
+from scarce_ltr.reports.report import ReportConfig
+from scarce_ltr.reports.report import main as report_main
 from scarce_ltr.sweeps.select import SelectConfig
 from scarce_ltr.sweeps.select import main as select_main
 

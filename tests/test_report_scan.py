@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from scarce_ltr.cli import run
-from scarce_ltr.sweeps import results
+from scarce_ltr.reports import results
 
 
 def _fake_run(folder: Path, *, seed: int, epochs: int | None, test: float, age: float) -> Path:

@@ -10,7 +10,7 @@ import pytest
 from fake_sweep import run_cell, write_manifest
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.sweeps import stats
+from scarce_ltr.reports import stats
 from scarce_ltr.sweeps.select import SelectConfig, main
 
 GROUP = {
@@ -92,7 +92,7 @@ def test_ties_more_seeds_then_alphabetical(sweep) -> None:
 
 def test_agrees_with_the_reports_group_members(sweep) -> None:
     root, folder = sweep
-    from scarce_ltr.sweeps import results
+    from scarce_ltr.reports import results
 
     rows = results.rows_from_manifest(folder / "manifest.json", [5])
     summary = stats.summarize(rows, k=5, select_k=5)

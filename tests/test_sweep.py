@@ -18,7 +18,7 @@ from tiny import tiny_data
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.scarcity import ScarcityConfig
-from scarce_ltr.sweeps import results
+from scarce_ltr.reports import results
 
 ROOT = Path(__file__).resolve().parents[1]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=15", "gbdt.early_stopping_rounds=5"]
@@ -223,7 +223,7 @@ def test_the_sweep_and_its_report_print_what_a_unit_costs(tmp_path: Path, capsys
 
 
 def test_cost_text_means_per_model_and_sums_per_unit() -> None:
-    from scarce_ltr.sweeps.report_text import cost_text
+    from scarce_ltr.reports.report_text import cost_text
 
     def row(model, fold, seed, cpu, status="done"):
         return {"model": model, "dataset": "d", "fold": fold, "seed": seed, "status": status,

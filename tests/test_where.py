@@ -1,4 +1,4 @@
-"""Where the deep rankers win or lose against the tree, per test QG (`sweeps.where`): the bins
+"""Where the deep rankers win or lose against the tree, per test QG (`reports.where`): the bins
 against a hand-computed example, and ``./run.sh report`` on a tiny fake sweep whose deep ranker
 wins on the outlier QGs and loses on the largest ones."""
 
@@ -18,9 +18,9 @@ from fake_sweep import run_cell, write_manifest
 from scarce_ltr.core.metrics import ndcg_per_group
 from scarce_ltr.data import evaluation
 from scarce_ltr.data.evaluation import read_test_per_group
-from scarce_ltr.sweeps import where
-from scarce_ltr.sweeps.report import ReportConfig
-from scarce_ltr.sweeps.report import main as report_main
+from scarce_ltr.reports import where
+from scarce_ltr.reports.report import ReportConfig
+from scarce_ltr.reports.report import main as report_main
 
 
 def _unit(margin: list[float], outlier: list[bool], items: list[int]) -> dict:

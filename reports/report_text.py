@@ -2,16 +2,16 @@
 
 Rows are model groups, columns label settings; each cell is the mean ± std of test NDCG@k (or
 Outlier-NDCG@k) with its Welch p and the paired margin against the validation-best GBDT
-(`sweeps.stats`), then the crossover sentence of each curve, the tuned models' chosen variants
-the choice study (`sweeps.choice`) and where the deep rankers win or lose against the tree
-(`sweeps.where`). The dashboard shows the same numbers as HTML.
+(`reports.stats`), then the crossover sentence of each curve, the tuned models' chosen variants
+the choice study (`reports.choice`) and where the deep rankers win or lose against the tree
+(`reports.where`). The dashboard shows the same numbers as HTML.
 """
 
 from __future__ import annotations
 
 import math
 
-from scarce_ltr.sweeps import choice, dashboard, where
+from scarce_ltr.reports import choice, dashboard, where
 
 
 def text_tables(report: dict) -> str:

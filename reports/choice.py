@@ -57,11 +57,11 @@ from scarce_ltr.core.metrics import PRIMARY, SELECTION_K, ndcg_per_group
 from scarce_ltr.core.runs import read_report
 from scarce_ltr.data.ranking_split import rows_of_groups
 from scarce_ltr.models.names import COMBINED, ModelName
+from scarce_ltr.reports import stats
 from scarce_ltr.search.crossfit import crossfit
 from scarce_ltr.search.robust_choice import ALPHA, N_RESAMPLES, keep_simpler
 from scarce_ltr.search.selection import select_best
 from scarce_ltr.search.trial_scores import read_trial_scores
-from scarce_ltr.sweeps import stats
 
 LEVELS = ("single tree", "deep ranker", "built on other models", "mix of models")
 TREE_LEVELS = (0,)
@@ -427,7 +427,7 @@ def text_lines(summary: list[dict]) -> list[str]:
         return []
     lines = [
         "\nchoice on small validation sets (per (fold, seed) unit, among all its models: the "
-        "vali argmax, the robust rule and the cross-fitted rule, sweeps/choice.py; test NDCG@5 "
+        "vali argmax, the robust rule and the cross-fitted rule, reports/choice.py; test NDCG@5 "
         "of each pick, mean over units; Δ: paired margin, one-sided paired p; differ: units "
         "where robust / crossfit pick another model than argmax)"
     ]

@@ -2,7 +2,7 @@
 by test QG (issue 30, item 5).
 
 For each data set and label setting of a report, the member of each deep group
-(``pretrained-dl``, ``no-pretrain-dl``; `sweeps.stats` chooses it on vali) meets the member of
+(``pretrained-dl``, ``no-pretrain-dl``; `reports.stats` chooses it on vali) meets the member of
 the ``gbdt`` group (the vali-best tree), and the pretrained DL meets the same networks from
 scratch (``no-pretrain-dl``), on every test QG of every (fold, seed) unit both ran:
 per QG, the difference of their NDCG@k, read from the runs' ``scores.npz`` (QGs undefined for
@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from scarce_ltr.data.evaluation import TestGroupReader
-from scarce_ltr.sweeps import stats
+from scarce_ltr.reports import stats
 
 # (group, the group it meets): each deep group against the tree, then what pretraining adds
 COMPARISONS = (
@@ -122,7 +122,7 @@ def text_lines(entries: list[dict], *, alpha: float = 0.05) -> list[str]:
         return []
     lines = [
         "\nwhere the deep rankers win or lose against the vali-best tree, and the pretrained DL "
-        "against the networks from scratch, per test QG (sweeps/where.py): the margin on all "
+        "against the networks from scratch, per test QG (reports/where.py): the margin on all "
         "test QGs (± std over units, two-sided p, units), then the "
         f"bins by outlier flag, QG size and share of relevant items with Holm p < {alpha:g}; "
         "every bin in the dashboard and where.csv"

@@ -8,7 +8,7 @@ sweep's name, the verdict per data set and label setting (`stats.verdicts`: a wi
 paired p below alpha). Per data set and curve (label fractions, or binary tau):
 the group table (paper Figure 1 / Table 2: mean ± std over seeds, one-sided Welch p-value
 against the validation-best GBDT), the crossover, the group curves (plotly:
-`sweeps.dashboard_plots`), every model's table and
+`reports.dashboard_plots`), every model's table and
 curves (Table 1 / Figure 3), and which member stood for each group; then, when the sweep has
 variants, the tuned table (paper A.2.3: the validation-best variant of each model); t-SNE plots
 (Figure 4) and the cells that failed or did not finish.
@@ -22,8 +22,8 @@ from html import escape
 
 from scarce_ltr.core.extras import require
 from scarce_ltr.core.metrics import compared_metrics
-from scarce_ltr.sweeps import choice, interactive, where
-from scarce_ltr.sweeps.stats import best_in_column
+from scarce_ltr.reports import choice, interactive, where
+from scarce_ltr.reports.stats import best_in_column
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;
@@ -43,7 +43,7 @@ img{max-width:100%;border:1px solid #ddd;margin:6px 0}
 
 
 def render(report: dict) -> str:
-    """The whole page; ``report`` is what `sweeps.report.build` assembles."""
+    """The whole page; ``report`` is what `reports.report.build` assembles."""
     k, alpha = report["k"], report["alpha"]
     parts = [_header(report), _notes(report.get("notes") or [])]
     for i, section in enumerate(report["sections"]):
@@ -113,7 +113,7 @@ with a band of one std; a star marks a clear win by the verdict rule above.</p>"
 
 def _verdicts(report: dict) -> str:
     """One line per data set, curve and label setting (`stats.verdicts`)."""
-    from scarce_ltr.sweeps.report_text import curve_name, verdict_text  # it imports this module
+    from scarce_ltr.reports.report_text import curve_name, verdict_text  # it imports this module
 
     k, alpha = report["k"], report["alpha"]
     items = []
@@ -308,7 +308,7 @@ def mean_pm_std(entry: dict, metric: str) -> str:
 
 def paired_text(entry: dict, metric: str) -> str | None:
     """``Δ -0.0110 ± 0.0200, paired p=0.030, n=15``: the paired margin against the reference
-    (`sweeps.stats`); None where there is none (the reference itself, other metrics)."""
+    (`reports.stats`); None where there is none (the reference itself, other metrics)."""
     margin = entry.get(f"margin_{metric}", math.nan)
     if not isinstance(margin, float | int) or not math.isfinite(margin):
         return None
@@ -332,6 +332,6 @@ def _plots():
     """`dashboard_plots`, imported where a figure is drawn: it needs plotly (the ``report``
     extra), which the sweeps reading this module's text helpers (`report_text`) do not."""
     require("plotly", "the report's dashboard")
-    from scarce_ltr.sweeps import dashboard_plots
+    from scarce_ltr.reports import dashboard_plots
 
     return dashboard_plots

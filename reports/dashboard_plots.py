@@ -6,7 +6,7 @@ with a band of one sample std; zoom, pan, hover (member, n, paired margin and p 
 validation-best GBDT) and a legend that hides a curve in every panel. Label fractions lie on a log
 axis whose ticks are the measured fractions; nothing is drawn between two of them but the line
 joining their means, and a star marks a setting where a group wins by the verdict rule
-(`stats.verdicts`). plotly.js itself is put in the page once, by `sweeps.dashboard`.
+(`stats.verdicts`). plotly.js itself is put in the page once, by `reports.dashboard`.
 
 Text that plotly draws (titles, names, hover) passes through `plotly_text`: plotly.js reads a few
 HTML tags in it, and a name from a config file must stay text.
@@ -20,8 +20,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from scarce_ltr.sweeps import plots
-from scarce_ltr.sweeps.interactive import model_colours
+from scarce_ltr.reports import plots
+from scarce_ltr.reports.interactive import model_colours
 
 # matplotlib's tab10 names (plots.GROUP_STYLE) and marker codes in plotly's spelling: the PNGs
 # and the page show a group in the same colour and shape.
@@ -43,7 +43,7 @@ def plotly_text(text: object) -> str:
 
 
 def group_figure(section: dict, *, k: int, alpha: float, div_id: str) -> str:
-    """The group curves of one `sweeps.report` section, as a ``<div>`` and its script."""
+    """The group curves of one `reports.report` section, as a ``<div>`` and its script."""
     groups = section["groups"]
     present = {g["group"] for g in groups}
     styles = [
@@ -160,7 +160,7 @@ def _curve(
 
 
 def _hover(entry: dict, metric: str, label: str, member: bool) -> str:
-    from scarce_ltr.sweeps.dashboard import mean_pm_std, paired_text
+    from scarce_ltr.reports.dashboard import mean_pm_std, paired_text
 
     n = entry["n_outlier_seeds"] if metric == "outlier" else entry["n_seeds"]
     lines = [f"<b>{plotly_text(label)}</b>", plotly_text(entry["setting"])]
@@ -175,7 +175,7 @@ def _hover(entry: dict, metric: str, label: str, member: bool) -> str:
 
 def _stars(fig: go.Figure, wins: list[dict], groups: list[dict], k: int, alpha: float) -> None:
     """A star on the winner's NDCG point where a group wins by the verdict rule."""
-    from scarce_ltr.sweeps.report_text import verdict_text
+    from scarce_ltr.reports.report_text import verdict_text
 
     points = []
     for verdict in wins:

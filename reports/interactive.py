@@ -1,7 +1,7 @@
 """The dashboard's interactive part: data gathered from the run folders, and a small script.
 
 Still one offline file: the script is inline and draws with plotly.js, which the page carries
-once in its head (`sweeps.dashboard`; no network).
+once in its head (`reports.dashboard`; no network).
 `collect` reads, for every finished cell, its training curves (finetuning vali NDCG@5 and loss
 per epoch, its encoder's pretraining loss and k-NN probe, a tree ranker's grid points), its cost
 (seconds, training items per second) and each test QG's NDCG@k (from ``scores.npz``, with the

@@ -3,17 +3,17 @@
 With a sweep name (or a sweep folder), the cells of ``runs/sweeps/<sweep>/manifest.json``;
 without, every finished run under ``runs/``. Writes ``results.csv`` (one row per cell),
 ``summary.csv`` (per model and per group: mean, std, Welch p-value, and the paired margin and
-p-value over (fold, seed) units against the validation-best GBDT: `sweeps.stats`),
-``choice.csv`` (`sweeps.choice`), ``where.csv`` (per test-QG bin, where the deep groups win or
-lose against that tree: `sweeps.where`), the PNGs
+p-value over (fold, seed) units against the validation-best GBDT: `reports.stats`),
+``choice.csv`` (`reports.choice`), ``where.csv`` (per test-QG bin, where the deep groups win or
+lose against that tree: `reports.where`), the PNGs
 and ``dashboard.html`` into ``runs/sweeps/<sweep>/report/`` (``runs/report/`` without a sweep,
 or ``out=<folder>``), prints the group tables and ends with the dashboard's path. t-SNE plots
 are opt-in and slow: ``tsne=[<run dir or cell id>,...]`` (pretraining runs show their encoder,
 finetuning runs their scoring head's input).
 
 This module gathers the rows, builds the report and writes its files; the printed tables are
-`sweeps.report_text`, the figures that read run folders and data (Figure 5, t-SNE)
-`sweeps.report_figures`.
+`reports.report_text`, the figures that read run folders and data (Figure 5, t-SNE)
+`reports.report_figures`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from scarce_ltr.core.files import atomic_write_bytes, atomic_write_text
 from scarce_ltr.core.run_identity import runs_root as default_runs_root
 from scarce_ltr.data.evaluation import TestGroupReader
 from scarce_ltr.data.info import NO_OUTLIERS_HINT
-from scarce_ltr.sweeps import (
+from scarce_ltr.reports import (
     choice,
     dashboard,
     interactive,
@@ -168,7 +168,7 @@ def build(
         # Curves, costs and per-QG NDCG read from the run folders for the page's script.
         "interactive": interactive.collect(rows, k=cfg.k, read=read),
     }
-    # Per (fold, seed) unit: the vali argmax beside the robust rule, on test (sweeps/choice.py).
+    # Per (fold, seed) unit: the vali argmax beside the robust rule, on test (reports/choice.py).
     units = choice.unit_study(done)
     report["choice"] = {"units": units, "settings": choice.setting_summary(units)}
     # Per test QG: where each deep group's member wins or loses against the vali-best tree.

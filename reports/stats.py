@@ -1,6 +1,6 @@
 """Numbers of the report: mean and std over seeds, validation-best group members, t-tests.
 
-Rows are the done rows of `sweeps.results` (one per data set, model, label setting, fold, seed).
+Rows are the done rows of `reports.results` (one per data set, model, label setting, fold, seed).
 
 - The replicate unit is ``(fold, seed)``: a sweep over the folds of a data set (``folds:``) has
   one per fold and seed, a sweep without folds one per seed (fold None). "Seeds" below means

@@ -1,4 +1,4 @@
-// The dashboard's script (sweeps/interactive.py inlines it): sortable tables, the cost table,
+// The dashboard's script (reports/interactive.py inlines it): sortable tables, the cost table,
 // training curves and the per-QG view, drawn from LTR_DATA by plotly.js (inlined once in the
 // page's head; no network). Names from the runs reach the page as text: textContent in HTML,
 // esc() where plotly.js draws them (it reads a few tags in its strings).

@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from scarce_ltr.sweeps.interactive import model_colours
+from scarce_ltr.reports.interactive import model_colours
 
 GROUP_STYLE = {
     "gbdt": ("GBDT", "tab:green", "s"),
@@ -78,7 +78,7 @@ def model_curves(models: list[dict], *, title: str, k: int, metrics: tuple = MET
 
 
 def tsne_panels(panels: list, *, title: str) -> bytes:
-    """One scatter per `sweeps.embeddings.Embedded`, colour and size by relevance label."""
+    """One scatter per `reports.embeddings.Embedded`, colour and size by relevance label."""
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(4.6 * cols, 4.4 * rows), dpi=DPI, layout="constrained")

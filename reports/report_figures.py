@@ -14,10 +14,10 @@ import numpy as np
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import read_config
 from scarce_ltr.core.runs import read_report
-from scarce_ltr.sweeps import plots
+from scarce_ltr.reports import plots
 
 if TYPE_CHECKING:
-    from scarce_ltr.sweeps.report import ReportConfig
+    from scarce_ltr.reports.report import ReportConfig
 
 
 def outlier_figures(done: list[dict], cfg: ReportConfig) -> list[dict]:
@@ -69,7 +69,7 @@ def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConf
 
 
 def tsne_figure(folders: list[Path], cfg: ReportConfig) -> tuple[bytes | None, list[str]]:
-    from scarce_ltr.sweeps.embeddings import tsne_of_run
+    from scarce_ltr.reports.embeddings import tsne_of_run
 
     panels, errors = [], []
     for folder in folders:
