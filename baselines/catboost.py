@@ -81,9 +81,12 @@ RESERVED_PARAMS = {
 @dataclass(frozen=True)
 class CatBoostOptions(SearchOptions):
     section: ClassVar[str] = NAME
+    library: ClassVar[str] = "CatBoost"
+    reserved_params: ClassVar[dict[str, str]] = RESERVED_PARAMS
     # Its methods whose trees split on NaN (a missing value takes a branch of its own): the
     # command line keeps NaN for them and refuses it for the others (`baselines.config`).
     missing_as_nan: ClassVar[tuple[str, ...]] = (NAME,)
+    read_by: ClassVar[tuple[str, ...]] = (NAME,)  # the baselines that read this section
 
     loss: str = "YetiRank"  # YetiRank | YetiRankPairwise | StochasticRank | QueryRMSE
 
@@ -92,25 +95,14 @@ class CatBoostOptions(SearchOptions):
             raise ValueError(f"catboost.loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         super().__post_init__()
 
-    def check_params(self, params: dict[str, Any]) -> None:
-        check_params(params)
-
-
-def check_params(params: dict[str, Any]) -> None:
-    """`ValueError` naming the backend and the key for a parameter CatBoost does not take."""
-    try:
-        import catboost
-    except ImportError:
-        return  # the run stops later with the install command (baselines.tuning.require_backend)
-    # The ranker's constructor names every CatBoost parameter and alias it accepts.
-    known = set(inspect.signature(catboost.CatBoostRanker.__init__).parameters) - {"self"}
-    for key in params:
-        if key in RESERVED_PARAMS:
-            raise ValueError(
-                f"catboost.params.{key}: set by the project; use {RESERVED_PARAMS[key]}"
-            )
-        if key not in known:
-            raise ValueError(f"catboost.params.{key}: CatBoost has no parameter {key!r}")
+    @classmethod
+    def known_params(cls) -> set[str] | None:
+        try:
+            import catboost
+        except ImportError:
+            return None
+        # The ranker's constructor names every CatBoost parameter and alias it accepts.
+        return set(inspect.signature(catboost.CatBoostRanker.__init__).parameters) - {"self"}
 
 
 class CatBoostBackend:

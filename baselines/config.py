@@ -9,8 +9,10 @@ field here. What the sections' options declare derives from these fields (`MISSI
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from scarce_ltr.baselines.catboost import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
@@ -31,9 +33,9 @@ from scarce_ltr.data.teachers import (
 from scarce_ltr.finetune.config import ENCODER_MARK
 
 # The from-scratch deep rankers (trained by finetune.loop.fit): the report's no-pretrain-dl group.
-DEEP_BASELINES = ("resnet", "deepfm", "dcnv2", "dasalc")
+DEEP_BASELINES = DeepBaselineOptions.read_by
 # Run on a pretraining run: <baseline>+<the encoder run's model>, in the report's hybrid group.
-HYBRID_BASELINES = ("gbdt-ssl",)
+HYBRID_BASELINES = EmbeddingOptions.read_by
 # The tree students: their pseudo-labels come from the teacher instead of their own first GBDT.
 TAUGHT_TREES = ("gbdt-pseudo", "gbdt-pca-pseudo")
 
@@ -78,6 +80,25 @@ class BaselineConfig(TreeRunConfig):
             raise ValueError(
                 f"deep.n_heads ({self.deep.n_heads}) must divide deep.hidden ({self.deep.hidden})"
             )
+        self._refuse_unread_sections()
+
+    def _refuse_unread_sections(self) -> None:
+        """A key of a section the method does not read (its options' ``read_by``), set away
+        from its default, is an error naming the sections it reads, not a no-op
+        (``baseline gbdt xgboost.n_trials=5``)."""
+        readers = section_readers(type(self))
+        for name, methods in readers.items():
+            if self.method in methods:
+                continue
+            section = getattr(self, name)
+            changed = changed_keys(name, section, type(section)())
+            if changed:
+                reads = [f"{n}.*" for n, m in readers.items() if self.method in m]
+                raise ValueError(
+                    f"{changed[0]}: {self.method} takes no {name}.* key (methods that do: "
+                    f"{', '.join(methods)}); the sections {self.method} reads: "
+                    f"{', '.join(reads) or 'none of them'}"
+                )
 
     def identity(self) -> RunIdentity:
         """gbdt-ssl is named after its encoder's run (``gbdt-ssl+simclr-rank``), so that two
@@ -109,6 +130,30 @@ class BaselineConfig(TreeRunConfig):
         return self.method in MISSING_AS_NAN
 
 
+def section_readers(schema: type) -> dict[str, tuple[str, ...]]:
+    """Each section of ``schema`` whose options name the methods that read it (``read_by``)
+    -> those methods."""
+    return {
+        name: tp.read_by
+        for name, tp in sections(schema).items()
+        if isinstance(getattr(tp, "read_by", None), tuple)
+    }
+
+
+def changed_keys(prefix: str, options: Any, default: Any) -> list[str]:
+    """``<prefix>.<key>=<value>`` of each key of ``options`` (a dataclass; nested sections
+    by their dotted keys) that differs from ``default``'s."""
+    changed = []
+    for f in fields(options):
+        value, base = getattr(options, f.name), getattr(default, f.name)
+        if is_dataclass(value) and type(value) is type(base):
+            changed += changed_keys(f"{prefix}.{f.name}", value, base)
+        elif value != base:
+            changed.append(f"{prefix}.{f.name}={value}")
+    return changed
+
+
+@cache
 def sections(schema: type = BaselineConfig) -> dict[str, type]:
     """Each key of ``schema`` -> its type, in field order: a section's is its options class."""
     hints = typing.get_type_hints(schema)

@@ -32,6 +32,9 @@ class SearchOptions:
     a backend subclasses it with its loss or objective and names its section."""
 
     section: ClassVar[str] = "backend"  # the config section, for messages
+    library: ClassVar[str] = "the backend"  # its library's name, for messages
+    # The backend's parameters the project sets itself -> the key a user sets them with instead.
+    reserved_params: ClassVar[dict[str, str]] = {}
 
     # optuna: a seeded TPE search | random: a seeded random search (search/strategies)
     search: str = "optuna"
@@ -65,7 +68,27 @@ class SearchOptions:
             self.check_params(self.params)
 
     def check_params(self, params: dict[str, Any]) -> None:
-        """`ValueError` naming the backend and the key of a parameter it does not take."""
+        """`ValueError` naming the section's key for a parameter the project sets itself
+        (`reserved_params`) or the backend does not take (`known_params`)."""
+        known = self.known_params()
+        if known is None:
+            return  # the run stops later with the install command (`require_backend`)
+        for key in params:
+            if key in self.reserved_params:
+                raise ValueError(
+                    f"{self.section}.params.{key}: set by the project; use "
+                    f"{self.reserved_params[key]}"
+                )
+            if key not in known:
+                raise ValueError(
+                    f"{self.section}.params.{key}: {self.library} has no parameter {key!r}"
+                )
+
+    @classmethod
+    def known_params(cls) -> set[str] | None:
+        """Every parameter name (aliases too) the backend's library takes; None when the
+        library is not installed."""
+        return None
 
     def threads(self) -> int:
         """The search's threads (``num_threads``, 0: every core)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -72,9 +73,12 @@ BUNDLE_KIND = "xgboost"  # written in its bundles' manifests: never renamed
 @dataclass(frozen=True)
 class XGBoostOptions(SearchOptions):
     section: ClassVar[str] = NAME
+    library: ClassVar[str] = "XGBoost"
+    reserved_params: ClassVar[dict[str, str]] = RESERVED_PARAMS
     # Its methods whose trees split on NaN (a missing value takes a branch of its own): the
     # command line keeps NaN for them and refuses it for the others (`baselines.config`).
     missing_as_nan: ClassVar[tuple[str, ...]] = (NAME,)
+    read_by: ClassVar[tuple[str, ...]] = (NAME,)  # the baselines that read this section
 
     objective: str = "rank:ndcg"  # rank:ndcg | rank:pairwise
 
@@ -85,16 +89,18 @@ class XGBoostOptions(SearchOptions):
             )
         super().__post_init__()
 
-    def check_params(self, params: dict[str, Any]) -> None:
-        check_params(params)
+    @classmethod
+    def known_params(cls) -> set[str] | None:
+        return known_params()
 
 
-def check_params(params: dict[str, Any]) -> None:
-    """`ValueError` naming the backend and the key for a parameter XGBoost does not know."""
+@cache
+def known_params() -> set[str] | None:
+    """Every parameter XGBoost knows (None: not installed)."""
     try:
         import xgboost as xgb
     except ImportError:
-        return  # the run stops later with the install command (baselines.tuning.require_backend)
+        return None
     # XGBoost keeps unknown parameters with a warning only; its saved config names every
     # parameter it knows (the leaves of the JSON tree; nested sections are dicts).
     data = xgb.DMatrix(np.zeros((2, 1), dtype=np.float32), label=np.zeros(2))
@@ -110,13 +116,7 @@ def check_params(params: dict[str, Any]) -> None:
                     known.add(key)
 
     leaves(json.loads(booster.save_config()))
-    for key in params:
-        if key in RESERVED_PARAMS:
-            raise ValueError(
-                f"xgboost.params.{key}: set by the project; use {RESERVED_PARAMS[key]}"
-            )
-        if key not in known:
-            raise ValueError(f"xgboost.params.{key}: XGBoost has no parameter {key!r}")
+    return known
 
 
 class XGBoostBackend:

@@ -6,6 +6,7 @@ options. Old runs keep their folders and keys."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
@@ -19,10 +20,15 @@ from scarce_ltr.baselines.config import (
     SEARCHED_TREES,
     BaselineConfig,
     missing_as_nan,
+    section_readers,
 )
+from scarce_ltr.baselines.deep.config import DeepBaselineOptions
+from scarce_ltr.baselines.gbdt.config import GBDTOptions
+from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
 from scarce_ltr.baselines.run import BASELINE_FAMILIES, BASELINES
 from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.core.run_identity import runs_root
+from scarce_ltr.pretrain.encoders import EncoderConfig
 
 # Each searched backend's module, its options class, backend and scorer.
 BACKENDS = {
@@ -107,3 +113,42 @@ def test_tree_runs_keep_their_folders_and_config_keys() -> None:
         "catboost",
         "xgboost",
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "sections", "refused"),
+    [
+        # another backend's key: a silent no-op before
+        ("gbdt", {"xgboost": xgboost.XGBoostOptions(n_trials=5)}, "xgboost.n_trials=5: gbdt "
+         "takes no xgboost.* key (methods that do: xgboost); the sections gbdt reads: gbdt.*"),
+        ("resnet", {"catboost": catboost.CatBoostOptions(loss="QueryRMSE")},
+         "catboost.loss=QueryRMSE: resnet takes no catboost.* key"),
+        # a nested section's key by its dotted name
+        ("xgboost", {"deep": DeepBaselineOptions(encoder=EncoderConfig(width=64))},
+         "deep.encoder.width=64: xgboost takes no deep.* key (methods that do: resnet, deepfm, "
+         "dcnv2, dasalc); the sections xgboost reads: xgboost.*"),
+        ("dcnv2", {"gbdt": GBDTOptions(num_threads=1)}, "the sections dcnv2 reads: deep.*"),
+        ("gbdt", {"embedding": EmbeddingOptions(raw=False)}, "embedding.raw=False: gbdt takes"),
+    ],
+)  # fmt: skip
+def test_a_section_the_method_does_not_read_is_refused(method, sections, refused) -> None:
+    """A key of a section the chosen method does not read (its options' ``read_by``) is refused
+    naming the sections it reads, as an objective's, a loss's, a format's or an executor's."""
+    with pytest.raises(ValueError, match=re.escape(refused)):
+        BaselineConfig(method=method, **sections)
+
+
+def test_the_sections_a_method_reads_take_its_keys() -> None:
+    """Every baseline reads one section at least, each section's readers are baselines, and
+    their keys are taken: gbdt-ssl's LightGBM reads gbdt.* beside its embedding.*."""
+    readers = section_readers(BaselineConfig)
+    assert set(readers) == {"gbdt", "catboost", "xgboost", "deep", "embedding"}
+    for name in BASELINES:
+        assert any(name in methods for methods in readers.values()), name
+        BaselineConfig(method=name)  # defaults everywhere: taken
+    assert {m for methods in readers.values() for m in methods} == set(BASELINES)
+    cfg = BaselineConfig(
+        method="gbdt-ssl", gbdt=GBDTOptions(num_threads=1), embedding=EmbeddingOptions(raw=False)
+    )
+    assert cfg.gbdt.num_threads == 1
+    BaselineConfig(method="catboost", catboost=catboost.CatBoostOptions(n_trials=3))

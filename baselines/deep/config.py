@@ -12,6 +12,7 @@ early stopping on vali NDCG@5, and the point with the best vali NDCG@5 is kept.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from scarce_ltr.core.config_fields import (
     MAX_EPOCHS,
@@ -40,6 +41,9 @@ DEEP_OPTIMIZER = OptimizerConfig(name="adam", schedule="constant")
 # early by default, where finetuning's default (null) runs every epoch.
 @dataclass(frozen=True)
 class DeepBaselineOptions(TrainingKeys):
+    # The baselines whose runs read this section (``deep.*``): the from-scratch deep rankers.
+    read_by: ClassVar[tuple[str, ...]] = ("resnet", "deepfm", "dcnv2", "dasalc")
+
     lrs: list[float] = field(default_factory=lambda: [1e-2, 1e-3, 1e-4])  # Adam, the grid
     # `epochs` caps it further when set
     max_epochs: int = field(default=300, metadata=allowed(Allowed(1, MAX_EPOCHS)))

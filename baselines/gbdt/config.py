@@ -37,6 +37,8 @@ RESERVED_PARAMS = {
 }
 GRID_PARAMS = ("num_leaves", "min_data_in_leaf", "feature_fraction")  # lists of the paper grid
 PSEUDO_BINNINGS = ("width", "quantile")
+# ./run.sh baseline <name> of the LightGBM family (its command-line and config file names).
+LIGHTGBM_METHODS = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo")
 MAX_LIGHTGBM_LABEL = 30  # LightGBM's default label_gain table holds 2^i - 1 for i = 0..30
 
 
@@ -53,6 +55,10 @@ class GBDTOptions:
     # command line keeps NaN for them and refuses it for the others (`baselines.config`); the
     # PCA variants pass the features through a PCA, where a NaN spoils every column.
     missing_as_nan: ClassVar[tuple[str, ...]] = ("gbdt", "gbdt-optuna", "gbdt-pseudo")
+    # The baselines whose runs read this section: the LightGBM family's (`family.FAMILY`) and
+    # gbdt-ssl, LightGBM on an encoder's embeddings. Another method refuses a key of it set
+    # away from its default (`baselines.config`).
+    read_by: ClassVar[tuple[str, ...]] = (*LIGHTGBM_METHODS, "gbdt-ssl")
 
     # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (search/strategies)
     search: str = "paper-grid"

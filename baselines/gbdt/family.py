@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from scarce_ltr.baselines.gbdt import train
+from scarce_ltr.baselines.gbdt.config import LIGHTGBM_METHODS
 from scarce_ltr.baselines.gbdt.grid import BUNDLE_KIND
 from scarce_ltr.baselines.gbdt.scorer import LightGBMScorer
 from scarce_ltr.core.families import ModelFamily
 
 FAMILY = ModelFamily(
-    names=("gbdt", "gbdt-optuna", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo"),
+    names=LIGHTGBM_METHODS,
     stage="baseline",
     train=train.main,
     group="gbdt",

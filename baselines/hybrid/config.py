@@ -12,10 +12,13 @@ with one of these appended, the choice made on vali NDCG@5 together with the gri
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
 class EmbeddingOptions:
+    read_by: ClassVar[tuple[str, ...]] = ("gbdt-ssl",)  # the baselines that read this section
+
     components: list[int] = field(default_factory=lambda: [8, 16, 32])  # PCA sizes; 0: none
     raw: bool = True  # the whole embedding is a candidate too
     item_budget: int = 20000  # items per forward pass when embedding
