@@ -6,8 +6,9 @@ it (`scarce_ltr.core.config`). nan is never allowed, and inf only at a closed in
 The bounds several stages share: `POSITIVE`, `NON_NEGATIVE`, `SEEDS`, `MAX_EPOCHS`, `MAX_TRIALS`;
 the values of the ``logger`` and ``metrics.policy`` keys: `LOGGERS`, `POLICIES`.
 
-The sections several stages' configs hold: `MetricsConfig` (the NDCG cutoffs reported, what a QG
-without a relevant item counts as) and `OptimizerConfig` (Adam or AdamW, the rate's schedule).
+The sections several stages' configs hold: `MetricsConfig` (the cutoffs of NDCG, ERR and P
+reported, what a QG without a relevant item counts as) and `OptimizerConfig` (Adam or AdamW,
+the rate's schedule).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ SEEDS = Allowed(0, SEED_MAX, why="numpy's seeds are 0 .. 2**32 - 1")
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])  # NDCG cutoffs reported
+    ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])  # cutoffs: NDCG, ERR, P@k
     policy: str = "skip"  # what a QG without any relevant item counts as: skip | one | zero
 
     def __post_init__(self) -> None:
