@@ -81,7 +81,8 @@ def run_study(
     """
     for batch in batches(n_trials, n_jobs):
         # asked in trial order, trained at once, told in trial order (search.trial_batches)
-        asked, drawn = [], []
+        asked: list[Any] = []
+        drawn: list[Drawn] = []
         for number in batch:
             asked.append(study.ask() if study is not None else None)
             drawn.append(draw(number, asked[-1]))
