@@ -29,19 +29,21 @@ on resume every finished trial's epochs are reported to the study again before i
 trial resumed from its checkpoint reports its epochs so far first, so the pruner decides as in
 an uninterrupted search. ``none`` reports nothing: the search it always was, bit for bit.
 
-Trials at once (``search.n_jobs`` > 1): the study is asked a batch of N trials in order, they
-train in child processes (`finetune.trial_pool`), and are told in order once all N are done
-(`search.trial_batches`), so the search is reproducible for a given N and resumes mid-batch like a
-sequential one. A child prunes with the median rule over the trials finished before its batch
-(`ReplicaPruner`); halving and Hyperband, which read the trials still training, are refused.
-With ``trial_executor=ray`` the children are Ray tasks (`finetune.trial_pool.RayTrialPool`):
-the same jobs, the same results.
+The study is run by the one study loop of every search (`search.study_loop`, the trees' too);
+this module gives it the deep specifics: the space, the trials' folders, pools and read-back,
+the pruner's replay, the choice and the progress lines. Trials at once (``search.n_jobs`` > 1):
+the study is asked a batch of N trials in order, they train in child processes
+(`finetune.trial_pool`), and are told in order once all N are done (`search.trial_batches`), so
+the search is reproducible for a given N and resumes mid-batch like a sequential one. A child
+prunes with the median rule over the trials finished before its batch (`ReplicaPruner`); halving
+and Hyperband, which read the trials still training, are refused. With ``trial_executor=ray``
+the children are Ray tasks (`finetune.trial_pool.RayTrialPool`): the same jobs, the same
+results.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -71,8 +73,9 @@ from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
 from scarce_ltr.finetune.trial_pool import RayTrialPool, TrialPool
 from scarce_ltr.search.pruning import ReplicaPruner, Reporter, _optuna, make_pruner
 from scarce_ltr.search.selection import select_best
-from scarce_ltr.search.studies import StudyStore, create_study
-from scarce_ltr.search.trial_batches import batches, thread_share
+from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.search.study_loop import Verdict, run_study, start_study
+from scarce_ltr.search.trial_batches import thread_share
 from scarce_ltr.search.trial_folders import GridPoint
 
 INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
@@ -204,60 +207,50 @@ def run_search(
     pruning = recipe is None and space.config.pruner != "none"
     if recipe is None:
         optuna = _optuna()
-        sampler = optuna.samplers.TPESampler(seed=cfg.seed)
-        store = _store(run, cfg, space)
-        if pruning:
-            study = create_study(
-                optuna,
-                store,
-                direction="maximize",
-                sampler=sampler,
-                pruner=make_pruner(space),
-                study_name=f"search-seed{cfg.seed}",  # Hyperband's brackets hash it
-            )
-        else:
-            study = create_study(optuna, store, direction="maximize", sampler=sampler)
         n_trials = space.config.n_trials
-        for point in space.first[:n_trials]:
-            study.enqueue_trial(point)
+        study = start_study(
+            optuna,
+            _store(run, cfg, space),
+            sampler=optuna.samplers.TPESampler(seed=cfg.seed),
+            pruner=make_pruner(space) if pruning else None,
+            first=space.first[:n_trials],
+            study_name=f"search-seed{cfg.seed}" if pruning else None,  # Hyperband hashes it
+        )
     results: list[dict] = []
     trainings: list[GridTraining] = []
     per_trial: list[np.ndarray] = []
     chosen: TrainedPoint | None = None
     n_jobs = min(space.config.n_jobs, n_trials)
     pool = None
+    start = 0.0
     trial_args = {"with_params": with_params, "make_trial": make_trial, "desc": desc}
+
+    def draw(number: int, trial) -> Asked:
+        return _draw(number, trial, space, recipe, run, cfg, pruning, **trial_args)
+
+    def train(asked: list[Asked]) -> list[TrainedPoint]:
+        nonlocal pool, start
+        start = time.perf_counter()
+        if len(asked) > 1 and pool is None:
+            pool = _pool(asked[0], n_jobs, _prefix(cfg, space), space.config, run.folder)
+        return _train_batch(asked, pool, study, space)
+
+    def keep(item: Asked, point: TrainedPoint) -> None:
+        nonlocal chosen
+        number, training = item[0], item[3]
+        results.append(point.result)
+        trainings.append(training)
+        per_trial.append(point_vali_per_group(training, point))
+        best = select_best([r[BEST_VALI] for r in results])
+        if best == number:
+            chosen = point  # the earlier best's model is dropped
+        seconds = time.perf_counter() - start
+        _progress(desc, number, n_trials, point.result, results[best], seconds)
+        row = {"trial": number, **point.result["params"], BEST_VALI: point.result[BEST_VALI]}
+        on_trial(number, row)
+
     try:
-        for batch in batches(n_trials, n_jobs):
-            # asked in trial order, trained at once, told in trial order (search.trial_batches)
-            asked = [_ask(study, space, recipe, number, run, cfg, pruning, **trial_args)
-                     for number in batch]  # fmt: skip
-            start = time.perf_counter()
-            if len(asked) > 1 and pool is None:
-                pool = _pool(asked[0], n_jobs, _prefix(cfg, space), space.config, run.folder)
-            points = _train_batch(asked, pool, study, space)
-            for item, point in zip(asked, points, strict=True):
-                number, trial, params, training, candidate, reporter = item
-                _check_params(candidate, point.result, params)
-                value = point.result[BEST_VALI]
-                if reporter is not None:  # trained elsewhere or read back: its epochs, as
-                    reporter(point.result["history"])  # the pruner saw them
-                if point.result.get(PRUNED):
-                    study.tell(trial, state=_optuna().trial.TrialState.PRUNED)
-                elif study is not None and math.isfinite(value):
-                    study.tell(trial, value)
-                elif study is not None:  # nothing scored: the sampler learns nothing from it
-                    study.tell(trial, state=_optuna().trial.TrialState.FAIL)
-                results.append(point.result)
-                trainings.append(training)
-                per_trial.append(point_vali_per_group(training, point))
-                best = select_best([r[BEST_VALI] for r in results])
-                if best == number:
-                    chosen = point  # the earlier best's model is dropped
-                seconds = time.perf_counter() - start
-                _progress(desc, number, n_trials, point.result, results[best], seconds)
-                row = {"trial": number, **point.result["params"], BEST_VALI: value}
-                on_trial(number, row)
+        run_study(study, n_trials, n_jobs, draw=draw, train=train, settle=_settle, on_trial=keep)
     finally:
         if pool is not None:
             pool.close()
@@ -273,11 +266,11 @@ def run_search(
 Asked = tuple[int, Any, dict, GridTraining, Candidate, "Reporter | None"]
 
 
-def _ask(
-    study,
+def _draw(
+    number: int,
+    trial,
     space: Space,
     recipe: dict | None,
-    number: int,
     run: Run,
     cfg: CommonConfig,
     pruning: bool,
@@ -286,8 +279,8 @@ def _ask(
     make_trial: MakeTrial,
     desc: str,
 ) -> Asked:
-    """Trial ``number``: asked of the study and drawn (or the recipe), as the trial it trains."""
-    trial = study.ask() if study is not None else None
+    """Trial ``number``, just asked of the study (None: the recipe), drawn as the trial it
+    trains."""
     params = space.suggest(trial) if recipe is None else recipe
     training, candidate = make_trial(number, with_params(cfg, params))
     candidate = _as_trial(candidate, run.folder, number, params, desc)
@@ -296,6 +289,16 @@ def _ask(
         reporter = Reporter(trial, protected=number < max(len(space.first), 1))
         candidate = replace(candidate, prune=reporter)
     return number, trial, params, training, candidate, reporter
+
+
+def _settle(item: Asked, point: TrainedPoint) -> Verdict:
+    """What the study is told of a trained or read-back trial, once its params are checked and
+    its epochs (trained elsewhere or read back) reported to its pruner as it saw them."""
+    _, _, params, _, candidate, reporter = item
+    _check_params(candidate, point.result, params)
+    if reporter is not None:
+        reporter(point.result["history"])
+    return Verdict(point.result[BEST_VALI], pruned=bool(point.result.get(PRUNED)))
 
 
 def _pool(

@@ -6,7 +6,8 @@
 - a search's trials: one trial's result and the search's outcome (`trials`), every trial's
   per-QG vali kept beside the run (`trial_scores`), trials trained N at once (`trial_batches`),
   one grid point or trial finished in a folder of its own (`trial_folders`), the Optuna study
-  mirrored into shared storage (`studies`), pruning (`pruning`);
+  mirrored into shared storage (`studies`), the one study loop every Optuna search runs, the
+  trees' and the deep rankers' (`study_loop`), pruning (`pruning`);
 - the strategies (`strategies`: ``paper-grid``, ``optuna`` (TPE), ``random``, in `SEARCHES`)
   and the Optuna driver they share (`strategies.study`).
 

@@ -1,6 +1,7 @@
 """The Optuna study the sampling strategies share (``optuna``: TPE, ...): trials asked in
 order, trial 0 the backend's defaults, a median rule pruning on the backend's own per-round vali
-NDCG@5, the vali-best completed trial kept. A strategy differs only in its sampler."""
+NDCG@5, the vali-best completed trial kept (`search.trials.keep_if_best`), all through the one
+study loop of `search.study_loop`. A strategy differs only in its sampler."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import require
-from scarce_ltr.search.studies import StudyStore, create_study
-from scarce_ltr.search.trial_batches import batches, in_threads
+from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.search.study_loop import Verdict, run_study, start_study
+from scarce_ltr.search.trial_batches import in_threads
 from scarce_ltr.search.trials import (
     Pruned,
     Searchable,
@@ -93,45 +95,47 @@ def optuna_search(
         raise UserError(f"n_trials must be >= 1, got {n_trials}")
     optuna = require("optuna", "the optuna backend")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    search_study = create_study(
+    search_study = start_study(
         optuna,
         study,
-        direction="maximize",
         sampler=sampler,
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=warmup_steps),
+        first=[first] if first is not None else [],
     )
-    if first is not None:
-        search_study.enqueue_trial(first)
     outcome = SearchOutcome()
-    for batch in batches(n_trials, n_jobs):
-        # Asked and drawn in trial order, trained at once, told in trial order
-        # (search.trial_batches).
-        asked = [search_study.ask() for _ in batch]
-        drawn = [(trial, suggest(trial)) for trial in asked]
+
+    def train_batch(drawn: list[tuple[Any, dict]]) -> list[tuple[TrialResult, Any]]:
         tasks = [partial(_train, train, trial, choices) for trial, choices in drawn]
         done = in_threads(tasks, [apart(choices) for _, choices in drawn])
-        for (trial, choices), (fitted, seconds) in zip(drawn, done, strict=True):
-            if isinstance(fitted, Pruned):
-                result = TrialResult(
-                    trial.number, choices, fitted.rounds, math.nan, seconds, pruned=True
-                )
-                search_study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                keep_if_best(outcome, result, None)
-                on_trial(result)
-                continue
-            model, rounds, vali, seconds, per_group = fitted
-            result = TrialResult(
-                trial.number, choices, rounds, vali, seconds, vali_per_group=per_group
-            )
-            if math.isnan(vali):  # no vali QG could be scored: the sampler learns nothing
-                search_study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            else:
-                search_study.tell(trial, vali)
-            keep_if_best(outcome, result, model)
-            on_trial(result)
+        return [_result(*item, *fitted) for item, fitted in zip(drawn, done, strict=True)]
+
+    def keep(drawn: tuple[Any, dict], trained: tuple[TrialResult, Any]) -> None:
+        keep_if_best(outcome, *trained)
+        on_trial(trained[0])
+
+    run_study(
+        search_study,
+        n_trials,
+        n_jobs,
+        draw=lambda number, trial: (trial, suggest(trial)),
+        train=train_batch,
+        settle=lambda drawn, trained: Verdict(trained[0].vali_ndcg, trained[0].pruned),
+        on_trial=keep,
+    )
     if all(result.pruned for result in outcome.results):
         raise UserError("every trial of the search was pruned; raise n_trials")
     return outcome
+
+
+def _result(trial: Any, choices: dict, fitted: Any, seconds: float) -> tuple[TrialResult, Any]:
+    """A trained trial's result and model (None: pruned); ``seconds``, its time in `_train`, is
+    a pruned trial's (a trained one gives its own)."""
+    if isinstance(fitted, Pruned):
+        result = TrialResult(trial.number, choices, fitted.rounds, math.nan, seconds, pruned=True)
+        return result, None
+    model, rounds, vali, seconds, per_group = fitted
+    result = TrialResult(trial.number, choices, rounds, vali, seconds, vali_per_group=per_group)
+    return result, model
 
 
 def _train(train: TrainTrial, trial: Any, choices: dict) -> tuple[Any, float]:
