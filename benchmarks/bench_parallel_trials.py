@@ -86,7 +86,7 @@ def child(mode: str, run_dir: Path, epochs: int, groups: int) -> None:
     args = _args(run_dir, epochs, mode, groups)
     if mode == "threads":
         args[args.index("deep.search.n_jobs=1")] = "deep.search.n_jobs=2"
-        search._pool = lambda first, n_jobs, key: None  # type: ignore[assignment]
+        search._pool = lambda *args: None  # type: ignore[assignment]
         real = search._train_batch
         search._train_batch = lambda asked, pool, study, space: (  # type: ignore[assignment]
             _threaded(asked, pool, study, space)
