@@ -300,7 +300,7 @@ def _img(png: bytes, alt: str) -> str:
 
 def _plots():
     """`dashboard_plots`, imported where a figure is drawn: it needs plotly (the ``report``
-    extra), which the sweeps reading this module's text helpers (`report_text`) do not."""
+    extra), which importing this module does not; a missing plotly is named (`require`) there."""
     require("plotly", "the report's dashboard")
     from scarce_ltr.reports import dashboard_plots
 
