@@ -24,11 +24,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.tree_run import Report, run_tree_backend
+from scarce_ltr.baselines.tree_run import Report, TreeRunConfig, run_tree_backend, section_of
 from scarce_ltr.baselines.tuning import SearchOptions, check_in_child, check_labels, require_backend
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
@@ -38,9 +38,6 @@ from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.search.trials import Pruned
-
-if TYPE_CHECKING:  # the config imports this module for its section (`CatBoostOptions`)
-    from scarce_ltr.baselines.config import BaselineConfig
 
 # ./run.sh baseline catboost, configs/baseline/catboost.yaml and the config's catboost: section
 NAME = "catboost"
@@ -259,10 +256,11 @@ class CatBoostScorer:
         return np.asarray(scores, dtype=np.float64)
 
 
-def main(cfg: BaselineConfig, run: Run) -> Outcome:
+def main(cfg: TreeRunConfig, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
-    backend = CatBoostBackend(cfg.catboost, seed=cfg.seed, epochs=cfg.epochs)
-    return run_tree_backend(cfg, run, backend, cfg.catboost.search)
+    options = section_of(cfg, CatBoostOptions)
+    backend = CatBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
+    return run_tree_backend(cfg, run, backend, options.search)
 
 
 FAMILY = ModelFamily(

@@ -26,10 +26,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Outcome, Run
@@ -58,8 +59,9 @@ from scarce_ltr.search.trials import Searchable, SearchOutcome, TrainTrial, Tria
 class TreeRunConfig(CommonConfig):
     """What the pipeline reads of a baseline's config: the common keys, ``method``, and whether
     its trees take NaN. `baselines.config.BaselineConfig` extends it: that config imports the
-    backends for their sections and they import this module, so the pipeline names its config by
-    this base and is never imported back."""
+    backends for their sections and they import this module, so the pipeline and the backends'
+    ``main`` name their config by this base (a backend reads its own section through
+    `section_of`) and never import the config."""
 
     method: str = "gbdt"
 
@@ -67,6 +69,20 @@ class TreeRunConfig(CommonConfig):
     def keeps_missing(self) -> bool:
         """Whether this method's trees take NaN as a missing value (`BaselineConfig` says)."""
         return False
+
+
+Section = TypeVar("Section", bound=SearchOptions)
+
+
+def section_of(cfg: TreeRunConfig, options: type[Section]) -> Section:
+    """A searched backend's section of ``cfg``: the field named by its options' ``section``
+    (`BaselineConfig` holds one per backend, ``cfg.xgboost``). A backend's ``main`` takes its
+    config as a `TreeRunConfig` and reads its own keys through this."""
+    found = getattr(cfg, options.section, None)
+    if not isinstance(found, options):
+        kind = type(cfg).__name__
+        raise TypeError(f"{kind} holds no {options.section}: section of {options.__name__}")
+    return found
 
 
 Report = Callable[[int, float], None]  # (round, the backend's vali NDCG@5); may raise Pruned

@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.tree_run import Report, run_tree_backend
+from scarce_ltr.baselines.tree_run import Report, TreeRunConfig, run_tree_backend, section_of
 from scarce_ltr.baselines.tuning import (
     SearchOptions,
     check_in_child,
@@ -39,9 +39,6 @@ from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
-
-if TYPE_CHECKING:  # the config imports this module for its section (`XGBoostOptions`)
-    from scarce_ltr.baselines.config import BaselineConfig
 
 # ./run.sh baseline xgboost, configs/baseline/xgboost.yaml and the config's xgboost: section
 NAME = "xgboost"
@@ -260,10 +257,11 @@ class XGBoostScorer:
         return np.asarray(self.booster.predict(self.xgb.DMatrix(features)), dtype=np.float64)
 
 
-def main(cfg: BaselineConfig, run: Run) -> Outcome:
+def main(cfg: TreeRunConfig, run: Run) -> Outcome:
     """Train, select on vali, evaluate once on test, write the run directory."""
-    backend = XGBoostBackend(cfg.xgboost, seed=cfg.seed, epochs=cfg.epochs)
-    return run_tree_backend(cfg, run, backend, cfg.xgboost.search)
+    options = section_of(cfg, XGBoostOptions)
+    backend = XGBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
+    return run_tree_backend(cfg, run, backend, options.search)
 
 
 FAMILY = ModelFamily(

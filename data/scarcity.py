@@ -82,6 +82,11 @@ class LabelSetting:
     def labeled_vali(self) -> RankingSplit:
         return self.vali.subset(np.flatnonzero(self.vali_labeled))
 
+    def trained_groups(self) -> np.ndarray:
+        """``[n]`` indices of the labeled train QGs with a relevant item: those a supervised
+        loss learns from (the others give no gradient to any loss)."""
+        return np.flatnonzero(self.train_labeled & self.train.groups_with_relevant())
+
     def summary(self) -> dict:
         labeled = self.labeled_train()
         positives = np.zeros(0)

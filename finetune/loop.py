@@ -176,8 +176,7 @@ def _schedule(optimizer, options, phase_epoch: int, phase: Phase) -> Callable[[f
 
 def training_groups(prepared: PreparedData) -> np.ndarray:
     """Labeled train QGs with a relevant item (the others give no gradient to any loss)."""
-    labels = prepared.labels
-    return np.flatnonzero(labels.train_labeled & labels.train.groups_with_relevant())
+    return prepared.labels.trained_groups()
 
 
 def fit(

@@ -38,7 +38,6 @@ from scarce_ltr.data.teachers import (
     teacher_train_scores,
     with_pseudo_labels,
 )
-from scarce_ltr.finetune.loop import training_groups
 from scarce_ltr.finetune.losses.distillation import distillation_loss
 from scarce_ltr.pretrain.augmentations import gaussian_noise
 
@@ -144,7 +143,7 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
         targets = pseudo_labels(scores[rows], levels=levels)
         summary["levels"] = levels
     taught = ~labels.train_labeled
-    groups = np.union1d(training_groups(prepared), unlabeled)
+    groups = np.union1d(labels.trained_groups(), unlabeled)
     split = with_pseudo_labels(train, labels.train_labeled, targets)
     return Teaching(
         split=split,

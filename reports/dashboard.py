@@ -23,6 +23,8 @@ from html import escape
 from scarce_ltr.core.extras import require
 from scarce_ltr.core.metrics import compared_metrics
 from scarce_ltr.reports import choice, interactive, where
+from scarce_ltr.reports.number_text import fmt, fmt_p, mean_pm_std, paired_text
+from scarce_ltr.reports.report_text import curve_name, verdict_text
 from scarce_ltr.reports.stats import best_in_column
 
 CSS = """
@@ -113,8 +115,6 @@ with a band of one std; a star marks a clear win by the verdict rule above.</p>"
 
 def _verdicts(report: dict) -> str:
     """One line per data set, curve and label setting (`stats.verdicts`)."""
-    from scarce_ltr.reports.report_text import curve_name, verdict_text  # it imports this module
-
     k, alpha = report["k"], report["alpha"]
     items = []
     for section in report["sections"]:
@@ -298,39 +298,9 @@ def _img(png: bytes, alt: str) -> str:
     return f"<div><img alt='{escape(alt)}' src='data:image/png;base64,{data}'></div>"
 
 
-def mean_pm_std(entry: dict, metric: str) -> str:
-    """``0.4123 ± 0.0031``; ``–`` without a value, and no ``±`` part with a single seed."""
-    mean, std = entry[f"{metric}_mean"], entry[f"{metric}_std"]
-    if not math.isfinite(mean):
-        return "–"
-    return fmt(mean) + (f" ± {fmt(std)}" if math.isfinite(std) else "")
-
-
-def paired_text(entry: dict, metric: str) -> str | None:
-    """``Δ -0.0110 ± 0.0200, paired p=0.030, n=15``: the paired margin against the reference
-    (`reports.stats`); None where there is none (the reference itself, other metrics)."""
-    margin = entry.get(f"margin_{metric}", math.nan)
-    if not isinstance(margin, float | int) or not math.isfinite(margin):
-        return None
-    std = entry.get(f"margin_{metric}_std", math.nan)
-    n = entry.get("n_pairs" if metric == "test" else f"n_pairs_{metric}", 0)
-    p = entry.get(f"p_paired_{metric}", math.nan)
-    text = f"Δ {margin:+.4f}" + (f" ± {std:.4f}" if math.isfinite(std) else "")
-    text += f", paired p={fmt_p(p)}" if math.isfinite(p) else ""
-    return text + f", n={n}"
-
-
-def fmt(value: float) -> str:
-    return f"{value:.4f}" if isinstance(value, float | int) and math.isfinite(value) else "–"
-
-
-def fmt_p(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def _plots():
     """`dashboard_plots`, imported where a figure is drawn: it needs plotly (the ``report``
-    extra), which the sweeps reading this module's text helpers (`report_text`) do not."""
+    extra), which importing this module does not; a missing plotly is named (`require`) there."""
     require("plotly", "the report's dashboard")
     from scarce_ltr.reports import dashboard_plots
 

@@ -22,6 +22,8 @@ from plotly.subplots import make_subplots
 
 from scarce_ltr.reports import plots
 from scarce_ltr.reports.interactive import model_colours
+from scarce_ltr.reports.number_text import mean_pm_std, paired_text
+from scarce_ltr.reports.report_text import verdict_text
 
 # matplotlib's tab10 names (plots.GROUP_STYLE) and marker codes in plotly's spelling: the PNGs
 # and the page show a group in the same colour and shape.
@@ -160,8 +162,6 @@ def _curve(
 
 
 def _hover(entry: dict, metric: str, label: str, member: bool) -> str:
-    from scarce_ltr.reports.dashboard import mean_pm_std, paired_text
-
     n = entry["n_outlier_seeds"] if metric == "outlier" else entry["n_seeds"]
     lines = [f"<b>{plotly_text(label)}</b>", plotly_text(entry["setting"])]
     if member:
@@ -175,8 +175,6 @@ def _hover(entry: dict, metric: str, label: str, member: bool) -> str:
 
 def _stars(fig: go.Figure, wins: list[dict], groups: list[dict], k: int, alpha: float) -> None:
     """A star on the winner's NDCG point where a group wins by the verdict rule."""
-    from scarce_ltr.reports.report_text import verdict_text
-
     points = []
     for verdict in wins:
         entry = next(

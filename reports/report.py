@@ -174,9 +174,13 @@ def build(
     # Per test QG: where each deep group's member wins or loses against the vali-best tree.
     report["where"] = where.study(summary, done, read=read)
     if tsne_dirs:
-        report["tsne_png"], report["tsne_errors"] = report_figures.tsne_figure(tsne_dirs, cfg)
+        report["tsne_png"], report["tsne_errors"] = report_figures.tsne_figure(
+            tsne_dirs, max_items=cfg.tsne_items, perplexity=cfg.tsne_perplexity, seed=cfg.seed
+        )
     report["outlier_figures"] = (
-        report_figures.outlier_figures(done, cfg) if cfg.outlier_figure else []
+        report_figures.outlier_figures(done, feature=cfg.outlier_feature)
+        if cfg.outlier_figure
+        else []
     )
     return report
 

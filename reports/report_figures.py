@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,24 +15,22 @@ from scarce_ltr.core.run_config import read_config
 from scarce_ltr.core.runs import read_report
 from scarce_ltr.reports import plots
 
-if TYPE_CHECKING:
-    from scarce_ltr.reports.report import ReportConfig
 
-
-def outlier_figures(done: list[dict], cfg: ReportConfig) -> list[dict]:
+def outlier_figures(done: list[dict], *, feature: int | None) -> list[dict]:
     """Figure 5 per data set: the histogram rule's cut on one feature, from the first finished
-    run of the data set that used the rule (its data settings and its gap G)."""
+    run of the data set that used the rule (its data settings and its gap G). ``feature``: the
+    LETOR feature number drawn (1-based; None: the feature flagging the most test QGs)."""
     figures = []
     for dataset in sorted({r["dataset"] for r in done}):
         for row in (r for r in done if r["dataset"] == dataset):
             outliers = ((read_report(row["run_dir"]) or {}).get("metrics") or {}).get("outliers")
             if outliers and outliers.get("method") == "histogram" and outliers.get("gap"):
-                figures.append(_outlier_figure(dataset, Path(row["run_dir"]), outliers, cfg))
+                figures.append(_outlier_figure(dataset, Path(row["run_dir"]), outliers, feature))
                 break
     return figures
 
 
-def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConfig) -> dict:
+def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, feature: int | None) -> dict:
     from scarce_ltr.data.datasets import load_dataset
     from scarce_ltr.data.outliers.histogram import feature_histogram, flagged_by_feature
     from scarce_ltr.data.stage_config import CommonConfig
@@ -49,13 +46,13 @@ def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConf
     spec = data.outliers
     options = dict(gap=gap, n_bins=spec.n_bins, max_tail_share=spec.max_tail_share)
     flagged = flagged_by_feature(vali.features, test, **options)
-    if cfg.outlier_feature is None:
+    if feature is None:
         column = int(flagged.argmax())
-    elif cfg.outlier_feature <= vali.n_features:
-        column = cfg.outlier_feature - 1
+    elif feature <= vali.n_features:
+        column = feature - 1
     else:
         raise UserError(
-            f"outlier_feature={cfg.outlier_feature}: data set {dataset} has "
+            f"outlier_feature={feature}: data set {dataset} has "
             f"{vali.n_features} features (numbered 1..{vali.n_features})"
         )
     hist = feature_histogram(vali.features, feature=column, **options)
@@ -68,7 +65,11 @@ def _outlier_figure(dataset: str, run_dir: Path, outliers: dict, cfg: ReportConf
     return entry | {"feature": column + 1, "png": png, "flagged": int(flagged[column])}
 
 
-def tsne_figure(folders: list[Path], cfg: ReportConfig) -> tuple[bytes | None, list[str]]:
+def tsne_figure(
+    folders: list[Path], *, max_items: int, perplexity: float, seed: int
+) -> tuple[bytes | None, list[str]]:
+    """A t-SNE panel of each run's test-item embeddings (`reports.embeddings.tsne_of_run`), and
+    a line for each run skipped."""
     from scarce_ltr.reports.embeddings import tsne_of_run
 
     panels, errors = [], []
@@ -76,9 +77,7 @@ def tsne_figure(folders: list[Path], cfg: ReportConfig) -> tuple[bytes | None, l
         print(f"t-SNE of {folder} ...", file=sys.stderr)
         try:
             panels.append(
-                tsne_of_run(
-                    folder, max_items=cfg.tsne_items, perplexity=cfg.tsne_perplexity, seed=cfg.seed
-                )
+                tsne_of_run(folder, max_items=max_items, perplexity=perplexity, seed=seed)
             )
         except UserError as exc:
             errors.append(f"t-SNE skipped: {exc}")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from scarce_ltr.reports import choice, dashboard, where
+from scarce_ltr.reports import choice, where
+from scarce_ltr.reports.number_text import fmt_p, mean_pm_std, paired_text
 
 
 def text_tables(report: dict) -> str:
@@ -65,10 +66,10 @@ def _tuned_lines(tuned: list[dict], k: int) -> list[str]:
 def _text_cell(entry: dict | None, metric: str) -> str:
     if entry is None:
         return "-"
-    text = dashboard.mean_pm_std(entry, metric)
+    text = mean_pm_std(entry, metric)
     p = entry.get(f"p_{metric}", math.nan)
-    notes = [f"p={dashboard.fmt_p(p)}"] if math.isfinite(p) else []
-    paired = dashboard.paired_text(entry, metric)
+    notes = [f"p={fmt_p(p)}"] if math.isfinite(p) else []
+    paired = paired_text(entry, metric)
     notes += [paired] if paired else []
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
@@ -222,7 +223,7 @@ def _p_and_n(step: dict) -> str:
     if step["n"] == 0:
         return " (means)"
     p = step["p"]
-    return (f", p={dashboard.fmt_p(p)}" if math.isfinite(p) else "") + f", n={step['n']}"
+    return (f", p={fmt_p(p)}" if math.isfinite(p) else "") + f", n={step['n']}"
 
 
 def _percents(xs: list[float]) -> str:

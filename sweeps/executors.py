@@ -18,14 +18,11 @@ one's options, and refuses another executor's keys (`check_executor_keys`). docs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from scarce_ltr.sweeps import local_executor, ray_executor
 from scarce_ltr.sweeps.executor_kind import Executor, ExecutorKind
 from scarce_ltr.sweeps.jobs import Job
-
-if TYPE_CHECKING:
-    from scarce_ltr.sweeps.sweep import SweepConfig
 
 # The one list of executors (``executor=``), in the order its messages list them.
 EXECUTORS: dict[str, ExecutorKind] = {
@@ -34,13 +31,26 @@ EXECUTORS: dict[str, ExecutorKind] = {
 }
 
 
-def options_of(cfg: Any, kind: ExecutorKind) -> Any:
+class ExecutorChoice(Protocol):
+    """A sweep config as the executors read it (`scarce_ltr.sweeps.sweep.SweepConfig` is one):
+    the chosen executor, the jobs run at once and, under each executor's section name
+    (`ExecutorKind.section`), its options. Typed here, not against the sweep config, which
+    imports this module."""
+
+    @property
+    def executor(self) -> str: ...
+
+    @property
+    def workers(self) -> int: ...
+
+
+def options_of(cfg: ExecutorChoice, kind: ExecutorKind) -> Any:
     """The options ``cfg`` (a sweep config) holds for ``kind`` (its own, empty, without a
     section)."""
     return getattr(cfg, kind.section) if kind.section else kind.options()
 
 
-def check_executor_keys(cfg: Any) -> None:
+def check_executor_keys(cfg: ExecutorChoice) -> None:
     """Another executor's key set away from its default is an error naming the keys the chosen
     executor reads, not a silent no-op (``ray.address=...`` with ``executor=local``)."""
     chosen = EXECUTORS[cfg.executor]
@@ -57,7 +67,7 @@ def check_executor_keys(cfg: Any) -> None:
             )
 
 
-def make_executor(cfg: SweepConfig, folder: Path, jobs: list[Job]) -> Executor:
+def make_executor(cfg: ExecutorChoice, folder: Path, jobs: list[Job]) -> Executor:
     kind = EXECUTORS[cfg.executor]
     stages = {job.stage for job in jobs}
     return kind.build(options_of(cfg, kind), workers=cfg.workers, folder=folder, stages=stages)

@@ -16,9 +16,11 @@ from tiny import tiny_data
 import scarce_ltr
 from scarce_ltr.baselines.catboost import EVAL_METRIC as CATBOOST_NDCG
 from scarce_ltr.baselines.catboost import CatBoostBackend, CatBoostOptions
+from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.gbdt.config import GBDTOptions
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import BoosterOptions
 from scarce_ltr.baselines.gbdt.search import lightgbm_choices
+from scarce_ltr.baselines.tree_run import TreeRunConfig, section_of
 from scarce_ltr.baselines.xgboost import XGBoostBackend, XGBoostOptions
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
@@ -252,6 +254,15 @@ def test_same_seed_same_scores_and_the_bundle_scores_as_the_run_did(runs, name) 
     means = [np.nanmean(row) if not np.isnan(row).all() else None for row in per_trial]
     assert means == pytest.approx([t["vali_ndcg@5"] for t in trials], abs=1e-12)
     np.testing.assert_array_equal(per_trial, read_trial_scores(second)[1])
+
+
+def test_a_backend_reads_its_own_section_through_the_pipelines_base_config() -> None:
+    """A backend's `main` takes a `TreeRunConfig` and reads its section by the options' name
+    (`section_of`): it never imports `BaselineConfig`, which imports it for that section."""
+    cfg = BaselineConfig(method="xgboost", xgboost=XGBoostOptions(n_trials=3))
+    assert section_of(cfg, XGBoostOptions) is cfg.xgboost
+    with pytest.raises(TypeError, match="TreeRunConfig holds no catboost: section of CatBoost"):
+        section_of(TreeRunConfig(), CatBoostOptions)
 
 
 def test_the_tree_rankers_fall_into_the_gbdt_group() -> None:

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from scarce_ltr.data.arrays import check_values, read_arrays, split_folder
-from scarce_ltr.data.formats.base import DataFormat, LoadedData, checked
-
-if TYPE_CHECKING:
-    from scarce_ltr.data.datasets import DataConfig
+from scarce_ltr.data.formats.base import DataFormat, DataKeys, LoadedData, checked
 
 NAME = "arrays"
 
@@ -27,11 +23,11 @@ class Options:
         """Nothing to check: no key of its own."""
 
 
-def find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
+def find(cfg: DataKeys, folder: Path, stem: str) -> Path | None:
     return split_folder(folder, stem)
 
 
-def load(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
+def load(cfg: DataKeys, files: dict[str, Path]) -> LoadedData:
     """Each split's arrays, checked as they are read; missing values (NaN) counted."""
     splits = {split: read_arrays(path, name=split) for split, path in files.items() if path}
     missing = {

@@ -10,18 +10,25 @@ inputs ``predict`` reads as this format. `scarce_ltr.data.datasets` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from scarce_ltr.core.errors import DataFormatError, UserError
 from scarce_ltr.data.arrays import Missing
 from scarce_ltr.data.letor import line_of_item
 from scarce_ltr.data.ranking_split import MAX_LABEL, RankingSplit, label_outside_grades
 
-if TYPE_CHECKING:
-    from scarce_ltr.data.datasets import DataConfig
+
+class DataKeys(Protocol):
+    """The ``data`` section as a format reads it: ``splits`` (each split's file stem; None: a
+    vali carved from train) and, by name, the format's own keys, its `Options`' fields (read
+    through `DataFormat.options_of`). `scarce_ltr.data.datasets.DataConfig` is one; the formats
+    type against this, so that they import nothing of `datasets`, which dispatches to them."""
+
+    @property
+    def splits(self) -> Mapping[str, str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -55,9 +62,9 @@ class DataFormat:
     kinds: str
     # The file (or folder) holding a split: (config, data folder, the split's stem) -> path or
     # None when absent; a `UserError` when something else stands there.
-    find: Callable[[DataConfig, Path, str], Path | None]
+    find: Callable[[DataKeys, Path, str], Path | None]
     # The splits of the files `find` found ({split: path}), read and checked.
-    load: Callable[[DataConfig, dict[str, Path]], LoadedData]
+    load: Callable[[DataKeys, dict[str, Path]], LoadedData]
     # Whether predict reads ``data.path`` as this format (None: predict does not read it).
     predicts: Callable[[Path], bool] | None = None
     # Whether ``data.path`` may name one file holding every split (else a file is refused).
@@ -68,7 +75,7 @@ class DataFormat:
         """The ``data.*`` keys (without ``data.``) this format reads beside path and splits."""
         return tuple(f.name for f in fields(self.options))
 
-    def options_of(self, cfg: DataConfig) -> Any:
+    def options_of(self, cfg: DataKeys) -> Any:
         """This format's `Options` from ``cfg``, checked."""
         options = self.options(**{key: getattr(cfg, key) for key in self.keys})
         options.check()

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.cache import load_split
-from scarce_ltr.data.formats.base import DataFormat, LoadedData, check_label_range
-
-if TYPE_CHECKING:
-    from scarce_ltr.data.datasets import DataConfig
+from scarce_ltr.data.formats.base import DataFormat, DataKeys, LoadedData, check_label_range
 
 NAME = "letor"
 
@@ -31,7 +27,7 @@ class Options:
         """Nothing to check: no key of its own."""
 
 
-def find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
+def find(cfg: DataKeys, folder: Path, stem: str) -> Path | None:
     candidates = [folder / c for c in (stem, f"{stem}.txt", f"{stem}.txt.gz", f"{stem}.gz")]
     for path in candidates:
         if path.is_file():
@@ -45,7 +41,7 @@ def find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
     return None
 
 
-def load(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
+def load(cfg: DataKeys, files: dict[str, Path]) -> LoadedData:
     """Each split's file through the parsed cache, its labels checked (naming the line)."""
     splits = {split: load_split(path, name=split) for split, path in files.items() if path}
     for split, path in files.items():

@@ -12,14 +12,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.formats.base import DataFormat, LoadedData, checked
+from scarce_ltr.data.formats.base import DataFormat, DataKeys, LoadedData, checked
 from scarce_ltr.data.tables import SUFFIXES, find_table, open_table, single_table
-
-if TYPE_CHECKING:
-    from scarce_ltr.data.datasets import DataConfig
 
 NAME = "table"
 
@@ -40,29 +36,31 @@ class Options:
                 raise ValueError(f"data.{key} must name a column of the table, got ''")
 
 
-def find(cfg: DataConfig, folder: Path, stem: str) -> Path | None:
+def find(cfg: DataKeys, folder: Path, stem: str) -> Path | None:
     """A split's table; with ``data.split_column``, the folder's one table (or ``data.path``
     itself, a table holding every split)."""
+    split_column = _options(cfg).split_column
     if folder.is_file():  # data.path=<one table>: every split in it, by data.split_column
-        if not cfg.split_column:
+        if not split_column:
             raise UserError(
                 f"data.path={folder} is one table: give data.split_column=<column naming "
                 "each row's split>, or data.path=<folder holding a table per split>"
             )
         return folder if folder.suffix in SUFFIXES else None
-    return single_table(folder) if cfg.split_column else find_table(folder, stem)
+    return single_table(folder) if split_column else find_table(folder, stem)
 
 
-def load(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
+def load(cfg: DataKeys, files: dict[str, Path]) -> LoadedData:
     """Train's table first: its feature columns (``data.features``, or its numeric columns)
     are taken by name from vali's and test's, whatever their order."""
-    columns = dict(qid=cfg.qid, label=cfg.label)
+    options = _options(cfg)
+    columns = dict(qid=options.qid, label=options.label)
     train = open_table(
-        files["train"], name="train", split=split_rows(cfg, "train"), features=cfg.features,
+        files["train"], name="train", split=split_rows(cfg, "train"), features=options.features,
         **columns,
     )  # fmt: skip
     tables = {"train": train}
-    reference = None if cfg.features else str(files["train"])
+    reference = None if options.features else str(files["train"])
     for s in ("vali", "test"):
         if s not in files:  # a vali carved from train (data.vali_from_train)
             continue
@@ -70,7 +68,7 @@ def load(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
             files[s], name=s, split=split_rows(cfg, s), features=train.names,
             reference=reference, **columns,
         )  # fmt: skip
-        if not cfg.features and tables[s].others:
+        if not options.features and tables[s].others:
             print(
                 f"warning: {files[s]}: numeric column(s) {', '.join(map(repr, tables[s].others))}"
                 f" not in {files['train']} are left out (the splits' columns are matched by name)",
@@ -81,9 +79,15 @@ def load(cfg: DataConfig, files: dict[str, Path]) -> LoadedData:
     return checked(LoadedData(splits, files, list(train.names), missing))
 
 
-def split_rows(cfg: DataConfig, split: str) -> tuple[str, str] | None:
+def split_rows(cfg: DataKeys, split: str) -> tuple[str, str] | None:
     """``data.split_column``: the column and the value (``data.splits``) of a split's rows."""
-    return (cfg.split_column, cfg.splits[split]) if cfg.split_column else None
+    column = _options(cfg).split_column
+    return (column, cfg.splits[split]) if column else None
+
+
+def _options(cfg: DataKeys) -> Options:
+    """Table's keys of the data section (`Options`, checked)."""
+    return FORMAT.options_of(cfg)
 
 
 def predicts(path: Path) -> bool:
