@@ -185,7 +185,7 @@ def test_absurd_epochs_stop_the_command_line_before_a_run_folder(runs, monkeypat
     "args",
     [
         [*PRETRAIN, "device=cuda"],
-        [*GBDT[:1], "resnet", *GBDT[2:], "deep.device=cuda"],
+        [*GBDT[:1], "resnet", "logger=none", "deep.device=cuda"],
     ],
 )
 def test_cuda_where_there_is_none_is_named_before_a_run_folder(
