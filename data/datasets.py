@@ -137,9 +137,7 @@ class DataConfig:
                 else:
                     own = ", ".join(["data.path", "data.splits", *(f"data.{k}" for k in reads)])
                     which = f"data.format={self.format} does not read it; it reads {own}"
-                raise ValueError(
-                    f"data.{key}={getattr(self, key)}: {which} (data.{key} is {_readers(key)}'s)"
-                )
+                raise ValueError(f"data.{key}={getattr(self, key)}: {which} ({_readers(key)})")
         if self.name == "synthetic":
             return
         chosen.options_of(self)
@@ -357,5 +355,9 @@ def _same_width(
 
 
 def _readers(key: str) -> str:
-    """The formats that read ``key``, for messages: ``data.format=table``."""
-    return " and ".join(f"data.format={name}" for name, fmt in FORMATS.items() if key in fmt.keys)
+    """Who reads ``key``, for messages: ``data.qid is data.format=table's``, or, once two
+    formats read one key, ``data.qid is read by data.format=table and data.format=csv``."""
+    names = [f"data.format={name}" for name, fmt in FORMATS.items() if key in fmt.keys]
+    if len(names) == 1:
+        return f"data.{key} is {names[0]}'s"
+    return f"data.{key} is read by {' and '.join(names)}"

@@ -5,6 +5,7 @@ its module and one registry line alone (docs/architecture.md, "Where new code go
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +113,27 @@ def test_a_new_format_is_its_module_and_one_registry_line(tmp_path, monkeypatch)
     assert list(loaded.splits["test"].qids) == [1, 2, 3]
     with pytest.raises(ValueError, match="data.qid=q: data.format=csv does not read it"):
         DataConfig(name="mine", format="csv", path=str(tmp_path), qid="q")
+
+
+@dataclass(frozen=True)
+class _KeyedCsvOptions:
+    qid: str | None = None  # a key table reads too
+
+    def check(self) -> None:
+        pass
+
+
+def test_a_key_two_formats_read_is_named_with_both(monkeypatch) -> None:
+    """Once a second format reads data.qid, the refusal names both readers in plain words
+    (it said "data.qid is data.format=table and data.format=csv's")."""
+    fmt = DataFormat("csv", _KeyedCsvOptions, pattern=".csv", kinds="CSV files",
+                     find=_csv_find, load=_csv_load)  # fmt: skip
+    monkeypatch.setitem(FORMATS, "csv", fmt)
+    with pytest.raises(ValueError, match=re.escape(
+        "data.qid=q: data.format=letor does not read it; it reads data.path, data.splits "
+        "(data.qid is read by data.format=table and data.format=csv)"
+    )):  # fmt: skip
+        DataConfig(name="mine", format="letor", path="/x", qid="q")
 
 
 @pytest.mark.parametrize(
