@@ -70,6 +70,7 @@ class BaselineConfig(TreeRunConfig):
                 "gbdt.teacher=self: a pseudo-labeling GBDT teaches itself without a teacher "
                 "(leave gbdt.teacher out); gbdt.teacher names a finished run"
             )
+        self.teaching.check_read(self.teacher)
         if self_taught(self.teacher):
             self.teaching.check_self_taught()
         if not no_teacher(self.gbdt.teacher) and self.method not in TAUGHT_TREES:

@@ -32,7 +32,7 @@ level 0, which LambdaMART ignores (a QG without a relevant item has no gradient)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +101,23 @@ class TeachingConfig:
         if self.noise is not None:
             return self.noise
         return SELF_NOISE if self_taught else 0.0
+
+    def check_read(self, teacher: str | None) -> None:
+        """Stop when a key is set away from its default and no ``teacher`` is there to read
+        it (``teaching.weight=0.5`` without ``teacher=``: a silent no-op before)."""
+        if not no_teacher(teacher):
+            return
+        default = TeachingConfig()
+        changed = [
+            f"teaching.{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)}: teaching.* is read only with a teacher (teacher=<run dir> "
+                "or teacher=self); give one or leave teaching.* out"
+            )
 
     def check_self_taught(self) -> None:
         """Stop unless these keys make sense for ``teacher=self``."""

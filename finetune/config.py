@@ -233,6 +233,7 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
         self.check_training_keys()
         self.search.check("search.")
+        self.teaching.check_read(self.teacher)
         if self_taught(self.teacher):
             self.teaching.check_self_taught()
         for lr in self.lrs:

@@ -169,6 +169,29 @@ def test_teaching_config_is_checked() -> None:
             TeachingConfig(**{key: value})
 
 
+@pytest.mark.parametrize(
+    ("stage", "overrides"),
+    [
+        ("baseline", ["method=resnet", "teaching.weight=0.5"]),
+        ("baseline", ["method=gbdt-pseudo", "teaching.targets=buckets"]),
+        ("finetune", ["strategy=full", "pretrained=none", "teaching.levels=3"]),
+    ],
+)
+def test_teaching_keys_without_a_teacher_are_refused(stage, overrides) -> None:
+    """``teaching.*`` is read only with ``teacher=``: set without one, it names the keys and
+    what is missing (before: the run ignored it)."""
+    from scarce_ltr.baselines.config import BaselineConfig
+    from scarce_ltr.finetune.config import FinetuneConfig
+
+    schema = BaselineConfig if stage == "baseline" else FinetuneConfig
+    refused = r"teaching\.\w+=[\w.]+: teaching\.\* is read only with a teacher"
+    with pytest.raises(UserError, match=refused):
+        load_config(schema, overrides)
+    if "method=gbdt-pseudo" not in overrides:  # its teacher is gbdt.teacher; it reads none
+        cfg, _ = load_config(schema, [*overrides, "teacher=self", "teaching.noise=0.1"])
+        assert cfg.teaching.noise == 0.1  # with a teacher it is read
+
+
 # --- taught runs end to end -------------------------------------------------------------------
 
 
