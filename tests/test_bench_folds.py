@@ -131,3 +131,47 @@ def test_oracle_report_pairs_the_finished_units(monkeypatch, tmp_path: Path, cap
     assert "| (p) - (s) |" in out and "-0.003 ± 0.015" in out
     assert "sd 0.035 over 3 units): 2 for all of it (+0.060), 8 for half " in out
     assert "with Student's t 4 and 10." in out
+
+
+def _finished_cell(folder: Path, vali: float, test: float, cpu: float) -> None:
+    folder.mkdir(parents=True)
+    metrics = {"vali": {"ndcg@5": vali}, "test": {"ndcg@5": test}}
+    (folder / "report.json").write_text(json.dumps({"metrics": metrics, "seconds": 1.0,
+                                                    "cpu_seconds": cpu}))  # fmt: skip
+    (folder / "DONE").write_text("")
+
+
+def test_yandex_hybrid_pairs_each_unit_against_its_vali_best_tree(
+    monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """bench_yandex_hybrid.py: the tree vali picks per unit (not test's best), a unit counted
+    only once every single model finished, and vali's pick among the seven."""
+    import bench_yandex_hybrid as bench
+
+    sweep = tmp_path / "yandex-hybrid"
+    # (vali, test) per model and unit: unit 1's vali-best tree is catboost (test 0.50, below
+    # gbdt's 0.60), and vali picks scratch+full there; unit 2 picks xgboost and simclr-rank+full
+    values = {
+        1: {"gbdt": (0.1, 0.60), "gbdt-optuna": (0.2, 0.55), "catboost": (0.3, 0.50),
+            "xgboost": (0.0, 0.40), "resnet": (0.1, 0.52), "scratch+full": (0.4, 0.54),
+            "simclr-rank+full": (0.2, 0.56)},
+        2: {"gbdt": (0.1, 0.50), "gbdt-optuna": (0.1, 0.50), "catboost": (0.1, 0.50),
+            "xgboost": (0.2, 0.52), "resnet": (0.1, 0.49), "scratch+full": (0.2, 0.50),
+            "simclr-rank+full": (0.5, 0.53)},
+    }  # fmt: skip
+    for fold, models in values.items():
+        for model, (vali, test) in models.items():
+            _finished_cell(bench.cell(sweep, model, fold, 0, 0.01), vali, test, 10.0 * fold)
+    bench.cell(sweep, "gbdt", 3, 0, 0.01).mkdir(parents=True)  # unit 3: not finished
+    argv = ["bench", "--sweep", str(sweep), "--seeds", "0", "--fractions", "0.01"]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    out = capsys.readouterr().out
+    assert "2 unit(s) done" in out
+    assert "vali-best tree per unit: catboost, xgboost" in out
+    assert "vali's pick per unit: scratch+full, simclr-rank+full" in out
+    assert "| vali-best tree | 0.5100 |" in out  # (0.50 + 0.52) / 2
+    # scratch+full - that tree: +0.04, -0.02; simclr-rank+full - scratch+full: +0.02, +0.03
+    assert "| `scratch+full` | 0.5200 | 15.0 | +0.010 ± 0.042" in out
+    assert "+0.025 ± 0.007" in out
+    assert "| vali's pick among the seven | 0.5350 |" in out
