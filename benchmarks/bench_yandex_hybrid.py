@@ -1,12 +1,12 @@
 """The hybrid comparison on the Yandex folds (issue 46, item 3): configs/sweep/yandex-hybrid.yaml.
 
 Per budget, over the (fold, seed) units where every single model finished: each model's test
-NDCG@5 and CPU seconds a cell; the deep rankers paired against the vali-best of the four trees
-(gbdt, gbdt-optuna, catboost, xgboost: the report's GBDT group), `simclr-rank+full` and `resnet`
-paired against `scratch+full` (the same searched finetuning on a fresh encoder: what pretraining
-adds), and the model vali chooses among the seven single models in each unit (`./run.sh
-select`'s argmax) against the vali-best tree. Ensembles are left to `./run.sh report`. Test never
-chooses anything here.
+NDCG@5 and CPU seconds a cell; the deep rankers and the ensembles paired against the vali-best
+of the four trees in the unit (gbdt, gbdt-optuna, catboost, xgboost: the report's GBDT group),
+`simclr-rank+full`, `resnet` and the pretrained seed ensemble paired against their from-scratch
+twins (the same searched finetuning on a fresh encoder: what pretraining adds), and the model
+vali chooses in each unit, among the seven single models and among all ten (`./run.sh
+report`'s per-unit argmax), against the vali-best tree. Test never chooses anything here.
 
     ./run.sh sweep yandex-hybrid 'fractions=[0.01]' 'seeds=[0]' logger=none   (resumable)
     .venv/bin/python benchmarks/bench_yandex_hybrid.py [--sweep runs/sweeps/yandex-hybrid]
@@ -15,29 +15,52 @@ chooses anything here.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
-from ohsumed_folds import ROOT, finished_report, paired
+from ohsumed_folds import ROOT, paired
 
 TREES = ("gbdt", "gbdt-optuna", "catboost", "xgboost")
 DEEP = ("resnet", "scratch+full", "simclr-rank+full")
+TOPK = "topk:" + ",".join(TREES + DEEP)
+ENSEMBLES = ("seed-ensemble:scratch+full", "seed-ensemble:simclr-rank+full", TOPK)
 SCRATCH = "scratch+full"
+# a model -> its from-scratch twin (what pretraining adds is the margin over it)
+TWIN = {
+    "resnet": SCRATCH,
+    "simclr-rank+full": SCRATCH,
+    "seed-ensemble:simclr-rank+full": "seed-ensemble:scratch+full",
+}
 
 
 def cell(sweep: Path, model: str, fold: int, seed: int, fraction: float) -> Path:
-    stage = "finetune" if "+" in model else "baseline"
+    stage = "ensemble" if ":" in model else "finetune" if "+" in model else "baseline"
     return sweep / "yandex" / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
 
 
+def finished(folder: Path) -> dict | None:
+    """A finished run's report.json (an ensemble's too); None before."""
+    if not (folder / "DONE").is_file():
+        return None
+    return json.loads((folder / "report.json").read_text())
+
+
 def unit_scores(sweep: Path, unit: tuple[int, int], fraction: float) -> dict | None:
-    """``{model: (vali, test, cpu seconds)}`` of one unit; None until every model finished."""
+    """``{model: (vali, test, cpu seconds)}`` of one unit; None until every single model
+    finished (the ensembles are in it once they did)."""
     found = {}
-    for model in TREES + DEEP:
-        report = finished_report(cell(sweep, model, *unit, fraction))
-        if report is None:
+    for model in TREES + DEEP + ENSEMBLES:
+        report = finished(cell(sweep, model, *unit, fraction))
+        if report is None and model not in ENSEMBLES:
             return None
-        found[model] = (report["_vali"], report["_test"], report.get("cpu_seconds", np.nan))
+        if report is not None:
+            metrics = report["metrics"]
+            found[model] = (
+                metrics["vali"]["ndcg@5"],
+                metrics["test"]["ndcg@5"],
+                report.get("cpu_seconds", np.nan),
+            )
     return found
 
 
@@ -59,24 +82,32 @@ def main() -> None:
         if not done:
             continue
         tree = {u: s[vali_best(s, TREES)][1] for u, s in done.items()}
-        picks = {u: vali_best(s, TREES + DEEP) for u, s in done.items()}
         print("vali-best tree per unit: " + ", ".join(vali_best(s, TREES) for s in done.values()))
-        print("vali's pick per unit: " + ", ".join(picks.values()) + "\n")
-        print("| model | test NDCG@5 | CPU s a cell | minus the vali-best tree "
-              "| minus scratch+full |")  # fmt: skip
-        print("|---|---|---|---|---|")
-        print(f"| vali-best tree | {np.mean(list(tree.values())):.4f} | | | |")
-        for model in TREES + DEEP:
-            test = [s[model][1] for s in done.values()]
-            cpu = np.mean([s[model][2] for s in done.values()])
-            over_tree = paired(test, list(tree.values())) if model in DEEP else ""
-            over_scratch = ""
-            if model in DEEP and model != SCRATCH:
-                over_scratch = paired(test, [s[SCRATCH][1] for s in done.values()])
-            print(f"| `{model}` | {np.mean(test):.4f} | {cpu:.1f} | {over_tree} | {over_scratch} |")
-        chosen = [done[u][picks[u]][1] for u in done]
-        print(f"| vali's pick among the seven | {np.mean(chosen):.4f} | | "
-              f"{paired(chosen, list(tree.values()))} | |")  # fmt: skip
+        print("| model | units | test NDCG@5 | CPU s a cell | minus the vali-best tree "
+              "| minus its from-scratch twin |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        print(f"| vali-best tree | {len(tree)} | {np.mean(list(tree.values())):.4f} | | | |")
+        for model in TREES + DEEP + ENSEMBLES:
+            have = [u for u in done if model in done[u]]
+            if not have:
+                continue
+            test = [done[u][model][1] for u in have]
+            cpu = np.mean([done[u][model][2] for u in have])
+            over_tree = paired(test, [tree[u] for u in have]) if model not in TREES else ""
+            twin = TWIN.get(model)
+            over_twin = ""
+            if twin is not None and all(twin in done[u] for u in have):
+                over_twin = paired(test, [done[u][twin][1] for u in have])
+            print(f"| `{model}` | {len(have)} | {np.mean(test):.4f} | {cpu:.1f} | {over_tree} "
+                  f"| {over_twin} |")  # fmt: skip
+        per_unit = []
+        for among, models in (("the seven single models", TREES + DEEP), ("every model", None)):
+            picks = {u: vali_best(s, models or tuple(s)) for u, s in done.items()}
+            chosen = [done[u][picks[u]][1] for u in done]
+            print(f"| vali's pick among {among} | {len(chosen)} | {np.mean(chosen):.4f} | | "
+                  f"{paired(chosen, list(tree.values()))} | |")  # fmt: skip
+            per_unit.append(f"vali's pick among {among}, per unit: " + ", ".join(picks.values()))
+        print("\n" + "\n".join(per_unit))
 
 
 if __name__ == "__main__":

@@ -163,15 +163,18 @@ def test_yandex_hybrid_pairs_each_unit_against_its_vali_best_tree(
         for model, (vali, test) in models.items():
             _finished_cell(bench.cell(sweep, model, fold, 0, 0.01), vali, test, 10.0 * fold)
     bench.cell(sweep, "gbdt", 3, 0, 0.01).mkdir(parents=True)  # unit 3: not finished
+    _finished_cell(bench.cell(sweep, bench.TOPK, 1, 0, 0.01), 0.9, 0.58, 1.0)  # unit 1 only
     argv = ["bench", "--sweep", str(sweep), "--seeds", "0", "--fractions", "0.01"]
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
     out = capsys.readouterr().out
     assert "2 unit(s) done" in out
     assert "vali-best tree per unit: catboost, xgboost" in out
-    assert "vali's pick per unit: scratch+full, simclr-rank+full" in out
-    assert "| vali-best tree | 0.5100 |" in out  # (0.50 + 0.52) / 2
+    assert "| vali-best tree | 2 | 0.5100 |" in out  # (0.50 + 0.52) / 2
     # scratch+full - that tree: +0.04, -0.02; simclr-rank+full - scratch+full: +0.02, +0.03
-    assert "| `scratch+full` | 0.5200 | 15.0 | +0.010 ± 0.042" in out
+    assert "| `scratch+full` | 2 | 0.5200 | 15.0 | +0.010 ± 0.042" in out
     assert "+0.025 ± 0.007" in out
-    assert "| vali's pick among the seven | 0.5350 |" in out
+    assert f"| `{bench.TOPK}` | 1 | 0.5800 |" in out  # an ensemble where it finished
+    assert "| vali's pick among the seven single models | 2 | 0.5350 |" in out
+    assert "among the seven single models, per unit: scratch+full, simclr-rank+full" in out
+    assert "| vali's pick among every model | 2 | 0.5550 |" in out  # topk in unit 1
