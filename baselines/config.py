@@ -9,10 +9,9 @@ field here. What the sections' options declare derives from these fields (`MISSI
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from scarce_ltr.baselines.catboost import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
@@ -21,6 +20,7 @@ from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
 from scarce_ltr.baselines.tree_run import TreeRunConfig
 from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.baselines.xgboost import XGBoostOptions
+from scarce_ltr.core.config_fields import changed_keys
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.teachers import (
@@ -139,19 +139,6 @@ def section_readers(schema: type) -> dict[str, tuple[str, ...]]:
         for name, tp in sections(schema).items()
         if isinstance(getattr(tp, "read_by", None), tuple)
     }
-
-
-def changed_keys(prefix: str, options: Any, default: Any) -> list[str]:
-    """``<prefix>.<key>=<value>`` of each key of ``options`` (a dataclass; nested sections
-    by their dotted keys) that differs from ``default``'s."""
-    changed = []
-    for f in fields(options):
-        value, base = getattr(options, f.name), getattr(default, f.name)
-        if is_dataclass(value) and type(value) is type(base):
-            changed += changed_keys(f"{prefix}.{f.name}", value, base)
-        elif value != base:
-            changed.append(f"{prefix}.{f.name}={value}")
-    return changed
 
 
 @cache

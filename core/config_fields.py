@@ -4,7 +4,8 @@ A numeric key's range is declared once, as its field's metadata (`allowed`): `ch
 enforces it in ``__post_init__``, and a type error (``epochs=1e23``, a float for an int) quotes
 it (`scarce_ltr.core.config`). nan is never allowed, and inf only at a closed infinite end.
 The bounds several stages share: `POSITIVE`, `NON_NEGATIVE`, `SEEDS`, `MAX_EPOCHS`, `MAX_TRIALS`;
-the values of the ``logger`` and ``metrics.policy`` keys: `LOGGERS`, `POLICIES`.
+the values of the ``logger`` and ``metrics.policy`` keys: `LOGGERS`, `POLICIES`. What a user
+set in a section, against its defaults: `changed_keys`.
 
 The sections several stages' configs hold: `MetricsConfig` (the cutoffs of NDCG, ERR and P
 reported, what a QG without a relevant item counts as) and `OptimizerConfig` (Adam or AdamW,
@@ -14,7 +15,7 @@ the rate's schedule).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 POLICIES = ("skip", "one", "zero")
@@ -77,6 +78,20 @@ def check_allowed(config: Any, prefix: str = "") -> None:
         value = getattr(config, f.name)
         for item in value if isinstance(value, list | tuple) else [value]:
             bounds.check(f"{prefix}{f.name}", item)
+
+
+def changed_keys(prefix: str, options: Any, default: Any) -> list[str]:
+    """``<prefix>.<key>=<value>`` of each key of ``options`` (a dataclass section; a nested
+    section by its dotted keys) whose value differs from ``default``'s: what a user set in a
+    section that the chosen method, executor or missing teacher leaves unread."""
+    changed = []
+    for f in fields(options):
+        value, base = getattr(options, f.name), getattr(default, f.name)
+        if is_dataclass(value) and type(value) is type(base):
+            changed += changed_keys(f"{prefix}.{f.name}", value, base)
+        elif value != base:
+            changed.append(f"{prefix}.{f.name}={value}")
+    return changed
 
 
 def _number(value: float) -> str:

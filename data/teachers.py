@@ -32,12 +32,12 @@ level 0, which LambdaMART ignores (a QG without a relevant item has no gradient)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.core.config_fields import NON_NEGATIVE, POSITIVE
+from scarce_ltr.core.config_fields import NON_NEGATIVE, POSITIVE, changed_keys
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import read_config
 from scarce_ltr.core.runs import is_done, run_model
@@ -107,12 +107,7 @@ class TeachingConfig:
         it (``teaching.weight=0.5`` without ``teacher=``: a silent no-op before)."""
         if not no_teacher(teacher):
             return
-        default = TeachingConfig()
-        changed = [
-            f"teaching.{f.name}={getattr(self, f.name)}"
-            for f in fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
-        ]
+        changed = changed_keys("teaching", self, TeachingConfig())
         if changed:
             raise ValueError(
                 f"{', '.join(changed)}: teaching.* is read only with a teacher (teacher=<run dir> "

@@ -10,10 +10,11 @@ the sweep config holds it under `ExecutorKind.section`, ``ray.*`` for Ray) and `
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from scarce_ltr.core.config_fields import changed_keys
 from scarce_ltr.sweeps.jobs import Job
 
 
@@ -55,9 +56,4 @@ class ExecutorKind:
 
     def changed_keys(self, options: Any) -> list[str]:
         """``<section>.<key>=<value>`` of each option set away from its default."""
-        default = self.options()
-        return [
-            f"{self.section}.{f.name}={getattr(options, f.name)}"
-            for f in fields(self.options)
-            if getattr(options, f.name) != getattr(default, f.name)
-        ]
+        return changed_keys(str(self.section), options, self.options())
