@@ -14,11 +14,10 @@ where vali picks it". Test never chooses anything here.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
-from ohsumed_folds import ROOT, finished_report, paired, run_dir
+from ohsumed_folds import finished_report, fold_seed_units, paired, readout_parser, run_dir
 
 SCRATCH = "scratch+full"
 # method -> its variants without and with flag noise (the sweep's model names)
@@ -55,13 +54,10 @@ def vali_choice(plain: dict, flags: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / "yandex-flags")
-    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = readout_parser(__doc__, "yandex-flags")
     parser.add_argument("--fraction", type=float, default=0.01)
     args = parser.parse_args()
-    units = [(f, s) for s in args.seeds for f in args.folds]
+    units = fold_seed_units(args)
     scratch = scores_of(args.sweep, SCRATCH, units, args.fraction)
     print(f"\n### Yandex, {args.fraction:g} of the train QGs labeled: each pretraining - "
           f"scratch+full ({len(scratch)} units of scratch+full)\n")  # fmt: skip

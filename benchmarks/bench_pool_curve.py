@@ -15,11 +15,10 @@ slope is clearly non-zero. Vali is never used here; the sweep chose nothing.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
-from ohsumed_folds import ROOT, finished_report, paired, run_dir
+from ohsumed_folds import finished_report, fold_seed_units, paired, readout_parser, run_dir
 
 SCRATCH = "scratch+full"
 TRAIN_QGS, VALI_QGS = 2001, 667  # a Yandex fold's (../shared/data/README.md)
@@ -45,13 +44,10 @@ def test_scores(sweep: Path, model: str, units, fraction: float) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / "yandex-pool")
-    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = readout_parser(__doc__, "yandex-pool")
     parser.add_argument("--fraction", type=float, default=0.01)
     args = parser.parse_args()
-    units = [(f, s) for s in args.seeds for f in args.folds]
+    units = fold_seed_units(args)
     scratch = test_scores(args.sweep, SCRATCH, units, args.fraction)
     print(f"\n### Yandex, {args.fraction:g} of the train QGs labeled: pretraining - scratch+full\n")
     print(f"scratch+full: {len(scratch)} units, test NDCG@5 {np.mean(list(scratch.values())):.4f}"

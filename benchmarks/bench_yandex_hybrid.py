@@ -14,12 +14,11 @@ report`'s per-unit argmax), against the vali-best tree. Test never chooses anyth
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import numpy as np
-from ohsumed_folds import ROOT, paired
+from ohsumed_folds import fold_seed_units, paired, readout_parser
 
 TREES = ("gbdt", "gbdt-optuna", "catboost", "xgboost")
 DEEP = ("resnet", "scratch+full", "simclr-rank+full")
@@ -69,15 +68,12 @@ def vali_best(scores: dict, models: tuple[str, ...]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / "yandex-hybrid")
-    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser = readout_parser(__doc__, "yandex-hybrid", seeds=(0, 1))
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.03, 0.1])
     args = parser.parse_args()
     for fraction in args.fractions:
-        units = [(f, s) for s in args.seeds for f in args.folds]
-        done = {u: s for u in units if (s := unit_scores(args.sweep, u, fraction)) is not None}
+        scores = {u: unit_scores(args.sweep, u, fraction) for u in fold_seed_units(args)}
+        done = {u: s for u, s in scores.items() if s is not None}
         print(f"\n### Yandex, {fraction:g} of the train QGs labeled: {len(done)} unit(s) done\n")
         if not done:
             continue

@@ -85,6 +85,24 @@ def parser(doc: str, sweep: str) -> argparse.ArgumentParser:
     return parser
 
 
+def readout_parser(
+    doc: str, sweep: str, *, seeds: tuple[int, ...] = (0, 1, 2)
+) -> argparse.ArgumentParser:
+    """The options of a script that reads a sweep's finished runs and trains nothing:
+    ``--sweep`` (default runs/sweeps/<sweep>), ``--folds``, ``--seeds``; the script adds its
+    budget's option (`fold_seed_units` lists the units)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--sweep", type=Path, default=ROOT / "runs" / "sweeps" / sweep)
+    parser.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
+    return parser
+
+
+def fold_seed_units(args) -> list[tuple[int, int]]:
+    """``(fold, seed)`` of `readout_parser`'s options, every fold of a seed before the next."""
+    return [(f, s) for s in args.seeds for f in args.folds]
+
+
 def units(args) -> list[tuple[int, int, float]]:
     """``(fold, seed, fraction)``: every fold at the first fraction before the next fraction
     (what fits in a budget)."""
