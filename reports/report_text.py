@@ -232,9 +232,10 @@ def _percents(xs: list[float]) -> str:
 
 def cost_text(rows: list[dict]) -> str:
     """What a unit costs: CPU seconds (each run's own process, `core.runs.Run.finish`) per
-    model, as the mean of its done cells, and per (data set, fold, seed) unit, all its done
-    cells together, so a user can plan a comparison's budget. "" when no done cell reports
-    them (reports older than ``cpu_seconds``)."""
+    model, as the mean of its done cells, and per (fold, seed) unit of each data set and setting
+    (the unit the report pairs over), all its done cells together, so a user can plan a
+    comparison's budget. "" when no done cell reports them (reports older than
+    ``cpu_seconds``)."""
     done = [r for r in rows if r.get("status") == "done" and _finite(r.get("cpu_seconds"))]
     if not done:
         return ""
@@ -253,16 +254,22 @@ def cost_text(rows: list[dict]) -> str:
         walls = [r["seconds"] for r in cells if _finite(r.get("seconds"))]
         wall = f"{sum(walls) / len(walls):13.1f}" if walls else f"{'-':>13}"
         lines.append(f"  {model:<{width}}  {len(cells):5d}  {cpu:12.1f}  {wall}")
-    units: dict[tuple, float] = {}
+    # A unit is what the report pairs over: one (fold, seed) of one data set and setting, so a
+    # sweep over several label fractions prints a line for each (their sum is not a unit).
+    units: dict[tuple, dict[tuple, float]] = {}
     for row in done:
-        key = (row.get("dataset"), row.get("fold"), row.get("seed"))
-        units[key] = units.get(key, 0.0) + row["cpu_seconds"]
-    totals = sorted(units.values())
-    lines.append(
-        f"  per (data set, fold, seed) unit, every done cell of it: {len(totals)} unit(s), "
-        f"CPU s mean {sum(totals) / len(totals):.1f} (min {totals[0]:.1f}, max {totals[-1]:.1f}); "
-        f"all units {sum(totals):.1f}"
-    )
+        setting = (row.get("dataset"), row.get("setting"))
+        unit = (row.get("fold"), row.get("seed"))
+        of_setting = units.setdefault(setting, {})
+        of_setting[unit] = of_setting.get(unit, 0.0) + row["cpu_seconds"]
+    for (dataset, setting), of_setting in sorted(units.items(), key=lambda kv: str(kv[0])):
+        totals = sorted(of_setting.values())
+        where = " ".join(str(part) for part in (dataset, setting) if part is not None)
+        lines.append(
+            f"  per (fold, seed) unit of {where}, every done cell of it: {len(totals)} unit(s), "
+            f"CPU s mean {sum(totals) / len(totals):.1f} (min {totals[0]:.1f}, "
+            f"max {totals[-1]:.1f}); all units {sum(totals):.1f}"
+        )
     return "\n".join(lines)
 
 

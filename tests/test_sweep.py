@@ -216,10 +216,19 @@ def test_the_sweep_and_its_report_print_what_a_unit_costs(tmp_path: Path, capsys
         cells = [r for r in rows if r["model"] == model]
         mean = sum(r["cpu_seconds"] for r in cells) / 2
         assert any(ln.split()[:3] == [model, "2", f"{mean:.1f}"] for ln in tail.splitlines())
-    total = sum(r["cpu_seconds"] for r in rows)
-    assert f"1 unit(s), CPU s mean {total:.1f}" in tail
+    # one line a setting (the unit the report pairs over), its (fold, seed) unit's cells summed
+    settings = sorted({r["setting"] for r in rows})
+    assert len(settings) == 2
+    dataset = rows[0]["dataset"]
+    expected = [
+        f"unit of {dataset} {setting}, every done cell of it: 1 unit(s), CPU s mean "
+        f"{sum(r['cpu_seconds'] for r in rows if r['setting'] == setting):.1f}"
+        for setting in settings
+    ]
+    assert all(line in tail for line in expected)
     run(["report", str(tmp_path / "sweep")])
-    assert f"1 unit(s), CPU s mean {total:.1f}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert all(line in printed for line in expected)
 
 
 def test_cost_text_means_per_model_and_sums_per_unit() -> None:
@@ -236,3 +245,11 @@ def test_cost_text_means_per_model_and_sums_per_unit() -> None:
     assert lines[3].split() == ["b", "1", "4.0", "8.0"]
     assert "2 unit(s), CPU s mean 17.0 (min 14.0, max 20.0); all units 34.0" in lines[4]
     assert cost_text([row("a", 1, 0, float("nan"))]) == ""
+    # two label fractions: a unit is one (fold, seed) of one setting, not their sum
+    two = [
+        {**row("a", 1, 0, 10.0), "setting": "frac=0.1"},
+        {**row("a", 1, 0, 30.0), "setting": "frac=0.5"},
+    ]
+    tail = cost_text(two).splitlines()[-2:]
+    assert "unit of d frac=0.1, every done cell of it: 1 unit(s), CPU s mean 10.0" in tail[0]
+    assert "unit of d frac=0.5, every done cell of it: 1 unit(s), CPU s mean 30.0" in tail[1]
