@@ -178,3 +178,31 @@ def test_yandex_hybrid_pairs_each_unit_against_its_vali_best_tree(
     assert "| vali's pick among the seven single models | 2 | 0.5350 |" in out
     assert "among the seven single models, per unit: scratch+full, simclr-rank+full" in out
     assert "| vali's pick among every model | 2 | 0.5550 |" in out  # topk in unit 1
+
+
+def test_yandex_teachers_pairs_each_student_with_its_untaught_twin(
+    monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """bench_yandex_teachers.py: a taught model against the same model untaught over the units
+    both finished, then against the teacher tree."""
+    import bench_yandex_teachers as bench
+
+    sweep = tmp_path / "yandex-teachers"
+    # test NDCG@5 per model and unit; unit 3 has no taught run
+    values = {
+        1: {"gbdt-optuna": 0.50, "scratch+full": 0.52, "scratch+full~gbdt-optuna": 0.55},
+        2: {"gbdt-optuna": 0.48, "scratch+full": 0.50, "scratch+full~gbdt-optuna": 0.51},
+        3: {"gbdt-optuna": 0.49, "scratch+full": 0.40},
+    }
+    for fold, models in values.items():
+        for model, test in models.items():
+            _finished(ohsumed_folds.run_dir(sweep, model, fold, 0, 0.01, "yandex"), test)
+    argv = ["bench", "--sweep", str(sweep), "--seeds", "0", "--folds", "1", "2", "3"]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    out = capsys.readouterr().out
+    # taught - untaught over units 1 and 2: +0.03, +0.01
+    assert "| `scratch+full~gbdt-optuna` - `scratch+full` | 2 | 0.5300 | +0.020 ± 0.014" in out
+    assert "| `scratch+full~self` - `scratch+full` | 0 |" in out
+    # scratch+full - the tree over all three units: +0.02, +0.02, -0.09
+    assert "| `scratch+full` | 3 | 0.4733 | -0.017 ± 0.064" in out
