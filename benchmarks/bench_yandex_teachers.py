@@ -1,4 +1,5 @@
-"""Teachers on the Yandex folds (issue 46, item 5): the screen of configs/sweep/yandex-teachers.yaml.
+"""Teachers on the Yandex folds (issue 46, item 5): the screen of configs/sweep/yandex-teachers.yaml
+(the unlabeled train QGs on the supervised side).
 
 At 1 % of the train QGs labeled, the network finetuned with the fixed recipe and taught on the
 unlabeled train QGs (by the searched tree, `~gbdt-optuna`, or by itself under noise, `~self`;
@@ -33,7 +34,9 @@ def main() -> None:
     args = parser.parse_args()
     units = fold_seed_units(args)
     scores = {m: scores_of(args.sweep, m, units, args.fraction) for m in (TREE, *MODELS)}
-    header = "| model | units | test NDCG@5 | test margin over {} | vali margin |\n|---|---|---|---|---|"
+    header = (
+        "| model | units | test NDCG@5 | test margin over {} | vali margin |\n|---|---|---|---|---|"
+    )
     print(f"\n### Yandex, {args.fraction:g} of the train QGs labeled: what a teacher adds\n")
     print(header.format("the untaught twin"))
     for model, twin in TAUGHT:

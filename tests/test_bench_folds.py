@@ -178,6 +178,13 @@ def test_yandex_hybrid_pairs_each_unit_against_its_vali_best_tree(
     assert "| vali's pick among the seven single models | 2 | 0.5350 |" in out
     assert "among the seven single models, per unit: scratch+full, simclr-rank+full" in out
     assert "| vali's pick among every model | 2 | 0.5550 |" in out  # topk in unit 1
+    # the setting's tree: catboost has the best mean vali (0.2); its test 0.50 in both units
+    assert (
+        "the setting's vali-best tree (mean vali NDCG@5 over the units): `catboost`, test 0.5000"
+        in out
+    )
+    assert "| `scratch+full` | 2 | +0.020 ± 0.028" in out  # +0.04, 0.00
+    assert f"| `{bench.TOPK}` | 1 | n < 2 |" in out  # one unit: no margin
 
 
 def test_yandex_teachers_pairs_each_student_with_its_untaught_twin(
