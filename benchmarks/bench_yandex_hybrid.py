@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from ohsumed_folds import fold_seed_units, paired, readout_parser
+from ohsumed_folds import fold_seed_units, paired, readout_parser, run_dir
 
 TREES = ("gbdt", "gbdt-optuna", "catboost", "xgboost")
 DEEP = ("resnet", "scratch+full", "simclr-rank+full")
@@ -36,8 +36,7 @@ TWIN = {
 
 
 def cell(sweep: Path, model: str, fold: int, seed: int, fraction: float) -> Path:
-    stage = "ensemble" if ":" in model else "finetune" if "+" in model else "baseline"
-    return sweep / "yandex" / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
+    return run_dir(sweep, model, fold, seed, fraction, data="yandex")
 
 
 def finished(folder: Path) -> dict | None:

@@ -27,6 +27,7 @@ import numpy as np
 from scipy import stats
 
 from scarce_ltr.reports.stats import paired_greater
+from scarce_ltr.sweeps.model_jobs import sweep_job
 
 ROOT = Path(__file__).resolve().parents[1]
 # The five-fold presets (configs/data/<name>.yaml) and their folders in ../shared/data beside the
@@ -45,7 +46,8 @@ DATA = data_args("ohsumed")
 def run_dir(
     sweep: Path, model: str, fold: int, seed: int, fraction: float, data: str = "ohsumed"
 ) -> Path:
-    stage = "baseline" if model == "resnet" else "finetune"
+    """A sweep cell's folder, the stage (baseline / finetune / ensemble) the sweep's own."""
+    stage = sweep_job(model)[1]
     return sweep / data / f"fold={fold}" / stage / model / f"frac={fraction:g}" / f"seed={seed}"
 
 
