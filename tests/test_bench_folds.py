@@ -203,7 +203,8 @@ def test_yandex_teachers_pairs_each_student_with_its_untaught_twin(
     }
     for fold, models in values.items():
         for model, test in models.items():
-            _finished(ohsumed_folds.run_dir(sweep, model, fold, 0, 0.01, "yandex"), test)
+            stage = "finetune" if "+" in model else "baseline"  # where the sweep writes them
+            _finished(sweep / f"yandex/fold={fold}/{stage}/{model}/frac=0.01/seed=0", test)
     argv = ["bench", "--sweep", str(sweep), "--seeds", "0", "--folds", "1", "2", "3"]
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
