@@ -170,8 +170,10 @@ class _Planner:
             return self._ensemble_job(
                 dataset, model, seed, tag, fixed, members, ["weights=uniform"]
             )
-        if name.mixes:
-            members = [self._model_job(dataset, str(m), seed, tag, setting) for m in name.members]
+        if name.mixes:  # each member is its own cell's job: a taught one with its teacher
+            members = [
+                self.cell_job(dataset, str(m), seed, scarcity, setting) for m in name.members
+            ]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
         if name.teacher is not None:  # a run teaches it: after that run
             taught_by = self.cell_job(dataset, str(name.teacher), seed, scarcity, setting)
@@ -299,7 +301,12 @@ class _Planner:
         key = f"{place}/{model}/{tag}/seed={seed}"
         tags = [model, tag, f"seed={seed}", dataset, *fold_tags(self.fold)]
         job = Job(key, stage, name, [*overrides, f"run_dir={run_dir}"], run_dir, depends, tags)
-        self.jobs[key] = job
+        planned = self.jobs.setdefault(key, job)
+        if planned != job:  # one run folder, two commands: a planner bug, never a silent pick
+            raise RuntimeError(
+                f"sweep planner: the job {key} was planned twice with different commands:\n"
+                f"  {' '.join(planned.overrides)}\n  {' '.join(job.overrides)}"
+            )
         return job
 
 

@@ -315,6 +315,19 @@ def test_a_sweep_plans_a_taught_model_after_its_teacher(tmp_path, capsys) -> Non
         run([*args, "models=[resnet~seed-ensemble:gbdt,seed-ensemble:gbdt]"])
 
 
+def test_an_ensemble_of_a_taught_model_keeps_its_teacher(tmp_path, capsys) -> None:
+    """A taught model as a member of `topk:` (or any ensemble) is its own cell's job: taught
+    (the planner once planned it a second time untaught into the same folder, and that one ran)."""
+    args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
+    args += ["--dry-run", f"run_dir={tmp_path / 's'}"]
+    root = tmp_path / "s/synthetic"
+    teacher = f'teacher="{root}/baseline/gbdt/frac=0.5/seed=0"'
+    run([*args, "models=[gbdt,resnet,resnet~gbdt,'topk:gbdt,resnet,resnet~gbdt']"])
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[to run]")]
+    taught = [x for x in lines if "/resnet~gbdt/" in x.split("run_dir=")[1]]
+    assert len(taught) == 1 and teacher in taught[0]
+
+
 def test_a_sweep_runs_a_taught_model(tmp_path) -> None:
     """The planned jobs run: the taught folder (with ``~``) finishes with its teacher named."""
     args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
