@@ -10,6 +10,11 @@ report`'s per-unit argmax), against the vali-best tree; then the deep rankers, t
 and vali's picks against the one tree vali picks for the whole setting (the report's and
 `select`'s bar). Test never chooses anything here.
 
+``--taught scratch+full~catboost`` reads a taught network the sweep ran beside its ten models
+(``models=[...]`` on its command line; docs/results.md gives it): paired against its untaught
+twin and the trees, and ``topk:`` over the seven single models and it as one more ensemble, in
+vali's picks among every model.
+
     ./run.sh sweep yandex-hybrid 'fractions=[0.01]' 'seeds=[0]' logger=none   (resumable)
     .venv/bin/python benchmarks/bench_yandex_hybrid.py [--sweep runs/sweeps/yandex-hybrid]
 """
@@ -27,7 +32,8 @@ DEEP = ("resnet", "scratch+full", "simclr-rank+full")
 TOPK = "topk:" + ",".join(TREES + DEEP)
 ENSEMBLES = ("seed-ensemble:scratch+full", "seed-ensemble:simclr-rank+full", TOPK)
 SCRATCH = "scratch+full"
-# a model -> its from-scratch twin (what pretraining adds is the margin over it)
+# a model -> its twin: the from-scratch one (what pretraining adds is the margin over it); a
+# taught model's is the same model untaught (main adds it)
 TWIN = {
     "resnet": SCRATCH,
     "simclr-rank+full": SCRATCH,
@@ -46,13 +52,15 @@ def finished(folder: Path) -> dict | None:
     return json.loads((folder / "report.json").read_text())
 
 
-def unit_scores(sweep: Path, unit: tuple[int, int], fraction: float) -> dict | None:
-    """``{model: (vali, test, cpu seconds)}`` of one unit; None until every single model
-    finished (the ensembles are in it once they did)."""
+def unit_scores(
+    sweep: Path, unit: tuple[int, int], fraction: float, extra: tuple[str, ...] = ()
+) -> dict | None:
+    """``{model: (vali, test, cpu seconds)}`` of one unit; None until every single model of
+    the sweep's config finished (the ensembles and ``extra`` models are in it once they did)."""
     found = {}
-    for model in TREES + DEEP + ENSEMBLES:
+    for model in TREES + DEEP + ENSEMBLES + extra:
         report = finished(cell(sweep, model, *unit, fraction))
-        if report is None and model not in ENSEMBLES:
+        if report is None and model in TREES + DEEP:
             return None
         if report is not None:
             metrics = report["metrics"]
@@ -65,15 +73,23 @@ def unit_scores(sweep: Path, unit: tuple[int, int], fraction: float) -> dict | N
 
 
 def vali_best(scores: dict, models: tuple[str, ...]) -> str:
-    return max(models, key=lambda m: scores[m][0])  # the first listed on a tie
+    present = [m for m in models if m in scores]  # an ensemble may not have run yet
+    return max(present, key=lambda m: scores[m][0])  # the first listed on a tie
 
 
 def main() -> None:
     parser = readout_parser(__doc__, "yandex-hybrid", seeds=(0, 1))
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.03, 0.1])
+    parser.add_argument(
+        "--taught", nargs="+", default=[], help="taught models the sweep ran beside its own"
+    )
     args = parser.parse_args()
+    taught = tuple(args.taught)
+    extra = taught + (f"{TOPK},{','.join(taught)}",) if taught else ()
+    TWIN.update({m: m.split("~")[0] for m in taught})
     for fraction in args.fractions:
-        scores = {u: unit_scores(args.sweep, u, fraction) for u in fold_seed_units(args)}
+        units = fold_seed_units(args)
+        scores = {u: unit_scores(args.sweep, u, fraction, extra) for u in units}
         done = {u: s for u, s in scores.items() if s is not None}
         print(f"\n### Yandex, {fraction:g} of the train QGs labeled: {len(done)} unit(s) done\n")
         if not done:
@@ -81,10 +97,10 @@ def main() -> None:
         tree = {u: s[vali_best(s, TREES)][1] for u, s in done.items()}
         print("vali-best tree per unit: " + ", ".join(vali_best(s, TREES) for s in done.values()))
         print("| model | units | test NDCG@5 | CPU s a cell | minus the vali-best tree "
-              "| minus its from-scratch twin |")  # fmt: skip
+              "| minus its twin (from scratch; untaught) |")  # fmt: skip
         print("|---|---|---|---|---|---|")
         print(f"| vali-best tree | {len(tree)} | {np.mean(list(tree.values())):.4f} | | | |")
-        for model in TREES + DEEP + ENSEMBLES:
+        for model in TREES + DEEP + ENSEMBLES + extra:
             have = [u for u in done if model in done[u]]
             if not have:
                 continue
@@ -98,7 +114,10 @@ def main() -> None:
             print(f"| `{model}` | {len(have)} | {np.mean(test):.4f} | {cpu:.1f} | {over_tree} "
                   f"| {over_twin} |")  # fmt: skip
         per_unit, vali_picks = [], {}
-        for among, models in (("the seven single models", TREES + DEEP), ("every model", None)):
+        among_models = [("the seven single models", TREES + DEEP)]
+        if taught:
+            among_models.append(("the sweep config's ten", TREES + DEEP + ENSEMBLES))
+        for among, models in (*among_models, ("every model", None)):
             picks = {u: vali_best(s, models or tuple(s)) for u, s in done.items()}
             chosen = [done[u][picks[u]][1] for u in done]
             vali_picks[f"vali's pick among {among}"] = chosen
@@ -106,10 +125,12 @@ def main() -> None:
                   f"{paired(chosen, list(tree.values()))} | |")  # fmt: skip
             per_unit.append(f"vali's pick among {among}, per unit: " + ", ".join(picks.values()))
         print("\n" + "\n".join(per_unit))
-        setting_tree_margins(done, vali_picks)
+        setting_tree_margins(done, vali_picks, DEEP + ENSEMBLES + extra)
 
 
-def setting_tree_margins(done: dict, vali_picks: dict[str, list[float]]) -> None:
+def setting_tree_margins(
+    done: dict, vali_picks: dict[str, list[float]], models: tuple[str, ...]
+) -> None:
     """The other bar: the one tree vali picks for the whole setting (the best mean vali NDCG@5
     over the units, as `./run.sh report` and `select` pick a group's member). Either bar may be
     the stronger on test (at 10 % this one is: CatBoost); a margin is claimed against the
@@ -119,7 +140,7 @@ def setting_tree_margins(done: dict, vali_picks: dict[str, list[float]]) -> None
     print(f"\nthe setting's vali-best tree (mean vali NDCG@5 over the units): `{name}`, "
           f"test {np.mean(bar):.4f}\n")  # fmt: skip
     print(f"| model | units | minus `{name}` |\n|---|---|---|")
-    rows = {f"`{m}`": [s.get(m, (0, np.nan))[1] for s in done.values()] for m in DEEP + ENSEMBLES}
+    rows = {f"`{m}`": [s.get(m, (0, np.nan))[1] for s in done.values()] for m in models}
     for label, test in (rows | vali_picks).items():
         have = [(x, y) for x, y in zip(test, bar, strict=True) if not np.isnan(x)]
         if have:

@@ -185,6 +185,21 @@ def test_yandex_hybrid_pairs_each_unit_against_its_vali_best_tree(
     )
     assert "| `scratch+full` | 2 | +0.020 ± 0.028" in out  # +0.04, 0.00
     assert f"| `{bench.TOPK}` | 1 | n < 2 |" in out  # one unit: no margin
+    # --taught: a taught network run beside the ten, paired with its untaught twin, and topk:
+    # over the eight among vali's picks (the ten's own pick printed beside)
+    taught = "scratch+full~catboost"
+    for fold, (vali, test) in {1: (0.5, 0.57), 2: (0.1, 0.55)}.items():
+        _finished_cell(bench.cell(sweep, taught, fold, 0, 0.01), vali, test, 100.0)
+    topk8 = f"{bench.TOPK},{taught}"
+    _finished_cell(bench.cell(sweep, topk8, 2, 0, 0.01), 0.6, 0.56, 1.0)  # unit 2 only
+    monkeypatch.setattr(sys, "argv", [*argv, "--taught", taught])
+    bench.main()
+    out = capsys.readouterr().out
+    assert f"| `{taught}` | 2 | 0.5600 | 100.0 | +0.050 ± 0.028" in out  # +0.07, +0.03
+    assert "| +0.040 ± 0.014" in out  # minus scratch+full: +0.03, +0.05
+    assert f"| `{topk8}` | 1 | 0.5600 |" in out
+    assert "| vali's pick among the sweep config's ten | 2 | 0.5550 |" in out
+    assert "| vali's pick among every model | 2 | 0.5700 |" in out  # topk, then topk over eight
 
 
 def test_yandex_teachers_pairs_each_student_with_its_untaught_twin(
