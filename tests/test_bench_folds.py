@@ -229,3 +229,33 @@ def test_yandex_teachers_pairs_each_student_with_its_untaught_twin(
     assert "| `scratch+full~self` - `scratch+full` | 0 |" in out
     # scratch+full - the tree over all three units: +0.02, +0.02, -0.09
     assert "| `scratch+full` | 3 | 0.4733 | -0.017 ± 0.064" in out
+
+
+def test_yandex_augmentations_pairs_each_variant_with_the_control_sweeps_scratch(
+    monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """bench_yandex_augmentations.py: a variant searched alone is paired with the searched
+    scratch+full of --control (the sweep has none), and vali picks the variant per unit."""
+    import bench_yandex_augmentations as bench
+
+    sweep, control = tmp_path / "yandex-augmentations", tmp_path / "yandex-hybrid"
+    plain, flags = "simsiam@zero0.1+full", "simsiam@zero0.1-flags0.6+full"
+    # (vali, test): unit 1 vali picks the flags variant (test 0.50), unit 2 the plain one (0.57)
+    values = {
+        1: {plain: (0.3, 0.58), flags: (0.4, 0.50), "scratch+full": (0.2, 0.52)},
+        2: {plain: (0.5, 0.57), flags: (0.1, 0.60), "scratch+full": (0.2, 0.50)},
+    }
+    for fold, models in values.items():
+        for model, (vali, test) in models.items():
+            where = control if model == "scratch+full" else sweep
+            folder = where / f"yandex/fold={fold}/finetune/{model}/frac=0.01/seed=0"
+            _finished_cell(folder, vali, test, 1.0)
+    argv = ["bench", "--sweep", str(sweep), "--control", str(control), "--seeds", "0"]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    out = capsys.readouterr().out
+    assert f"2 units, from {control}" in out
+    assert f"| `{plain}` | 2 | 0.5750 | +0.065 ± 0.007" in out  # +0.06, +0.07
+    assert f"| `{flags}` | 2 | 0.5500 | +0.040 ± 0.085" in out  # -0.02, +0.10
+    assert "| SimSiam, zeroing 0.1: the variant vali picks per unit | 2 | 0.5350 | +0.025" in out
+    assert "SimCLR-Rank" not in out  # none of its variants ran
