@@ -48,9 +48,11 @@ def row(name: str, scores: dict, scratch: dict) -> str:
             f"| {np.mean(vali) - np.mean(fresh_vali):+.4f} |")  # fmt: skip
 
 
-def vali_choice(plain: dict, flags: dict) -> dict:
-    """Per unit, the variant with the higher vali NDCG@5 (the plain one on a tie)."""
-    return {u: flags[u] if flags[u][1] > plain[u][1] else plain[u] for u in plain if u in flags}
+def vali_choice(*variants: dict) -> dict:
+    """Per unit where every variant ran, the variant with the highest vali NDCG@5 (the first
+    listed on a tie)."""
+    units = [u for u in variants[0] if all(u in v for v in variants)]
+    return {u: max((v[u] for v in variants), key=lambda test_vali: test_vali[1]) for u in units}
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 Each pretraining variant of that sweep finetuned under the 30-trial search, paired over the
 (fold, seed) units with the same search on a fresh encoder (``scratch+full``): test NDCG@5
 margin, its spread, the one-sided paired p and n, and the vali margin beside it; then, per
-method, the variant vali picks in each unit among those that ran there. The control is the
+method, the variant vali picks in each unit where all of them ran. The control is the
 sweep's own ``scratch+full`` where it ran, else ``--control``'s (the hybrid sweep's: the same
 folds, seeds and label draws, the same search; the runs are deterministic), so that a variant
 screened on vali can be searched alone (``models=[simsiam@zero0.1+full]`` on the sweep's command
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench_flags_screen import row, scores_of
+from bench_flags_screen import row, scores_of, vali_choice
 from ohsumed_folds import ROOT, fold_seed_units, readout_parser
 
 SCRATCH = "scratch+full"
@@ -35,16 +35,6 @@ METHODS = {
         "simsiam@zero0.1-flags0.6+full",
     ),
 }
-
-
-def vali_pick(variants: list[dict]) -> dict:
-    """Per unit, the variant with the highest vali NDCG@5 among those that ran there (the
-    first listed on a tie)."""
-    units = {u for scores in variants for u in scores}
-    return {
-        u: max((s[u] for s in variants if u in s), key=lambda test_vali: test_vali[1])
-        for u in sorted(units)
-    }
 
 
 def main() -> None:
@@ -69,7 +59,7 @@ def main() -> None:
                 print(row(f"`{variant}`", scores, scratch))
         ran = [scores for scores in found if scores]
         if len(ran) > 1:
-            print(row(f"{method}: the variant vali picks per unit", vali_pick(ran), scratch))
+            print(row(f"{method}: the variant vali picks per unit", vali_choice(*ran), scratch))
 
 
 if __name__ == "__main__":

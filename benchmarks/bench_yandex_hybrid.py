@@ -27,13 +27,15 @@ from pathlib import Path
 import numpy as np
 from ohsumed_folds import fold_seed_units, paired, readout_parser, run_dir
 
+from scarce_ltr.models.names import ModelName
+
 TREES = ("gbdt", "gbdt-optuna", "catboost", "xgboost")
 DEEP = ("resnet", "scratch+full", "simclr-rank+full")
 TOPK = "topk:" + ",".join(TREES + DEEP)
 ENSEMBLES = ("seed-ensemble:scratch+full", "seed-ensemble:simclr-rank+full", TOPK)
 SCRATCH = "scratch+full"
-# a model -> its twin: the from-scratch one (what pretraining adds is the margin over it); a
-# taught model's is the same model untaught (main adds it)
+# a model -> its from-scratch twin (what pretraining adds is the margin over it); main adds a
+# taught model's: the same model untaught
 TWIN = {
     "resnet": SCRATCH,
     "simclr-rank+full": SCRATCH,
@@ -86,9 +88,9 @@ def main() -> None:
     args = parser.parse_args()
     taught = tuple(args.taught)
     extra = taught + (f"{TOPK},{','.join(taught)}",) if taught else ()
-    TWIN.update({m: m.split("~")[0] for m in taught})
+    twins = TWIN | {m: str(ModelName.parse(m).student) for m in taught}
+    units = fold_seed_units(args)
     for fraction in args.fractions:
-        units = fold_seed_units(args)
         scores = {u: unit_scores(args.sweep, u, fraction, extra) for u in units}
         done = {u: s for u, s in scores.items() if s is not None}
         print(f"\n### Yandex, {fraction:g} of the train QGs labeled: {len(done)} unit(s) done\n")
@@ -107,7 +109,7 @@ def main() -> None:
             test = [done[u][model][1] for u in have]
             cpu = np.mean([done[u][model][2] for u in have])
             over_tree = paired(test, [tree[u] for u in have]) if model not in TREES else ""
-            twin = TWIN.get(model)
+            twin = twins.get(model)
             over_twin = ""
             if twin is not None and all(twin in done[u] for u in have):
                 over_twin = paired(test, [done[u][twin][1] for u in have])

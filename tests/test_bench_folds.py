@@ -259,3 +259,13 @@ def test_yandex_augmentations_pairs_each_variant_with_the_control_sweeps_scratch
     assert f"| `{flags}` | 2 | 0.5500 | +0.040 ± 0.085" in out  # -0.02, +0.10
     assert "| SimSiam, zeroing 0.1: the variant vali picks per unit | 2 | 0.5350 | +0.025" in out
     assert "SimCLR-Rank" not in out  # none of its variants ran
+
+
+def test_vali_choice_picks_per_unit_where_every_variant_ran() -> None:
+    """bench_flags_screen.vali_choice, shared by the flag screen and the searched readout: the
+    highest vali per unit, the first listed on a tie, and no pick where a variant is missing."""
+    from bench_flags_screen import vali_choice
+
+    plain = {(1, 0): (0.50, 0.3), (2, 0): (0.60, 0.2), (3, 0): (0.70, 0.1)}
+    flags = {(1, 0): (0.40, 0.4), (2, 0): (0.90, 0.2)}  # unit 2: a tie on vali
+    assert vali_choice(plain, flags) == {(1, 0): (0.40, 0.4), (2, 0): (0.60, 0.2)}
