@@ -28,6 +28,9 @@ job of the same data set, fold, label setting and seed; the teacher must be an u
 the sweep. Its run folder is named after the whole model name; ``per_model`` lists of the
 student apply, then the taught model's own. ``<student>~self`` (``scratch+full~self``) is the
 student's job with ``teacher=self`` (consistency on the unlabeled QGs), which waits for no teacher.
+With ``taught_recipe: student`` a taught model whose student searches its recipe trains the
+recipe the student's own cell chose on vali (``search.recipe_from``, after that cell) instead of
+searching again.
 
 A variant ``<method>@<name>`` (``simclr-rank@zero0.1+full``) pretrains the method with the
 sweep's ``variants.<name>`` overrides on top of ``overrides.pretrain`` and
@@ -59,6 +62,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from scarce_ltr.baselines.config import TAUGHT_TREES
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_identity import run_folder
 from scarce_ltr.data.scarcity import ScarcityConfig
 from scarce_ltr.data.stage_config import CommonConfig
@@ -175,9 +179,20 @@ class _Planner:
                 self.cell_job(dataset, str(m), seed, scarcity, setting) for m in name.members
             ]
             return self._ensemble_job(dataset, model, seed, tag, setting, members, [])
-        if name.teacher is not None:  # a run teaches it: after that run
-            taught_by = self.cell_job(dataset, str(name.teacher), seed, scarcity, setting)
-            return self._training_job(dataset, model, seed, tag, setting, teacher=taught_by)
+        if name.teacher is not None or name.self_taught:
+            # a run teaches it: after that run (none for ~self); taught_recipe=student: after
+            # the untaught student's cell too, whose search picks the recipe it trains
+            taught_by = (
+                None
+                if name.self_taught
+                else self.cell_job(dataset, str(name.teacher), seed, scarcity, setting)
+            )
+            recipe_of = None
+            if self.cfg.taught_recipe == "student":
+                recipe_of = self.cell_job(dataset, str(name.student), seed, scarcity, setting)
+            return self._training_job(
+                dataset, model, seed, tag, setting, teacher=taught_by, recipe_of=recipe_of
+            )
         return self._model_job(dataset, model, seed, tag, setting)
 
     def _model_job(self, dataset: str, model: str, seed: int, tag: str, setting: list[str]) -> Job:
@@ -218,9 +233,10 @@ class _Planner:
         teacher: Job | None = None,
         recipe_of: Job | None = None,
     ) -> Job:
-        """``recipe_of``: a seed ensemble's member of the cell's seed; when it searches its
-        recipe, this member trains the recipe it chose (``search.recipe_from``) after it.
-        ``<student>~self`` trains the student with ``teacher=self``."""
+        """``recipe_of``: a seed ensemble's member of the cell's seed, or a taught model's
+        untaught student (``taught_recipe: student``); when it searches its recipe, this job
+        trains the recipe it chose (``search.recipe_from``) after it. ``<student>~self`` trains
+        the student with ``teacher=self``."""
         method, stage, name = sweep_job(model)
         extra = list(getattr(self.cfg.overrides, stage))
         depends: list[str] = []
@@ -252,10 +268,16 @@ class _Planner:
         if teacher is not None or parsed.self_taught:  # taught: the student's per_model list,
             extra += self.cfg.overrides.per_model.get(student, [])  # then the taught model's
         extra += self.cfg.overrides.per_model.get(model, [])
+        shared = self._shared(dataset, seed, setting)
         if recipe_of is not None and (searched := _search_section(recipe_of.overrides)):
+            if _search_section([*shared, *extra]) != searched:  # recipe_from needs a searching job
+                raise UserError(
+                    f"sweep model '{model}': taught_recipe=student trains the recipe the search "
+                    f"of '{student}' chose, but its own overrides do not search "
+                    f"({searched}.n_trials); drop that override or use taught_recipe=own"
+                )
             extra += [f"{searched}.recipe_from={json.dumps(str(recipe_of.run_dir))}"]
             depends = [*depends, recipe_of.key]
-        shared = self._shared(dataset, seed, setting)
         return self._add(dataset, model, stage, name, seed, tag, [*shared, *extra], depends)
 
     def _ensemble_job(

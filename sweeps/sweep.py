@@ -67,6 +67,7 @@ from scarce_ltr.sweeps.ray_executor import RayConfig
 from scarce_ltr.sweeps.settings import fold_overrides
 
 MANIFEST = "manifest.json"
+TAUGHT_RECIPES = ("own", "student")  # SweepConfig.taught_recipe
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,12 @@ class SweepConfig:
     executor: str = "local"  # local | ray (jobs as Ray tasks: the ray.* keys, docs/sweeps.md)
     ray: RayConfig = field(default_factory=RayConfig)  # executor=ray's options
     seed_ensemble_size: int = 3  # runs per seed-ensemble:<model> cell (DASALC-ens: 3-5)
+    # A taught model's recipe (<student>~<teacher>, <student>~self): own (the default: its own
+    # overrides, a search of its own where they search) | student (where the untaught
+    # student's cell searches its recipe, the taught model trains the recipe that search chose
+    # on vali, one training instead of a second study: a taught search reads every unlabeled
+    # QG each epoch, 70 CPU minutes a cell on Yandex)
+    taught_recipe: str = "own"
     dry_run: bool = False  # --dry-run: list the jobs, run nothing
     run_dir: str | None = None  # default runs/sweeps/<name>
     report: bool = True  # end with ./run.sh report <name>: the table and the dashboard
@@ -122,6 +129,8 @@ class SweepConfig:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}")
         if self.seed_ensemble_size < 2:
             raise ValueError("seed_ensemble_size must be >= 2")
+        if self.taught_recipe not in TAUGHT_RECIPES:
+            raise ValueError(f"taught_recipe must be one of {', '.join(TAUGHT_RECIPES)}")
         if not self.datasets or not self.models or not self.seeds:
             raise ValueError("a sweep needs at least one data set, model and seed")
         if not self.fractions and not self.binary_taus:

@@ -339,6 +339,51 @@ def test_a_sweep_runs_a_taught_model(tmp_path) -> None:
     assert report["teacher"]["model"] == "gbdt" and (folder / "DONE").is_file()
 
 
+def test_a_taught_model_can_train_the_recipe_its_students_search_chose(tmp_path, capsys) -> None:
+    """``taught_recipe: student``: the taught model trains the recipe the untaught student's
+    cell chose on vali (``search.recipe_from``, after that cell), not a search of its own."""
+    args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
+    args += ["--dry-run", f"run_dir={tmp_path / 's'}", "overrides.finetune=[epochs=2]"]
+    args += ["overrides.per_model.scratch+full=[search.n_trials=2]"]
+    root = tmp_path / "s/synthetic"
+    student = f'search.recipe_from="{root}/finetune/scratch+full/frac=0.5/seed=0"'
+    models = "models=[gbdt,scratch+full,scratch+full~gbdt,scratch+full~self]"
+
+    def planned(*more: str) -> dict[str, str]:
+        run([*args, models, *more])
+        lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[to run]")]
+        return {Path(x.split("run_dir=")[1]).parts[-3]: x for x in lines}
+
+    own = planned()
+    assert all("recipe_from" not in line for line in own.values())  # the default: own search
+    taught = planned("taught_recipe=student")
+    assert "recipe_from" not in taught["scratch+full"]
+    for model in ("scratch+full~gbdt", "scratch+full~self"):
+        assert student in taught[model] and "search.n_trials=2" in taught[model]
+    # A taught model that turns the search off cannot take the student's searched recipe.
+    with pytest.raises(UserError, match="scratch\\+full~gbdt.*do not search"):
+        off = "overrides.per_model.scratch+full~gbdt=[search.n_trials=0]"
+        planned("taught_recipe=student", off)
+    with pytest.raises(UserError, match="taught_recipe must be one of own, student"):
+        planned("taught_recipe=teacher")
+
+
+def test_a_sweep_trains_a_taught_model_on_its_students_recipe(tmp_path) -> None:
+    """The planned jobs run: the taught run's one trial is the recipe the student's search chose."""
+    args = ["sweep", "quick", "fractions=[0.5]", "seeds=[0]", "logger=none", "report=false"]
+    args += [f"run_dir={tmp_path / 's'}", f"overrides.common=[{','.join(tiny_data())}]"]
+    args += ["models=[scratch+full,scratch+full~self]", "taught_recipe=student"]
+    args += ["overrides.finetune=[epochs=2,head_hidden=8,encoder.width=8,encoder.hidden=16]"]
+    searched = 'search.n_trials=2,"search.head_epochs=[1,2]","search.full_epochs=[1,2]"'
+    args += [f"overrides.per_model.scratch+full=[{searched}]"]
+    run(args)
+    folder = tmp_path / "s/synthetic/finetune"
+    chosen = json.loads((folder / "scratch+full/frac=0.5/seed=0/report.json").read_text())
+    taught = json.loads((folder / "scratch+full~self/frac=0.5/seed=0/report.json").read_text())
+    assert taught["search"]["n_trials"] == 1
+    assert taught["search"]["chosen_params"] == chosen["search"]["chosen_params"]
+
+
 def test_waves_put_a_taught_model_after_its_teacher() -> None:
     from scarce_ltr.sweeps.jobs import Job, job_waves
 
