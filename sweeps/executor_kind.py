@@ -29,6 +29,10 @@ class Executor(Protocol):
         """Ctrl-C on the sweep: stop the running jobs and start no other."""
         ...
 
+    def stop_jobs(self) -> None:
+        """SIGTERM on the sweep, which its jobs did not get: stop them as Ctrl-C would."""
+        ...
+
     def close(self) -> None: ...
 
 

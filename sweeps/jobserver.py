@@ -7,7 +7,9 @@ modules once and then forks a child per job. The child is an ordinary command-li
 own: the job's environment and working folder, its output appended to the job's log, its exit
 code the command's (negative for a signal, as in `subprocess`), and a crash kills the child
 alone. The server runs no torch operation, so no thread pool is forked; it ignores Ctrl-C (its
-children get it, as the jobs did before) and exits when the sweep closes its input.
+children get it, as the jobs did before) and exits when the sweep closes its input. SIGTERM to
+the server is Ctrl-C for its running job alone (`JobServer.interrupt`): a sweep stopped with
+SIGTERM, which its jobs do not see, stops them so (the job saves and stops as on Ctrl-C).
 
 The protocol is one JSON line per job on the server's stdin and one line, the exit code, back on
 its stdout.
@@ -83,6 +85,11 @@ class JobServer:
             raise UserError(f"the sweep's job server stopped (exit code {code}) during this job")
         return int(answer)
 
+    def interrupt(self) -> None:
+        """Ctrl-C for the running job, if any (the server forwards SIGTERM to it as SIGINT)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+
     def close(self) -> None:
         if self._process is not None:
             assert self._process.stdin is not None
@@ -95,6 +102,16 @@ def serve(parent: int | None = None) -> None:
     """The server: preload, then fork one child per request line until stdin closes; with a
     ``parent`` PID, it dies with that process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    job = 0  # the running job's PID, 0 between jobs
+
+    def interrupt_job(signum, frame) -> None:
+        if job:
+            try:
+                os.kill(job, signal.SIGINT)
+            except ProcessLookupError:  # it ended and was reaped just now
+                pass
+
+    signal.signal(signal.SIGTERM, interrupt_job)
     if parent is not None:
         die_with(parent)
     for name in PRELOAD:
@@ -105,7 +122,7 @@ def serve(parent: int | None = None) -> None:
     server = os.getpid()
     for line in sys.stdin:
         request = json.loads(line)
-        pid = os.fork()
+        job = pid = os.fork()
         if pid == 0:
             if request.get("die_with_server"):
                 die_with(server)
@@ -115,6 +132,7 @@ def serve(parent: int | None = None) -> None:
             runpy.run_module("scarce_ltr", run_name="__main__", alter_sys=True)
             sys.exit(0)
         _, status = os.waitpid(pid, 0)
+        job = 0
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         print(code, flush=True)
 
@@ -134,6 +152,7 @@ def die_with(parent: int, sig: int = signal.SIGKILL) -> None:
 def _become_job(request: dict) -> None:
     """In the child: the job's Ctrl-C, environment, folder, arguments, and output to its log."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     null = os.open(os.devnull, os.O_RDONLY)
     # Never through a link (the sweep refused one before; this is the job's own open).
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)

@@ -45,6 +45,10 @@ class LocalExecutor:
     def cancel(self) -> None:
         pass  # Ctrl-C reaches the jobs themselves: they share the terminal's process group
 
+    def stop_jobs(self) -> None:
+        for server in self.servers:
+            server.interrupt()
+
     def close(self) -> None:
         for server in self.servers:
             server.close()

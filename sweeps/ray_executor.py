@@ -155,6 +155,9 @@ class RayExecutor:
         for ref in running:
             ray.cancel(ref, force=True)  # kills the worker; its job server and job die with it
 
+    def stop_jobs(self) -> None:
+        self.cancel()
+
     def close(self) -> None:
         import ray
 

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -300,6 +302,22 @@ class SweepResult(list):
             )
 
 
+def _stop_on_sigterm(executor: Executor):
+    """SIGTERM on the sweep (``kill``, ``timeout``, a scheduler) stops it as Ctrl-C does: its jobs
+    stop and save (they never see the signal: without this they ran on, orphaned), no other job
+    starts, and the manifest is written. Returns what puts the old handler back. Only the main
+    thread may set a handler; a sweep run from another thread keeps the default."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum, frame) -> None:
+        executor.stop_jobs()
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
 class _Runner:
     """Runs jobs in dependency order (pretraining first), `workers` at a time, on `executor`."""
 
@@ -323,6 +341,7 @@ class _Runner:
         # A bar on a terminal; plain lines with an ETA when the sweep's output goes to a file.
         self.bar = progress_bar(total=len(self.jobs), desc=f"sweep {self.cfg.name}", unit="job")
         self._write_manifest()
+        restore = _stop_on_sigterm(self.executor)
         try:
             for todo in job_waves(self.jobs):  # stage by stage; a taught model after its teacher
                 with ThreadPoolExecutor(self.cfg.workers) as pool:
@@ -333,6 +352,7 @@ class _Runner:
                         self.executor.cancel()
                         raise
         finally:
+            restore()
             self.executor.close()
             self.bar.close()
             self._write_manifest()

@@ -184,6 +184,62 @@ def test_interrupted_sweep_resumes_without_redoing_cells(tmp_path: Path) -> None
     assert len(cells) == len(first) == 4
 
 
+def _children(pids: set[int]) -> set[int]:
+    """The processes whose parent is one of ``pids`` now (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat and int(stat.rsplit(")", 1)[1].split()[1]) in pids:
+            found.add(int(entry.name))
+    return found
+
+
+def _is_job_server(pid: int) -> bool:
+    try:
+        return b"scarce_ltr.sweeps.jobserver" in (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_a_sweep_stopped_with_sigterm_stops_its_jobs(tmp_path: Path) -> None:
+    """``kill <sweep>`` (SIGTERM, which its jobs never see) stops the running job as Ctrl-C
+    would, instead of leaving it running orphaned; the sweep exits as on Ctrl-C and the
+    manifest says no cell is done."""
+    long_job = ["models=[simclr-rank+lp]", "overrides.pretrain=[epochs=100000,encoder.width=8]"]
+    long_job += [f"overrides.common=[{','.join(tiny_data())}]"]  # no gbdt.* keys: no tree here
+    command = [sys.executable, "-m", "scarce_ltr", *sweep_args(tmp_path, *long_job)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline, jobs = time.time() + 120, set()
+    while not jobs and time.time() < deadline and process.poll() is None:
+        servers = {p for p in _children({process.pid}) if _is_job_server(p)}
+        jobs = _children(servers)  # forked by a job server of the sweep
+        time.sleep(0.2)
+    assert jobs, "no job started"
+    time.sleep(2)  # into its epochs
+    assert process.poll() is None and all(_alive(p) for p in jobs), "the job ended on its own"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 130
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(p) for p in jobs):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in jobs), "a job ran on after the sweep was stopped"
+    assert all(cell["status"] != "done" for cell in manifest(tmp_path)["cells"])
+    pretraining = tmp_path / "sweep/synthetic/pretrain/simclr-rank/seed=0"
+    assert "interrupted" in (pretraining / "log.txt").read_text()
+
+
 def test_a_rerun_with_other_models_keeps_the_earlier_cells_in_the_manifest(tmp_path: Path) -> None:
     """``./run.sh sweep <name> models=[...]`` into a folder that ran other models adds its cells
     to the manifest (and so to the report) instead of hiding the earlier ones; a cell whose run
