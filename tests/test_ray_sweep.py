@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import processes
 from tiny import tiny_data
 
 from scarce_ltr.cli import run
@@ -74,26 +75,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _processes() -> dict[int, tuple[int, int, str]]:
-    """PID -> (parent PID, process group, command line) of every process now."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        found[int(entry.name)] = (int(fields[1]), int(fields[2]), cmdline)
-    return found
-
-
 def _node_processes(temp_dir: str, procs: dict | None = None) -> set[int]:
     """A node's processes: those naming its temp folder, their process groups and descendants
-    (in ``procs``, a snapshot of `_processes`, by default a new one)."""
-    procs = _processes() if procs is None else procs
+    (in ``procs``, a snapshot of `processes.processes`, by default a new one)."""
+    procs = processes() if procs is None else procs
     pids = {pid for pid, (_, _, cmd) in procs.items() if temp_dir in cmd}
     groups = {procs[pid][1] for pid in pids} - {os.getpgid(0)}  # never this test's own group
     pids |= {pid for pid, (_, pgid, _) in procs.items() if pgid in groups}
@@ -332,7 +317,7 @@ def test_bad_ray_settings_stop_before_any_cell(tmp_path):
 
 def _running_job(temp_dirs: list[str]) -> int | None:
     """The job server of a job running now on one of these nodes, if any."""
-    procs = _processes()  # one snapshot: this is polled while the nodes work, every 50 ms
+    procs = processes()  # one snapshot: this is polled while the nodes work, every 50 ms
     for pid in set().union(*(_node_processes(d, procs) for d in temp_dirs)):
         server = "scarce_ltr.sweeps.jobserver" in procs.get(pid, (0, 0, ""))[2]
         if server and any(ppid == pid for ppid, _, _ in procs.values()):  # a job forked

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from processes import processes
 from tiny import tiny_data
 
 from scarce_ltr.cli import run
@@ -184,34 +185,6 @@ def test_interrupted_sweep_resumes_without_redoing_cells(tmp_path: Path) -> None
     assert len(cells) == len(first) == 4
 
 
-def _children(pids: set[int]) -> set[int]:
-    """The processes whose parent is one of ``pids`` now (from /proc)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
-        except OSError:
-            continue
-        if stat and int(stat.rsplit(")", 1)[1].split()[1]) in pids:
-            found.add(int(entry.name))
-    return found
-
-
-def _is_job_server(pid: int) -> bool:
-    try:
-        return b"scarce_ltr.sweeps.jobserver" in (Path("/proc") / str(pid) / "cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
 def test_a_sweep_stopped_with_sigterm_stops_its_jobs(tmp_path: Path) -> None:
     """``kill <sweep>`` (SIGTERM, which its jobs never see) stops the running job as Ctrl-C
@@ -223,18 +196,23 @@ def test_a_sweep_stopped_with_sigterm_stops_its_jobs(tmp_path: Path) -> None:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline, jobs = time.time() + 120, set()
     while not jobs and time.time() < deadline and process.poll() is None:
-        servers = {p for p in _children({process.pid}) if _is_job_server(p)}
-        jobs = _children(servers)  # forked by a job server of the sweep
+        procs = processes()
+        servers = {
+            pid
+            for pid, (parent, _, command) in procs.items()
+            if parent == process.pid and "scarce_ltr.sweeps.jobserver" in command
+        }
+        jobs = {pid for pid, (parent, _, _) in procs.items() if parent in servers}
         time.sleep(0.2)
     assert jobs, "no job started"
     time.sleep(2)  # into its epochs
-    assert process.poll() is None and all(_alive(p) for p in jobs), "the job ended on its own"
+    assert process.poll() is None and jobs <= processes().keys(), "the job ended on its own"
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 130
     deadline = time.time() + 30
-    while time.time() < deadline and any(_alive(p) for p in jobs):
+    while time.time() < deadline and jobs & processes().keys():
         time.sleep(0.2)
-    assert not any(_alive(p) for p in jobs), "a job ran on after the sweep was stopped"
+    assert not jobs & processes().keys(), "a job ran on after the sweep was stopped"
     assert all(cell["status"] != "done" for cell in manifest(tmp_path)["cells"])
     pretraining = tmp_path / "sweep/synthetic/pretrain/simclr-rank/seed=0"
     assert "interrupted" in (pretraining / "log.txt").read_text()
