@@ -30,6 +30,7 @@ from scarce_ltr.core.extras import EXTRAS, MissingExtra, missing_message
 from scarce_ltr.core.files import file_error
 from scarce_ltr.core.malloc import keep_freed_memory
 from scarce_ltr.core.runs import Run
+from scarce_ltr.pretrain.presets import preset_overrides, split_preset
 
 ConfigT = TypeVar("ConfigT")
 
@@ -121,9 +122,20 @@ def compose_named(
     (``configs/<folder>/<name>.yaml``, the name its `Stage.name_key`), with ``values`` (dotted
     keys, Python values) set last."""
     assert stage.config_folder is not None, stage.name
+    name, preset = _preset(stage, name)
     stage_file = _stage_file(stage.name, stage, name, available(stage.config_folder))
     named = [f"{stage.name_key}={stage_file.stem}"] if stage.name_key else []
-    return compose(stage, [*named, *overrides], stage_file=stage_file, values=values)
+    return compose(stage, [*named, *preset, *overrides], stage_file=stage_file, values=values)
+
+
+def _preset(stage: Stage, name: str) -> tuple[str, list[str]]:
+    """``simclr@released`` -> ``("simclr", <its shipped preset's keys, variant=released>)``:
+    pretraining's named presets (`pretrain.presets`), laid between the method's file and the
+    command line's keys; any other name as it is, with no keys."""
+    method, preset = split_preset(name)
+    if stage.config_folder != "pretrain" or preset is None:
+        return name, []
+    return method, preset_overrides(name)
 
 
 def run_stage(stage: Stage, composed: Composed) -> Any:
@@ -173,7 +185,7 @@ def run(argv: list[str]) -> object:
         raise UserError(f"unknown command '{command}'; commands: {', '.join(STAGES)}, test")
     stage = STAGES[command]
     rest, options = _take_options(rest)
-    stage_file = None
+    stage_file, preset = None, []
     name = command
     if stage.config_folder:
         names = available(stage.config_folder)
@@ -183,6 +195,7 @@ def run(argv: list[str]) -> object:
                 return None
             raise UserError(f"'{command}' needs a name: one of {', '.join(names)}")
         name, rest = rest[0], rest[1:]
+        name, preset = _preset(stage, name)
         stage_file = _stage_file(command, stage, name, names)
         name = stage_file.stem
     elif command in POSITIONAL and rest and _is_positional(rest[0], stage):
@@ -195,7 +208,7 @@ def run(argv: list[str]) -> object:
     if stage.name_key:
         if stage.runs:  # a run's method is its command-line name (a sweep may be renamed)
             _check_name_key(stage.name_key, name, rest)
-        rest = [f"{stage.name_key}={name}", *rest]
+        rest = [f"{stage.name_key}={name}", *preset, *rest]
     composed = compose(stage, rest, stage_file=stage_file, config_files=options.config_files)
     if options.print_config:
         print(to_yaml(composed.resolved), end="")

@@ -35,20 +35,25 @@ from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.finetune.config import COMBINE, STRATEGIES
 from scarce_ltr.pretrain.objectives import OBJECTIVES
+from scarce_ltr.pretrain.presets import available_presets
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, load_ranker
+
+# A pretraining method, or a shipped preset of one (``simclr@released``, `pretrain.presets`).
+PRETRAINING = StrOptions({*OBJECTIVES, *available_presets()})
 
 
 class PretrainedRanker(Ranker):
     """A deep ranker: an encoder pretrained on every given QG (``method``, a pretraining method
-    of ``./run.sh pretrain``; None: a fresh encoder), finetuned on the labeled QGs
-    (``strategy``: ``lp``, ``mp`` or ``full``). ``pretrained=``: a `PretrainedEncoder`
-    (``other.encoder_``), a fitted `PretrainedRanker` or a pretraining run folder, reused
-    instead of pretraining. ``missing``: ``raise`` (default) or ``median``. Other keywords are
-    config keys (``epochs=5``, ``optimizer__lr=1e-4``, ``pretrain__epochs=10``)."""
+    of ``./run.sh pretrain`` or a shipped preset such as ``simclr@released``; None: a fresh
+    encoder), finetuned on the labeled QGs (``strategy``: ``lp``, ``mp`` or ``full``).
+    ``pretrained=``: a `PretrainedEncoder` (``other.encoder_``), a fitted `PretrainedRanker` or
+    a pretraining run folder, reused instead of pretraining. ``missing``: ``raise`` (default)
+    or ``median``. Other keywords are config keys (``epochs=5``, ``optimizer__lr=1e-4``,
+    ``pretrain__epochs=10``)."""
 
     _parameter_constraints: ClassVar[dict] = {
         **Ranker._parameter_constraints,
-        "method": [StrOptions(set(OBJECTIVES)), None],
+        "method": [PRETRAINING, None],
         "strategy": [StrOptions({s for s in STRATEGIES if s != COMBINE})],
     }
 
@@ -116,7 +121,7 @@ class TreeRanker(Ranker):
     _parameter_constraints: ClassVar[dict] = {
         **Ranker._parameter_constraints,
         "method": [StrOptions(set(BASELINES))],
-        "pretrain_method": [StrOptions(set(OBJECTIVES))],
+        "pretrain_method": [PRETRAINING],
         "n_estimators": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
         "n_jobs": [Integral, None],

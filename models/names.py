@@ -4,7 +4,7 @@ A model name says what a sweep trains and how a report files it. Each mark of th
 owned by the layer that defines its concept; this module reads them all:
 
 - ``<method>@<variant>``: a pretraining method with a sweep's named variant of its settings
-  (``pretrain.config.VARIANT_MARK``);
+  (``pretrain.presets.VARIANT_MARK``);
 - ``<encoder>+<strategy>``: a finetuned ranker (``simclr-rank+full``, ``scratch+full``) and
   ``<method>+<method>[+...]+combine``, paper A.3.7's linear layer over the methods' ``+full``
   rankers (``finetune.config.ENCODER_MARK``, ``COMBINE``);
@@ -37,7 +37,7 @@ from scarce_ltr.core.config import available
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.teachers import SELF_TEACHER, TAUGHT_GROUP, TEACHER_MARK
 from scarce_ltr.finetune.config import COMBINE, ENCODER_MARK, SCRATCH
-from scarce_ltr.pretrain.config import VARIANT_MARK
+from scarce_ltr.pretrain.presets import VARIANT_MARK
 
 # Models that mix the scores of other models (`scarce_ltr.ensembles`), named here, below the
 # package that runs them, so that it builds its names with `ModelName`: ensemble:<m>,<m>,...

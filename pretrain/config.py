@@ -21,10 +21,8 @@ from scarce_ltr.pretrain.objectives.base import (
     check_probability,
     config_value,
 )
+from scarce_ltr.pretrain.presets import VARIANT_MARK
 
-# <method>@<variant>: the method pretrained with a sweep's named variant of its settings (paper
-# A.2.3 tunes each method's augmentation), as in simclr-rank@zero0.1+full.
-VARIANT_MARK = "@"
 # A pretraining run ranks nothing; its reports have always been filed under this group.
 PRETRAIN_GROUP = "no-pretrain-dl"
 
@@ -84,6 +82,19 @@ class HeadsConfig:
 
 
 @dataclass(frozen=True)
+class PretextConfig:
+    """The pretext tasks built from the data's own structure (rank-pretext, qg-bins:
+    pretrain/objectives/rank_pretext.py, qg_bins.py); the methods' options check the values."""
+
+    # rank-pretext: random sparse monotone combinations of the standardized features, each a
+    # ranking task of the QG's items (drawn once, with the seed)
+    n_tasks: int = 32
+    n_active: int = 3  # rank-pretext: features in each combination
+    single_features: bool = True  # rank-pretext: one more task per feature, its order alone
+    n_bins: int = 4  # qg-bins: equal-count bins of a feature's values within the QG
+
+
+@dataclass(frozen=True)
 class MonitorConfig:
     """Label-free monitors and the k-NN probe, measured before training and after each epoch."""
 
@@ -124,6 +135,7 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     heads: HeadsConfig = field(default_factory=HeadsConfig)
+    pretext: PretextConfig = field(default_factory=PretextConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     item_budget: int = 1024  # most real items per batch (whole QGs)
@@ -147,9 +159,10 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     # QGs (SSL Val, labels unread), none = the last epoch (pretrain/ssl_val.py).
     ssl_val: str = "loss"
     variant: str = ""  # a sweep's name for these settings: the run's model is <method>@<variant>
-    # The keys above and in augment and heads that only some methods read are the options of
-    # those methods (their `ObjectiveOptions`): one set away from its default for a method that
-    # does not read it is refused, and each method checks its own (`objective_options`).
+    # The keys above and in augment, heads and pretext that only some methods read are the
+    # options of those methods (their `ObjectiveOptions`): one set away from its default for a
+    # method that does not read it is refused, and each method checks its own
+    # (`objective_options`).
     temperature: float = 0.1  # contrastive objectives
     vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation
 

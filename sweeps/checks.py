@@ -15,7 +15,13 @@ from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_identity import STAGES
 from scarce_ltr.models.names import SEED_ENSEMBLE, ModelName, split_variant
-from scarce_ltr.sweeps.model_jobs import combine_members, pretraining_methods
+from scarce_ltr.pretrain.presets import available_presets
+from scarce_ltr.sweeps.model_jobs import (
+    combine_members,
+    is_declared,
+    pretraining_methods,
+    variant_overrides,
+)
 
 
 def check_ensembles(models: list[str]) -> None:
@@ -139,17 +145,19 @@ def check_variants(cfg) -> None:
             )
     for method in pretraining_methods(list(cfg.models)):
         base, variant = split_variant(method)
-        if variant is not None and variant not in cfg.variants:
+        if not is_declared(cfg, method):
             declared = ", ".join(cfg.variants) or "none"
             raise UserError(
                 f"sweep model naming '{method}': no variant '{variant}' under variants: "
-                f"(declared: {declared})"
+                f"(declared: {declared}) and no shipped preset of that name (shipped: "
+                f"{', '.join(available_presets()) or 'none'})"
             )
         overrides = [*cfg.overrides.pretrain, *cfg.overrides.per_method.get(base, [])]
         where = f"overrides.pretrain / overrides.per_method.{base}"
         if variant is not None:
-            overrides += cfg.variants[variant]
-            where += f" / variants.{variant}"
+            overrides += variant_overrides(cfg, method)
+            source = "variants" if variant in cfg.variants else "the shipped preset"
+            where += f" / {source} {variant}"
         _check_pretrain_overrides(base, overrides, where)
 
 

@@ -16,6 +16,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_identity import run_folder
 from scarce_ltr.finetune.config import ENCODER_MARK, SCRATCH
 from scarce_ltr.models.names import COMBINED, FINETUNED, HYBRID, ModelName, split_variant
+from scarce_ltr.pretrain.presets import preset_file, preset_overrides
 from scarce_ltr.sweeps.jobs import Job
 from scarce_ltr.sweeps.settings import fold_place, fold_tags
 
@@ -28,6 +29,25 @@ def combine_members(model: str) -> list[str] | None:
     if name.kind != COMBINED:
         return None
     return [str(ModelName.finetuned(m, COMBINE_MEMBER)) for m in name.methods]
+
+
+def variant_overrides(cfg, method: str) -> list[str]:
+    """The keys of ``<method>@<variant>`` and ``variant=<variant>``: the sweep's own
+    ``variants.<variant>`` where it declares one, else the shipped preset's
+    (``configs/pretrain/presets/<method>@<variant>.yaml``, `pretrain.presets`); [] for a plain
+    method. A name that is neither is `checks.check_variants`' to refuse."""
+    base, variant = split_variant(method)
+    if variant is None:
+        return []
+    if variant in cfg.variants:
+        return [*cfg.variants[variant], f"variant={variant}"]
+    return preset_overrides(method)
+
+
+def is_declared(cfg, method: str) -> bool:
+    """Whether ``<method>[@<variant>]`` names no variant, a sweep's or a shipped preset."""
+    variant = split_variant(method)[1]
+    return variant is None or variant in cfg.variants or preset_file(method) is not None
 
 
 def pretraining_methods(models: list[str]) -> list[str]:
@@ -92,11 +112,9 @@ def pretrain_job(
     run_dir = run_folder(
         root, dataset=place, stage="pretrain", name=method, setting=None, seed=seed
     )
-    base, variant = split_variant(method)
+    base, _ = split_variant(method)
     # The most specific list last, so that it wins: a variant over its method's over the stage's.
-    specific = [*cfg.overrides.per_method.get(base, [])]
-    if variant is not None:
-        specific += [*cfg.variants[variant], f"variant={variant}"]
+    specific = [*cfg.overrides.per_method.get(base, []), *variant_overrides(cfg, method)]
     overrides = [
         f"data={dataset}",
         *fold_splits,
