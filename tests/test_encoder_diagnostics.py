@@ -1,0 +1,163 @@
+"""benchmarks/bench_encoder_diagnostics.py: linear CKA and the ridge probe on hand-checkable
+cases, the reading rule, and the script end to end on a mocked folded sweep (tiny encoders saved
+as the pretraining stage saves them, finetuning runs whose config.yaml names tiny synthetic
+data)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import bench_encoder_diagnostics as bench  # noqa: E402
+
+from scarce_ltr.pretrain.checkpoint import save_encoder  # noqa: E402
+from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder  # noqa: E402
+
+
+def test_linear_cka_by_hand() -> None:
+    """The docstring's example: one column each, CKA is the squared correlation."""
+    x, y = np.array([[1.0], [2.0], [3.0]]), np.array([[2.0], [4.0], [7.0]])
+    assert bench.linear_cka(x, y) == pytest.approx(np.corrcoef(x[:, 0], y[:, 0])[0, 1] ** 2)
+    assert bench.linear_cka(x, y) == pytest.approx(0.9868, abs=1e-4)
+    assert np.isnan(bench.linear_cka(x, np.ones((3, 2))))  # a constant side
+
+
+def test_linear_cka_invariances() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 8))
+    y = x @ rng.normal(size=(8, 5)) + 0.5 * rng.normal(size=(200, 5))
+    assert bench.linear_cka(x, x) == pytest.approx(1.0)
+    rotation, _ = np.linalg.qr(rng.normal(size=(8, 8)))
+    assert bench.linear_cka(x @ rotation * 3.7 + 5.0, x) == pytest.approx(1.0)
+    assert bench.linear_cka(x @ rotation * 0.2, y) == pytest.approx(bench.linear_cka(x, y))
+    assert bench.linear_cka(x, y) == pytest.approx(bench.linear_cka(y, x))
+    independent = bench.linear_cka(x, rng.normal(size=(200, 5)))
+    assert independent < 0.1 < bench.linear_cka(x, y)
+
+
+def _groups(rng, n_groups: int, size: int, width: int) -> bench.Items:
+    """Graded labels 0..3 in dimension 0 of the embeddings, noise in the others."""
+    labels = rng.integers(0, 4, size=n_groups * size).astype(np.float32)
+    x = rng.normal(size=(n_groups * size, width))
+    x[:, 0] = 0.5 * labels
+    return x, labels, np.arange(0, n_groups * size + 1, size)
+
+
+def test_probe_reads_a_linear_label() -> None:
+    """The label is a linear function of one embedding dimension: NDCG@5 = 1 on vali and test;
+    a probe on pure noise does not reach it."""
+    rng = np.random.default_rng(1)
+    train, vali, test = (_groups(rng, n, 8, 6) for n in (20, 10, 10))
+    probe = bench.linear_probe(train[:2], vali, test)
+    assert probe["vali"] == pytest.approx(1.0) and probe["test"] == pytest.approx(1.0)
+    assert probe["alpha"] in bench.ALPHAS
+    noise = rng.normal(size=train[0].shape)
+    blind = bench.linear_probe((noise, train[1]), vali, test)
+    assert blind["test"] < 0.95
+    nan = bench.linear_probe((np.full_like(noise, np.nan), train[1]), vali, test)
+    assert np.isnan(nan["test"])
+
+
+def test_direction_and_reading() -> None:
+    up = {1: 0.6, 2: 0.7, 3: 0.65}
+    base = {1: 0.5, 2: 0.52, 3: 0.51}
+    assert bench.direction(up, base) == "up" and bench.direction(base, up) == "down"
+    assert bench.direction({1: 0.5, 2: 0.6}, {1: 0.55, 2: 0.55}) == "level"
+    assert bench.direction({1: 0.6}, {1: 0.5}) is None
+    assert bench.reading("level", "level", "level").startswith("learned nothing")
+    assert bench.reading("level", None, "up").endswith(", yet finetuning pays")
+    assert bench.reading("down", "level", "down") == (
+        "below the random init (probe or CKA down); finetuning costs"
+    )
+    assert bench.reading("up", "level", "level") == "learned something the labels do not use"
+    assert bench.reading("level", "up", "down").endswith("(finetuning costs)")
+    assert bench.reading("level", "up", "up") == "closer to the oracle and pays"
+    assert bench.reading("up", "level", "up") == "a linear signal that pays"
+    assert bench.reading(None, None, None) == "too few units to read"
+
+
+TINY = {"n_train_groups": 30, "n_vali_groups": 10, "n_test_groups": 10, "n_features": 12}
+ARCH = EncoderConfig(width=8, hidden=16, n_blocks=1)
+
+
+def _encoder(folder: Path, seed: int, method: str) -> None:
+    torch.manual_seed(seed)
+    save_encoder(folder, build_encoder(ARCH, n_features=12), method=method, n_features=12,
+                 encoder_config=ARCH, data={"name": "synthetic", "transform": "standardize"},
+                 epochs=1)  # fmt: skip
+
+
+def _finetuned(folder: Path, seed: int, test: float) -> None:
+    folder.mkdir(parents=True)
+    config = {"data": {"name": "synthetic", "synthetic": TINY}, "seed": seed, "logger": "none",
+              "scarcity": {"fraction": 0.2, "val": "full"}}  # fmt: skip
+    (folder / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
+    metrics = {"test": {"ndcg@5": test}, "vali": {"ndcg@5": test}}
+    (folder / "report.json").write_text(json.dumps({"metrics": metrics, "seconds": 1.0}))
+    (folder / "DONE").touch()
+
+
+def test_end_to_end_on_a_mocked_folded_sweep(monkeypatch, tmp_path: Path, capsys) -> None:
+    """Two folds x two seeds; ``copy`` holds the oracle's weights (CKA 1, the oracle's probe)
+    and its finetuning beats scratch+full in every unit; ``other@v1`` is another random
+    encoder. Without the oracle, its row and the CKA are blank and the command is printed."""
+    sweep, oracle_sweep = tmp_path / "yandex-x", tmp_path / "yandex-recipe"
+    oracle_root = tmp_path / "yandex-recipe-oracle"
+    for fold in (1, 2):
+        for seed in (0, 1):
+            place = sweep / "yandex" / f"fold={fold}"
+            oracle = oracle_root / f"yandex/fold={fold}/encoder-seed={seed}/oracle"
+            _encoder(oracle, 100 + seed, "oracle")
+            _encoder(place / f"pretrain/copy/seed={seed}", 100 + seed, "copy")
+            _encoder(place / f"pretrain/other@v1/seed={seed}", 200 + seed, "other")
+            for model, test in [("scratch+full", 0.5), ("copy+full", 0.6), ("other@v1+full", 0.5)]:
+                test += 0.01 * (fold + 2 * seed) * (model != "scratch+full")
+                _finetuned(place / f"finetune/{model}/frac=0.2/seed={seed}", seed, test)
+            _finetuned(oracle_root / f"yandex/fold={fold}/finetune/oracle+full/frac=0.2/"
+                       f"seed={seed}", seed, 0.7 + 0.01 * seed)  # fmt: skip
+    argv = ["bench", "--sweep", str(sweep), "--oracle-sweep", str(oracle_sweep), "--folds",
+            "1", "2", "--seeds", "0", "1", "--fraction", "0.2", "--cka-items", "50"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    out = capsys.readouterr().out
+    assert "4 (fold, seed) units" in out and "No oracle encoder" not in out
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines()
+            if line.startswith("| ") and "---" not in line}  # fmt: skip
+    oracle_row = "oracle (resnet, frac=1)"
+    assert list(rows) == ["encoder", "random init", "`copy`", "`other@v1`", oracle_row]
+    copy, oracle, random = rows["`copy`"], rows[oracle_row], rows["random init"]
+    assert copy[1] == "4" and copy[7] == "1.000 ± 0.000" and copy[2] == oracle[2]
+    assert copy[5] == "0.625 ± 0.013" and oracle[5] == "0.705 ± 0.006"
+    assert random[5] == "0.500 ± 0.000" and random[10] == "the reference |"
+    assert "4/4 > 0" in copy[6] and copy[10].startswith("closer to the oracle and pays")
+    assert oracle[10] == "has seen every train label |"
+    # The random init: the pretrainings' architecture and seed (torch.manual_seed, then
+    # build_encoder), as pretraining draws its own starting point.
+    encoders = bench.unit_encoders(bench_args(argv, monkeypatch), 1, 0, ["copy"])
+    torch.manual_seed(0)
+    fresh = build_encoder(ARCH, n_features=12).state_dict()
+    assert all(torch.equal(v, fresh[k]) for k, v in encoders["random init"][0].state_dict().items())
+    # Without the oracle: blank oracle columns and the command that trains it.
+    empty = tmp_path / "nothing"
+    argv = [*argv[:3], "--oracle-sweep", str(empty), *argv[5:], "--models", "copy"]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    out = capsys.readouterr().out
+    assert f"No oracle encoder in {empty}" in out
+    assert "benchmarks/bench_oracle_encoder.py --data yandex --with-sweep" in out
+    assert "| oracle" not in out and "other@v1" not in out
+    copy = next(line for line in out.splitlines() if line.startswith("| `copy`")).split(" | ")
+    assert copy[7] == "" and copy[5] == "0.625 ± 0.013"
+
+
+def bench_args(argv: list[str], monkeypatch):
+    monkeypatch.setattr(sys, "argv", argv)
+    return bench.parse_args()
