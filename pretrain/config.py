@@ -44,7 +44,8 @@ class AugmentConfig:
     subsets: int = 4  # subtab: number of feature subsets
     overlap: float = 0.75  # subtab: overlap of neighbouring subsets, as a share of a subset
     # simclr(-rank/-sample), simsiam: before zeroing and noise, each entry replaced with this
-    # probability by the same feature of a donor item (0: off, the paper's views)
+    # probability by the same feature of a donor item (0: off, the paper's views); rank-pretext,
+    # qg-bins: the same on the encoder's input, donors always from the item's own QG
     replace_p: float = 0.0
     # where replace_p's, scarf's and vime's donors come from: global (the batch or, for scarf,
     # the training set: other QGs too) or qg (the item's own QG: a value on the same per-query

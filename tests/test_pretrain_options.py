@@ -36,7 +36,10 @@ STORED = {
     "dacl": (0.1, {"mixup": 0.6, "noise_scale": 0.0}, 256),
     "vime": (0.1, {"corrupt_p": 0.3}, 1024),
     "subtab": (0.1, {"subsets": 4, "overlap": 0.75, "corrupt_p": 0.3}, 1024),
+    "rank-pretext": (0.1, {}, 1024),
+    "qg-bins": (0.1, {"replace_p": 0.3}, 1024),
 }
+PRETEXT = {"n_tasks": 32, "n_active": 3, "single_features": True, "n_bins": 4}
 
 
 def _load(method: str, overrides: list[str] = ()):  # type: ignore[assignment]
@@ -58,6 +61,7 @@ def test_each_methods_stored_settings_and_identity_stay(method):
     }
     assert stored["augment"] == AUGMENT | augment
     assert stored["heads"] == {"projector_dim": None, "predictor_hidden": None}
+    assert stored["pretext"] == PRETEXT
     assert (stored["item_budget"], stored["epochs"]) == (items, 40)
     identity = cfg.identity()
     assert (identity.dataset, identity.stage, identity.model, identity.setting) == (
@@ -99,6 +103,9 @@ READS = {
     "dacl": {"augment.mixup", "augment.noise_scale"} | CONTRAST,
     "vime": {"augment.corrupt_p", "augment.replace_source", "vime_alpha"},
     "subtab": {"augment.corrupt_p", "augment.subsets", "augment.overlap"},
+    "rank-pretext": {f"pretext.{k}" for k in ("n_tasks", "n_active", "single_features")}
+    | {"augment.replace_p"},
+    "qg-bins": {"pretext.n_bins", "augment.replace_p"},
 }
 # A value away from PretrainConfig's default for each of those keys.
 SET = {
@@ -115,6 +122,10 @@ SET = {
     "heads.predictor_hidden": "4",
     "temperature": "0.5",
     "vime_alpha": "1.0",
+    "pretext.n_tasks": "8",
+    "pretext.n_active": "2",
+    "pretext.single_features": "False",
+    "pretext.n_bins": "3",
 }
 
 

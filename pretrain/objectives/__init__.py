@@ -11,6 +11,8 @@ from __future__ import annotations
 from scarce_ltr.pretrain.encoders import build_encoder
 from scarce_ltr.pretrain.objectives.base import Objective
 from scarce_ltr.pretrain.objectives.dacl import DACL
+from scarce_ltr.pretrain.objectives.qg_bins import QGBins
+from scarce_ltr.pretrain.objectives.rank_pretext import RankPretext
 from scarce_ltr.pretrain.objectives.scarf import SCARF
 from scarce_ltr.pretrain.objectives.simclr import SimCLR
 from scarce_ltr.pretrain.objectives.simclr_rank import SimCLRRank
@@ -25,7 +27,8 @@ def build_objective(cfg, *, n_features: int) -> Objective:
     made from the options ``cfg`` gives it (checked)."""
     objective = OBJECTIVES[cfg.method]
     encoder = build_encoder(cfg.encoder, n_features=n_features)
-    return objective.build(encoder, objective.options.of(cfg), n_features=n_features)
+    seed = {"seed": cfg.seed} if objective.seeded else {}  # a draw fixed for the whole run
+    return objective.build(encoder, objective.options.of(cfg), n_features=n_features, **seed)
 
 
 def option_keys() -> tuple[str, ...]:
@@ -47,4 +50,7 @@ OBJECTIVES: dict[str, type[Objective]] = {
     "dacl": DACL,
     "vime": VIME,
     "subtab": SubTab,
+    # pretext tasks from the data's own structure (issue 60), not methods of the paper
+    "rank-pretext": RankPretext,
+    "qg-bins": QGBins,
 }

@@ -132,6 +132,10 @@ class Objective(nn.Module):
     # Its negatives are the other items of each item's own QG: a pretraining set whose QGs all
     # hold one item leaves it none (`pretraining_set.check_pretraining_set` refuses it).
     qg_negatives: ClassVar[bool] = False
+    # `build` gets the run's seed (``seed=``, `objectives.build_objective`): it draws something
+    # once for the whole run (rank-pretext's tasks) and keeps it in buffers, which a resumed run
+    # loads from its checkpoint.
+    seeded: ClassVar[bool] = False
     # The keys it reads (`build` gets them); no options: it reads none of the keys only some
     # methods read.
     options: ClassVar[type[ObjectiveOptions]] = ObjectiveOptions
