@@ -31,6 +31,7 @@ from scarce_ltr.data.teachers import (
     taught_model,
 )
 from scarce_ltr.finetune.heads import HEADS
+from scarce_ltr.finetune.joint import JointConfig
 from scarce_ltr.finetune.losses import LOSSES, option_keys, readers
 from scarce_ltr.finetune.losses.base import BoundLoss, LossOptions
 from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
@@ -215,6 +216,10 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     # the model's own clean-view scores teach its noised view (consistency), <model>~self
     teacher: str | None = None
     teaching: TeachingConfig = field(default_factory=TeachingConfig)
+    # Joint semi-supervised training: + joint.weight x a self-supervised loss on every train QG
+    # of the batch, the unlabeled ones too, in the whole-network epochs (finetune/joint.py;
+    # docs/finetune.md "Joint training"); off by default (weight 0)
+    joint: JointConfig = field(default_factory=JointConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -243,6 +248,7 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
         if not 0 <= self.combination_dropout < 1:
             raise ValueError("combine_dropout (or data.combine_dropout) must be in [0, 1)")
         self._check_l2sp()
+        self._check_joint()
         if self.head_lr is not None:
             POSITIVE.check("head_lr", self.head_lr)
             if self.strategy != "full":
@@ -302,6 +308,21 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
             raise ValueError(f"{key} needs whole-network epochs: full_epochs (or epochs=) is 0")
         if self.l2sp_grid and self.search.on:
             raise ValueError("l2sp_grid and search.n_trials: choose alpha by one or the other")
+
+    def _check_joint(self) -> None:
+        """The joint loss trains the encoder: refused where none is trained."""
+        self.joint.check_read()
+        if not self.joint.on:
+            return
+        if self.strategy != "full":
+            raise ValueError(
+                f"joint.weight is for full: {self.strategy} never trains the encoder, which the "
+                "joint loss trains"
+            )
+        if not any(phase.train_encoder for phase in self.phases()):
+            raise ValueError(
+                "joint.weight needs whole-network epochs: full_epochs (or epochs=) is 0"
+            )
 
     @property
     def l2sp_on(self) -> bool:

@@ -39,6 +39,7 @@ from scarce_ltr.data.evaluation import (
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import Phase, TrainOptions
+from scarce_ltr.finetune.joint import Joint, joint_for
 from scarce_ltr.finetune.loop import (
     CHECKPOINT,
     FitResult,
@@ -105,6 +106,11 @@ class GridTraining:
         """``cfg.teacher``'s targets on the unlabeled train QGs (`finetune.teacher`), checked
         against the run's data and labels on first use; None without a teacher."""
         return teaching_for(self.cfg, self.prepared)
+
+    @cached_property
+    def joint(self) -> Joint | None:
+        """``cfg.joint``'s term on the train QGs (`finetune.joint`); None when off."""
+        return joint_for(self.cfg, self.prepared, self.teaching)
 
 
 @dataclass
@@ -217,6 +223,7 @@ def _fit_point(training: GridTraining, candidate: Candidate, model: nn.Module) -
         desc=candidate.desc,
         teaching=training.teaching,
         prune=candidate.prune,
+        joint=training.joint,
     )
 
 
@@ -284,5 +291,7 @@ def finish_grid(
     body, summary = report(chosen, results, metrics)
     if training.teaching is not None:
         body["teacher"] = training.teaching.summary
+    if training.joint is not None:
+        body["joint"] = training.joint.summary
     write_run_bundle(run, prepared, metrics, *torch_bundle(model, chosen.spec, budget))
     return Outcome(body, summary)

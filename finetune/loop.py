@@ -39,6 +39,7 @@ from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.finetune.config import Phase, TrainOptions
+from scarce_ltr.finetune.joint import Joint, JointEpoch, JointRun
 from scarce_ltr.finetune.l2sp import L2SP
 from scarce_ltr.finetune.scoring import (
     FrozenEncoderCache,
@@ -107,6 +108,7 @@ def train_epoch(
     teaching: Teaching | None = None,
     penalty: Callable[[], torch.Tensor] | None = None,
     encoded: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    joint: JointEpoch | None = None,
 ) -> float:
     """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
     before each step with the share of the epoch done, to set the learning rate. ``teaching``:
@@ -120,10 +122,14 @@ def train_epoch(
 
     ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
     and added to every feature of every real item of each training batch.
+
+    ``joint``: `finetune.joint`'s term, ``weight`` x a self-supervised loss of every QG of the
+    batch, added to each step's loss; without a teacher the ranking loss then sees the labeled
+    QGs' rows alone, and the mean returned is over the batches that hold one.
     """
     if (noise_std > 0 or (teaching is not None and teaching.noise > 0)) and generator is None:
         raise ValueError("noise_std > 0 or teaching noise needs a generator (the noise is seeded)")
-    if encoded is not None and (noise_std > 0 or teaching is not None):
+    if encoded is not None and (noise_std > 0 or teaching is not None or joint is not None):
         raise ValueError(
             "kept encoder outputs stand in for clean inputs only (no noise, no teaching)"
         )
@@ -134,28 +140,62 @@ def train_epoch(
         if schedule is not None:
             schedule(step / n_steps)
         b = batch.to(runtime.device)
-        features, labels = b.features, b.labels
-        if teaching is not None:  # the taught rows' view and, for teacher=self, their targets
-            with runtime.train_autocast():
-                features, labels = teaching.student_view(
-                    model, features, labels, mask=b.mask, groups=b.groups, generator=generator
-                )
-        if noise_std > 0:
-            features = gaussian_noise(features, b.mask, scale=noise_std, generator=generator)
-        with runtime.train_autocast():
-            if encoded is not None:
-                scores = model.score_encoded(encoded(b.groups), b.mask)
-            else:
-                scores = model(features, b.mask)
-        if teaching is None:
-            loss = loss_fn(scores.float(), labels, mask=b.mask)
-        else:
-            loss = teaching.loss(loss_fn, scores.float(), labels, mask=b.mask, groups=b.groups)
+        features, labels, mask = b.features, b.labels, b.mask
+        if joint is not None and teaching is None:  # the unlabeled QGs' rows: joint term only
+            ranked = joint.labeled_rows(b.groups)
+            features, labels, mask = features[ranked], labels[ranked], mask[ranked]
+        loss = None
+        if len(mask):
+            loss = _ranking_loss(
+                model,
+                (features, labels, mask, b.groups),
+                loss_fn,
+                runtime=runtime,
+                noise_std=noise_std,
+                generator=generator,
+                teaching=teaching,
+                encoded=encoded,
+            )
+        terms = [t for t in (loss, penalty() if penalty is not None else None) if t is not None]
+        if joint is not None:
+            terms.append(joint.loss(model, b, step))
         optimizer.zero_grad(set_to_none=True)
-        (loss if penalty is None else loss + penalty()).backward()
+        sum(terms[1:], terms[0]).backward()
         optimizer.step()
-        total, count = total + float(loss.detach()), count + 1
+        if loss is not None:
+            total, count = total + float(loss.detach()), count + 1
     return total / max(count, 1)
+
+
+def _ranking_loss(
+    model: nn.Module,
+    batch: tuple[torch.Tensor, ...],
+    loss_fn: LossFn,
+    *,
+    runtime: Runtime,
+    noise_std: float,
+    generator: torch.Generator | None,
+    teaching: Teaching | None,
+    encoded: Callable[[torch.Tensor], torch.Tensor] | None,
+) -> torch.Tensor:
+    """One step's ranking loss of `train_epoch` (the teacher's term included) on ``batch``,
+    ``(features [B, L, d], labels [B, L], mask [B, L], groups [B])``."""
+    features, labels, mask, groups = batch
+    if teaching is not None:  # the taught rows' view and, for teacher=self, their targets
+        with runtime.train_autocast():
+            features, labels = teaching.student_view(
+                model, features, labels, mask=mask, groups=groups, generator=generator
+            )
+    if noise_std > 0:
+        features = gaussian_noise(features, mask, scale=noise_std, generator=generator)
+    with runtime.train_autocast():
+        if encoded is not None:
+            scores = model.score_encoded(encoded(groups), mask)
+        else:
+            scores = model(features, mask)
+    if teaching is None:
+        return loss_fn(scores.float(), labels, mask=mask)
+    return teaching.loss(loss_fn, scores.float(), labels, mask=mask, groups=groups)
 
 
 def _schedule(optimizer, options, phase_epoch: int, phase: Phase) -> Callable[[float], None]:
@@ -195,6 +235,7 @@ def fit(
     desc: str = "finetune",
     teaching: Teaching | None = None,
     prune: Prune | None = None,
+    joint: Joint | None = None,
 ) -> FitResult:
     """Train ``model`` in place; on return it holds the validation-best weights.
 
@@ -203,6 +244,9 @@ def fit(
 
     ``teaching``: the unlabeled train QGs join the labeled ones with a teacher's targets
     (`finetune.teacher`); vali stays the labeled vali QGs.
+
+    ``joint``: in the phases that train the encoder, every train QG joins the batches and a
+    self-supervised loss of them is added (`finetune.joint`); its projector is checkpointed.
 
     ``checkpoint``: where to save (and resume from) the training state at the end of every
     phase and, inside a phase, after the first epoch that ends `CHECKPOINT_SECONDS` after the
@@ -231,9 +275,20 @@ def fit(
         l2sp=l2sp,
         prune=prune,
     )
+    if joint is not None:
+        task.joint = JointRun.start(
+            joint,
+            model,
+            prepared=prepared,
+            runtime=runtime,
+            seed=seed,
+            item_budget=options.eval_item_budget,
+        )
     if checkpoint is not None and checkpoint.is_file():
         task.resume(checkpoint, desc)
     task.batches = _training_batches(prepared, options, seed, teaching)
+    if task.joint is not None:
+        task.joint_batches = task.joint.batches(options.item_budget, options.max_list_len)
     if not task.progress.history:  # the initial model is a candidate too (epoch 0)
         task.score_initial()
     total = sum(p.epochs for p in phases)
@@ -297,6 +352,9 @@ class _Fit:
     train_items: FrozenTrainItems = field(default_factory=FrozenTrainItems)
     use_train_items: bool = False  # the phase trains the head on `train_items`
     batches: QueryGroupBatcher | None = None  # set once resumed (`_training_batches`)
+    joint: JointRun | None = None  # `finetune.joint`'s projector, in encoder phases
+    joint_batches: QueryGroupBatcher | None = None  # every train QG, in encoder phases
+    joint_epoch: JointEpoch | None = None  # the last epoch's joint term
     bar: Any = None  # the epochs' progress bar, once the initial model is scored
 
     def resume(self, checkpoint: Path, desc: str) -> None:
@@ -304,6 +362,9 @@ class _Fit:
         require_keys(state, _STATE_KEYS, path=checkpoint, what="finetuning checkpoint")
         self.model.load_state_dict(state["model"])
         self.best_state, self.opt_state = state["best_model"], state["optimizer"]
+        if self.joint is not None:
+            require_keys(state, ("joint",), path=checkpoint, what="finetuning checkpoint")
+            self.joint.load_state_dict(state["joint"])
         self.progress = Progress(**state["progress"])
         restore_rng_state(state["rng"])
         epoch = self.progress.epoch
@@ -349,6 +410,8 @@ class _Fit:
             )
         )
         trainable = [p for p in self.model.parameters() if p.requires_grad]
+        if self.joint is not None and phase.train_encoder:
+            trainable += self.joint.parameters()
         options, lr = self.options, self.options.rate(phase)
         self.optimizer = make_optimizer(
             trainable, name=options.optimizer, lr=lr, weight_decay=options.weight_decay
@@ -359,14 +422,19 @@ class _Fit:
 
     def run_epoch(self, position: Position) -> tuple[float, float]:
         """``(mean train loss, vali NDCG@5)`` of the epoch."""
-        self.batches.set_epoch(position.epoch)
-        start = time.perf_counter()
         phase = self.phases[position.phase]
+        with_joint = self.joint is not None and phase.train_encoder
+        batches = self.joint_batches if with_joint else self.batches
+        batches.set_epoch(position.epoch)
+        start = time.perf_counter()
+        self.joint_epoch = None
+        if with_joint:  # its own-score grades are refreshed here, in training's time
+            self.joint_epoch = self.joint.epoch(self.model, batches, position, phase.epochs)
         # the encoder sits at its anchor while frozen: no penalty, no gradient
         penalty = self.l2sp if phase.train_encoder else None
         loss = train_epoch(
             self.model,
-            self.batches,
+            batches,
             self.optimizer,
             self.loss_fn,
             runtime=self.runtime,
@@ -376,6 +444,7 @@ class _Fit:
             teaching=self.teaching,
             penalty=penalty,
             encoded=self.train_items.lookup if self.use_train_items else None,
+            joint=self.joint_epoch,
         )
         self.progress.train_seconds += time.perf_counter() - start
         return loss, self.evaluate()
@@ -386,6 +455,9 @@ class _Fit:
         row = {"epoch": position.epoch, "phase": phase.name, "train_loss": loss}
         if self.l2sp is not None:  # the epoch's mean penalty, beside the ranking loss
             row["l2sp_penalty"] = self.l2sp.epoch_mean()
+        if self.joint_epoch is not None:  # the epoch's mean self-supervised loss and weight
+            row["joint_loss"] = self.joint_epoch.mean()
+            row["joint_weight"] = self.joint_epoch.weight
         row["vali_ndcg@5"] = score
         progress.history.append(row)
         better = nan_low(score) > progress.best_score
@@ -411,7 +483,10 @@ class _Fit:
 
     def save(self, position: Position, *, in_phase: bool) -> None:
         optimizer = self.optimizer if in_phase else None  # a new phase makes a new one
-        _save(self.checkpoint, self.model, optimizer, self.best_state, self.progress, self.meta)
+        joint = None if self.joint is None else self.joint.state_dict()
+        _save(
+            self.checkpoint, self.model, optimizer, self.best_state, self.progress, self.meta, joint
+        )
 
     def result(self) -> FitResult:
         """The vali-best weights back in the model, eval mode, and what training took."""
@@ -452,15 +527,16 @@ def _save(
     best_state: dict | None,
     progress: Progress,
     meta: dict | None,
+    joint: dict | None = None,
 ) -> None:
-    save_checkpoint(
-        path,
-        {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict() if optimizer is not None else None,
-            "best_model": best_state,
-            "progress": dict(progress.__dict__),
-            "rng": capture_rng_state(),
-            "meta": meta or {},
-        },
-    )
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "best_model": best_state,
+        "progress": dict(progress.__dict__),
+        "rng": capture_rng_state(),
+        "meta": meta or {},
+    }
+    if joint is not None:  # the joint term's projector (`finetune.joint`)
+        state["joint"] = joint
+    save_checkpoint(path, state)

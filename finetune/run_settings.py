@@ -34,6 +34,8 @@ def run_identity(cfg: FinetuneConfig) -> str:
         settings.pop("l2sp"), settings.pop("l2sp_grid")
     if cfg.head_lr is None:  # likewise with one rate for both phases
         settings.pop("head_lr")
+    if not cfg.joint.on:  # likewise without joint training
+        settings.pop("joint")
     if not cfg.from_scratch:
         settings["pretrained"] = str(Path(cfg.pretrained).resolve())
     settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]

@@ -139,7 +139,7 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
         targets = _zscore_within_groups(scores, train.offsets)[rows].astype(np.float32)
         summary["temperature"] = config.temperature
     else:
-        levels = config.levels or _grades(prepared)
+        levels = config.levels or grade_levels(prepared)
         targets = pseudo_labels(scores[rows], levels=levels)
         summary["levels"] = levels
     taught = ~labels.train_labeled
@@ -155,7 +155,7 @@ def teaching_for(cfg: CommonConfig, prepared: PreparedData) -> Teaching | None:
     )
 
 
-def _grades(prepared: PreparedData) -> int:
+def grade_levels(prepared: PreparedData) -> int:
     """Relevance levels the labeled train QGs use (highest grade + 1, at least 2)."""
     labeled = prepared.labels.labeled_train()
     top = float(np.max(labeled.labels)) if labeled.n_items else 1.0
