@@ -20,7 +20,10 @@ unit's ``resnet`` of ``--oracle-sweep`` trained on every train label, ``frac=1``
    random init, ``oracle+full`` of ``<oracle-sweep>-oracle/`` for the oracle (blank if absent);
 3. linear CKA (Kornblith et al. 2019) to the oracle's embeddings on up to ``--cka-items`` vali
    items, the same items for every encoder and unit of a fold (drawn with a fixed seed);
-4. the effective rank (pretrain.monitor) of the embeddings on those items.
+4. the effective rank (pretrain.monitor) of the embeddings on those items;
+5. the between-QG share of the embeddings' variance on every vali item (`between_qg_share`):
+   how much of what the encoder writes says which QG an item is in rather than how it differs
+   from its QG's other items (NDCG compares items within a QG only).
 
 Each column is the mean ± std over units; a margin column is the paired margin over the random
 init (``scratch+full`` for the finetuning), as `ohsumed_folds.paired` prints it.
@@ -90,6 +93,19 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
     if not scale > 0:
         return float("nan")
     return float(np.linalg.norm(y.T @ x) ** 2 / scale)
+
+
+def between_qg_share(x: np.ndarray, offsets: np.ndarray) -> float:
+    """The share of the total variance of ``x [n_items, D]`` (summed over dimensions) that lies
+    between the QGs ``offsets [n_groups + 1]`` delimit: 0 when every QG has the same mean, 1
+    when the items of each QG coincide. Example: items [[0], [2], [10], [12]] in QGs of two:
+    QG means 1 and 11, between 2 * 25 + 2 * 25 = 100 of a total 104, share 0.96."""
+    sizes = np.diff(offsets)
+    starts = offsets[:-1][sizes > 0]
+    centered = x - x.mean(axis=0)
+    means = np.add.reduceat(centered, starts, axis=0) / sizes[sizes > 0, None]
+    total = float((centered**2).sum())
+    return float((sizes[sizes > 0, None] * means**2).sum()) / total if total > 0 else 0.0
 
 
 def ridge_scores(train_x: np.ndarray, train_y: np.ndarray, alpha: float, *others: np.ndarray):
@@ -249,6 +265,7 @@ def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dic
             "alpha": probe["alpha"],
             "cka": None if oracle is None else linear_cka(vali_x[sample], oracle),
             "rank": effective_rank(vali_x[sample]),
+            "qg_share": between_qg_share(vali_x, prepared.vali.offsets),
             "finetune": finetuned(args, name, fold, seed),
         }
     return out
@@ -285,7 +302,7 @@ def margin(x: dict, y: dict) -> str:
 def table_row(per_unit: dict, name: str) -> str:
     """One encoder's Markdown row: its measures, paired margins over the random init (the
     finetuning's over scratch+full) and its reading."""
-    keys = ("probe_test", "probe_vali", "finetune", "cka", "rank")
+    keys = ("probe_test", "probe_vali", "finetune", "cka", "rank", "qg_share")
     get = {key: column(per_unit, name, key) for key in keys}
     base = {key: column(per_unit, RANDOM, key) for key in keys}
     units = sum(name in m for m in per_unit.values())
@@ -298,14 +315,16 @@ def table_row(per_unit: dict, name: str) -> str:
     label = {RANDOM: "random init", ORACLE: "oracle (resnet, frac=1)"}.get(name, f"`{name}`")
     cells = [label, str(units), mean_std(get["probe_test"]), mean_std(get["probe_vali"]),
              margins["probe_test"], mean_std(get["finetune"]), margins["finetune"],
-             mean_std(get["cka"]), margins["cka"], mean_std(get["rank"], 1), read]  # fmt: skip
+             mean_std(get["cka"]), margins["cka"], mean_std(get["rank"], 1),
+             mean_std(get["qg_share"]), read]  # fmt: skip
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
     "| encoder | units | probe test NDCG@5 | probe vali NDCG@5 | probe - random init "
     "| full finetuning test NDCG@5 | - scratch+full | CKA to the oracle | CKA - random init "
-    "| effective rank (vali) | reading |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    "| effective rank (vali) | between-QG share (vali) | reading |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 

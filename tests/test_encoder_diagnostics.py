@@ -51,6 +51,15 @@ def _groups(rng, n_groups: int, size: int, width: int) -> bench.Items:
     return x, labels, np.arange(0, n_groups * size + 1, size)
 
 
+def test_between_qg_share_by_hand_and_at_its_ends() -> None:
+    offsets = np.array([0, 2, 4])
+    assert bench.between_qg_share(np.array([[0.0], [2.0], [10.0], [12.0]]), offsets) == 100 / 104
+    same_means = np.array([[0.0, 1.0], [2.0, -1.0], [0.0, 1.0], [2.0, -1.0]])
+    assert bench.between_qg_share(same_means, offsets) == 0.0
+    coinciding = np.array([[3.0], [3.0], [-1.0], [-1.0]])
+    assert bench.between_qg_share(coinciding, offsets) == pytest.approx(1.0)
+
+
 def test_probe_reads_a_linear_label() -> None:
     """The label is a linear function of one embedding dimension: NDCG@5 = 1 on vali and test;
     a probe on pure noise does not reach it."""
@@ -136,9 +145,9 @@ def test_end_to_end_on_a_mocked_folded_sweep(monkeypatch, tmp_path: Path, capsys
     copy, oracle, random = rows["`copy`"], rows[oracle_row], rows["random init"]
     assert copy[1] == "4" and copy[7] == "1.000 ± 0.000" and copy[2] == oracle[2]
     assert copy[5] == "0.625 ± 0.013" and oracle[5] == "0.705 ± 0.006"
-    assert random[5] == "0.500 ± 0.000" and random[10] == "the reference |"
-    assert "4/4 > 0" in copy[6] and copy[10].startswith("closer to the oracle and pays")
-    assert oracle[10] == "has seen every train label |"
+    assert random[5] == "0.500 ± 0.000" and random[11] == "the reference |"
+    assert "4/4 > 0" in copy[6] and copy[11].startswith("closer to the oracle and pays")
+    assert oracle[11] == "has seen every train label |"
     # The random init: the pretrainings' architecture and seed (torch.manual_seed, then
     # build_encoder), as pretraining draws its own starting point.
     encoders = bench.unit_encoders(bench_args(argv, monkeypatch), 1, 0, ["copy"])
