@@ -1,6 +1,6 @@
 """Ranking losses and DASALC on the synthetic default: test NDCG@5, MRR, ERR@10, seconds.
 
-Every loss of `finetune.losses.LOSSES` trains the from-scratch ResNet baseline
+Every loss of `losses.LOSSES` trains the from-scratch ResNet baseline
 (``./run.sh baseline resnet deep.loss.name=<loss>``) at one learning rate; then DASALC
 (``./run.sh baseline dasalc``, its config's softmax loss, log1p inputs, noise 1.5) and its seed
 ensemble (the uniform average of its seeds' runs, DASALC-ens). Each seed is one run; the
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from scarce_ltr.cli import run
-from scarce_ltr.finetune.losses import LOSSES
+from scarce_ltr.losses import LOSSES
 
 METRICS = ("ndcg@5", "mrr", "err@10")
 

@@ -32,8 +32,8 @@ from scarce_ltr.data.teachers import (
 )
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.finetune.joint import JointConfig
-from scarce_ltr.finetune.losses import LOSSES, option_keys, readers
-from scarce_ltr.finetune.losses.base import BoundLoss, LossOptions
+from scarce_ltr.losses import LOSSES, option_keys, readers
+from scarce_ltr.losses.base import BoundLoss, LossOptions
 from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
@@ -48,8 +48,8 @@ DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
 
 
-# The loss and its options: ``loss.name`` picks a loss of `finetune.losses.LOSSES`, whose
-# options (`finetune.losses.base.LossOptions`) read and check the keys below it needs; one set
+# The loss and its options: ``loss.name`` picks a loss of `losses.LOSSES`, whose
+# options (`losses.base.LossOptions`) read and check the keys below it needs; one set
 # away from its default for a loss that does not read it is refused (`check_taken`).
 @dataclass(frozen=True)
 class LossConfig:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS, Allowed
 from scarce_ltr.core.ray_cluster import endpoint
-from scarce_ltr.finetune.losses import LOSSES
+from scarce_ltr.losses import LOSSES
 from scarce_ltr.search.studies import check_storage
 from scarce_ltr.search.trial_batches import check_n_jobs
 
@@ -37,7 +37,7 @@ class SearchConfig:
     ``n_trials`` 0 (the default) is off: the fixed recipe (and ``lrs`` grid) as it always was.
     Each range is ``[low, high]``; an empty list leaves that key at the config's own value in
     every trial. ``lr``, ``weight_decay`` and ``head_hidden`` are drawn on a log scale; ``loss``
-    lists the losses to choose from (`finetune.losses.LOSSES`). The keys a model does not have
+    lists the losses to choose from (`losses.LOSSES`). The keys a model does not have
     (``head_hidden`` of a linear head, ``full_epochs`` of a frozen encoder) are not searched.
     """
 
@@ -49,7 +49,7 @@ class SearchConfig:
     head_epochs: list[int] = field(default_factory=lambda: [10, 100])  # [low, high]
     # [low, high]; a deep baseline's max_epochs
     full_epochs: list[int] = field(default_factory=lambda: [10, 100])
-    # the losses to choose from (finetune.losses.LOSSES)
+    # the losses to choose from (losses.LOSSES)
     loss: list[str] = field(default_factory=lambda: ["lambdarank", "softmax", "approx-ndcg"])
     noise_std: list[float] = field(default_factory=lambda: [0.0, 0.5])  # Gaussian input noise
     # [low, high], log scale: the MLP head's width (a deep baseline's hidden)

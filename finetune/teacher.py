@@ -38,7 +38,7 @@ from scarce_ltr.data.teachers import (
     teacher_train_scores,
     with_pseudo_labels,
 )
-from scarce_ltr.finetune.losses.distillation import distillation_loss
+from scarce_ltr.losses.distillation import distillation_loss
 from scarce_ltr.pretrain.augmentations import gaussian_noise
 
 

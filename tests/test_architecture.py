@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "scarce_ltr"
 # Bottom to top (docs/architecture.md): a module imports from its own layer or below.
 LAYERS = (
-    "core", "search", "data", "pretrain", "finetune", "baselines", "models", "ensembles",
+    "core", "search", "data", "losses", "pretrain", "finetune", "baselines", "models", "ensembles",
     "families", "serving", "reports", "sweeps", "cli", "api",
 )  # fmt: skip
 NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")

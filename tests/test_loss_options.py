@@ -1,6 +1,6 @@
 """Ranking losses' options: which keys each loss reads, their checks, and what a run stores.
 
-A loss module owns its options (`finetune.losses.base.LossOptions`); the ``loss`` section keeps
+A loss module owns its options (`losses.base.LossOptions`); the ``loss`` section keeps
 its flat keys, so a run's stored config (``config.yaml``, which a resume compares), its identity
 and ``--help`` stay what they were. A key the chosen loss does not read is refused in the
 pretraining objectives' form (tests/test_pretrain_options.py).
@@ -18,7 +18,7 @@ from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.config_doc import field_docs
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.finetune.config import FinetuneConfig, LossConfig
-from scarce_ltr.finetune.losses import LOSSES, option_keys, readers
+from scarce_ltr.losses import LOSSES, option_keys, readers
 
 # What each loss reads of the loss section (docs/finetune.md's table).
 READS = {
@@ -166,8 +166,8 @@ def test_a_loss_is_built_from_its_own_options_only():
 def test_a_new_losss_keys_come_from_its_options(monkeypatch):
     from dataclasses import dataclass
 
-    from scarce_ltr.finetune.losses.base import Loss, LossOptions
-    from scarce_ltr.finetune.losses.rmse import rmse_loss
+    from scarce_ltr.losses.base import Loss, LossOptions
+    from scarce_ltr.losses.rmse import rmse_loss
 
     @dataclass(frozen=True)
     class MuOnly(LossOptions):

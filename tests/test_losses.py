@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from scarce_ltr.core.metrics_torch import mean_ndcg_torch
-from scarce_ltr.finetune.losses import LOSSES
+from scarce_ltr.losses import LOSSES
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -363,7 +363,7 @@ def test_every_loss_option_is_a_loss_key() -> None:
     from dataclasses import fields
 
     from scarce_ltr.finetune.config import LossConfig
-    from scarce_ltr.finetune.losses import loss_options
+    from scarce_ltr.losses import loss_options
 
     keys = {f.name for f in fields(LossConfig)} - {"name"}
     assert loss_options("lambdarank") == ("sigma", "k") and loss_options("softmax") == ()

@@ -15,7 +15,7 @@ from tiny import tiny_pretraining
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.finetune.losses.lambdarank import lambdarank_loss
+from scarce_ltr.losses.lambdarank import lambdarank_loss
 from scarce_ltr.pretrain.checkpoint import load_pretrained_encoder
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.objectives import build_objective

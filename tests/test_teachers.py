@@ -23,7 +23,7 @@ from scarce_ltr.data.ranking_split import rows_of_groups
 from scarce_ltr.data.teachers import pseudo_labels
 from scarce_ltr.ensembles.config import EnsembleConfig
 from scarce_ltr.ensembles.score_fusion import NORMALIZERS, mix
-from scarce_ltr.finetune.losses.distillation import distillation_loss
+from scarce_ltr.losses.distillation import distillation_loss
 from scarce_ltr.models.names import ModelName, model_group
 
 DATA = [*tiny_data(), "logger=none", "scarcity.fraction=0.5"]
@@ -131,7 +131,7 @@ def test_distillation_loss_ignores_padding() -> None:
 
 def test_a_batch_adds_the_taught_qgs_loss_with_its_weight() -> None:
     from scarce_ltr.data.teachers import TeachingConfig
-    from scarce_ltr.finetune.losses import LOSSES
+    from scarce_ltr.losses import LOSSES
     from scarce_ltr.finetune.teacher import Teaching
 
     torch.manual_seed(1)
@@ -472,7 +472,7 @@ def test_a_run_teachers_targets_stay_with_a_noised_view() -> None:
 def test_self_teaching_learns_only_from_a_noised_view() -> None:
     """Without noise the student's scores are its targets and the consistency term has no
     gradient (why teacher=self needs teaching.noise > 0); with noise it has one."""
-    from scarce_ltr.finetune.losses import LOSSES
+    from scarce_ltr.losses import LOSSES
 
     features = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]]] * 2)
     labels = torch.tensor([[1.0, 0.0, 2.0], [0.0, 0.0, 0.0]])

@@ -11,7 +11,7 @@ standardized with the pretraining set's mean and standard deviation per feature
 the statistics are buffers, so a run resumed from ``checkpoint.pt`` ranks by the same ones.
 
 A linear head gives one score per task from the item's embedding, trained with the project's
-LambdaRank (`finetune.losses.lambdarank`, sigma 1, no cutoff) on every task and QG. LambdaRank
+LambdaRank (`losses.lambdarank`, sigma 1, no cutoff) on every task and QG. LambdaRank
 weighs pairs by the change of NDCG, which needs graded relevance: a task's values become the
 grades 0..4 of their quantiles within the QG (`qg_bins.qg_quantile_bins` with 5 bins, the 0..4
 scale of MSLR's and Yahoo's labels; equal values share a grade). LambdaRank rather than a
@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from scarce_ltr.core.seeding import derive_seed
-from scarce_ltr.finetune.losses.lambdarank import lambdarank_loss
+from scarce_ltr.losses.lambdarank import lambdarank_loss
 from scarce_ltr.pretrain.augmentations import group_index, qg_corrupt
 from scarce_ltr.pretrain.objectives.base import (
     Objective,

@@ -4,7 +4,7 @@ A loss module exports its ``NAME`` (the ``loss.name`` a user writes), its option
 `LossOptions` dataclass whose fields are the keys of the ``loss`` section it reads, with their
 defaults, and whose `check` refuses a value the loss cannot take, naming the key) and ``LOSS``,
 a `Loss`: the name, the options class and the pure function ``f(scores, labels, *, mask,
-**options)`` that `Loss.build` binds them to. `finetune.losses.LOSSES` lists them by name, and
+**options)`` that `Loss.build` binds them to. `losses.LOSSES` lists them by name, and
 the stage configs refuse a ``loss.<key>`` the chosen loss does not read
 (`finetune.config.LossConfig.check_taken`).
 """

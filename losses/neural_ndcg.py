@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 
 from scarce_ltr.core.metrics_torch import discounts_torch, gains_torch, ideal_dcg_torch
-from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_cutoff, check_temperature
-from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+from scarce_ltr.losses.base import Loss, LossOptions, check_cutoff, check_temperature
+from scarce_ltr.losses.common import check_inputs, has_relevant, mean_over_groups
 
 NAME = "neural-ndcg"
 SINKHORN_ITERS = 50  # allRank's max_iter

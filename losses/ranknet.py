@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_sigma
-from scarce_ltr.finetune.losses.common import (
+from scarce_ltr.losses.base import Loss, LossOptions, check_sigma
+from scarce_ltr.losses.common import (
     check_inputs,
     mean_over_groups,
     ordered_pairs,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from scarce_ltr.core.metrics_torch import gains_torch, ideal_dcg_torch
-from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_temperature
-from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+from scarce_ltr.losses.base import Loss, LossOptions, check_temperature
+from scarce_ltr.losses.common import check_inputs, has_relevant, mean_over_groups
 
 NAME = "approx-ndcg"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from scarce_ltr.finetune.losses.base import Loss, LossOptions
-from scarce_ltr.finetune.losses.common import check_inputs, has_relevant, mean_over_groups
+from scarce_ltr.losses.base import Loss, LossOptions
+from scarce_ltr.losses.common import check_inputs, has_relevant, mean_over_groups
 
 NAME = "softmax"
 

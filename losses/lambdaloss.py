@@ -24,8 +24,8 @@ import torch
 
 from scarce_ltr.core.config_fields import NON_NEGATIVE
 from scarce_ltr.core.metrics_torch import gains_torch, ideal_dcg_torch, rank_order_torch
-from scarce_ltr.finetune.losses.base import Loss, LossOptions, check_cutoff, check_sigma
-from scarce_ltr.finetune.losses.common import (
+from scarce_ltr.losses.base import Loss, LossOptions, check_cutoff, check_sigma
+from scarce_ltr.losses.common import (
     check_inputs,
     mean_over_groups,
     ordered_pairs,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from scarce_ltr.finetune.losses.common import check_inputs, mean_over_groups
-from scarce_ltr.finetune.losses.listnet import masked_log_softmax
+from scarce_ltr.losses.common import check_inputs, mean_over_groups
+from scarce_ltr.losses.listnet import masked_log_softmax
 
 
 def distillation_loss(

@@ -11,7 +11,7 @@ checks) and ``LOSS``, which binds them to its pure function ``f(scores, labels, 
 
 from __future__ import annotations
 
-from scarce_ltr.finetune.losses import (
+from scarce_ltr.losses import (
     approx_ndcg,
     lambdaloss,
     lambdarank,
@@ -22,7 +22,7 @@ from scarce_ltr.finetune.losses import (
     rmse,
     softmax,
 )
-from scarce_ltr.finetune.losses.base import Loss
+from scarce_ltr.losses.base import Loss
 
 
 def loss_options(name: str) -> tuple[str, ...]:
