@@ -32,9 +32,9 @@ from scarce_ltr.data.teachers import (
 )
 from scarce_ltr.finetune.heads import HEADS
 from scarce_ltr.finetune.joint import JointConfig
+from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
 from scarce_ltr.losses import LOSSES, option_keys, readers
 from scarce_ltr.losses.base import BoundLoss, LossOptions
-from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 

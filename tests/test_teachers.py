@@ -131,8 +131,8 @@ def test_distillation_loss_ignores_padding() -> None:
 
 def test_a_batch_adds_the_taught_qgs_loss_with_its_weight() -> None:
     from scarce_ltr.data.teachers import TeachingConfig
-    from scarce_ltr.losses import LOSSES
     from scarce_ltr.finetune.teacher import Teaching
+    from scarce_ltr.losses import LOSSES
 
     torch.manual_seed(1)
     scores, labels = torch.randn(4, 5), torch.randint(0, 3, (4, 5)).float()
