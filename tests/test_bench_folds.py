@@ -269,3 +269,48 @@ def test_vali_choice_picks_per_unit_where_every_variant_ran() -> None:
     plain = {(1, 0): (0.50, 0.3), (2, 0): (0.60, 0.2), (3, 0): (0.70, 0.1)}
     flags = {(1, 0): (0.40, 0.4), (2, 0): (0.90, 0.2)}  # unit 2: a tie on vali
     assert vali_choice(plain, flags) == {(1, 0): (0.40, 0.4), (2, 0): (0.60, 0.2)}
+
+
+def test_released_ablation_pairs_with_scratch_and_with_the_released_recipe(
+    monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """bench_released_ablation.py: each pretraining against scratch+full, and each variant that
+    takes one difference back against simclr@released+full itself."""
+    import bench_released_ablation as bench
+
+    sweep = tmp_path / "yandex-released"
+    released, noise = "simclr@released+full", "simclr@released-noise+full"
+    values = {1: {"scratch+full": 0.50, released: 0.53, noise: 0.49},
+              2: {"scratch+full": 0.52, released: 0.54, noise: 0.51}}  # fmt: skip
+    for fold, models in values.items():
+        for model, test in models.items():
+            folder = sweep / f"yandex/fold={fold}/finetune/{model}/frac=0.01/seed=0"
+            _finished_cell(folder, test, test, 1.0)
+    monkeypatch.setattr(sys, "argv", ["bench", "--sweep", str(sweep), "--seeds", "0"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert f"| `{released}` | 2 | 0.5350 | +0.025 ± 0.007" in out  # +0.03, +0.02
+    assert f"| `{noise}` | 2 | 0.5000 | -0.010 ± 0.000" in out
+    assert f"same-QG swaps p 0.8 (`{noise}`) | 2 | 0.5000 | -0.035 ± 0.007" in out
+    assert "| `simclr-rank@noise1+full` | 0 |" in out  # not run: listed, empty
+
+
+def test_pool_candidates_pair_each_use_with_its_control_and_the_ceiling(
+    monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """bench_pool_candidates.py: a joint run of its own sweep is paired with the released
+    screen's scratch+full, and its share of --ceiling is its mean margin over the ceiling."""
+    import bench_pool_candidates as bench
+
+    for fold, (scratch, joint) in {1: (0.50, 0.54), 2: (0.52, 0.54)}.items():
+        cells = {("yandex-released", "scratch+full"): scratch,
+                 ("yandex-joint", "simclr@released+full"): joint}  # fmt: skip
+        for (sweep, model), test in cells.items():
+            folder = tmp_path / sweep / f"yandex/fold={fold}/finetune/{model}/frac=0.01/seed=0"
+            _finished_cell(folder, test, test, 1.0)
+    argv = ["bench", "--runs", str(tmp_path), "--ceiling", "0.06"]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    out = capsys.readouterr().out
+    assert "yandex-joint) | 2 | 0.5400 | +0.030 ± 0.014" in out and "| +50% |" in out
+    assert "against yandex-hybrid's scratch+full (0 units)" in out
