@@ -59,6 +59,7 @@ from scarce_ltr.pretrain.objectives.simclr_rank import simclr_rank_loss_items
 DONORS = ("qg", "grade")
 SCHEDULES = ("constant", "decay")
 _PROJECTOR_STREAM = 60  # the projector's initial weights: (seed, this)
+_SUBSET_STREAM = 61  # an epoch's unlabeled QGs: (seed, this, epoch)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class JointConfig:
     schedule: str = "constant"
     # qg: donors from the item's QG | grade: from its QG and grade (labels, else pseudo-grades)
     donors: str = "qg"
+    # unlabeled QGs in each whole-network epoch, drawn anew each epoch with (seed, epoch); 0:
+    # every one. An epoch costs about (labeled + this) QGs instead of the whole train split.
+    unlabeled_per_epoch: int = 0
 
     def __post_init__(self) -> None:
         NON_NEGATIVE.check("joint.weight", self.weight)
@@ -84,6 +88,7 @@ class JointConfig:
         check_probability("joint.replace_p", self.replace_p, closed=True)
         if self.projector_dim < 1:
             raise ValueError(f"joint.projector_dim={self.projector_dim}: must be >= 1")
+        NON_NEGATIVE.check("joint.unlabeled_per_epoch", self.unlabeled_per_epoch)
         for key, value, names in (
             ("objective", self.objective, tuple(OBJECTIVES)),
             ("schedule", self.schedule, SCHEDULES),
@@ -218,6 +223,7 @@ def joint_for(cfg, prepared: PreparedData, teaching: Teaching | None) -> Joint |
         "projector_dim": config.projector_dim,
         "schedule": config.schedule,
         "donors": config.donors,
+        "unlabeled_per_epoch": config.unlabeled_per_epoch,
         "n_groups": len(groups),
         "n_unlabeled_groups": len(unlabeled),
     }
@@ -291,6 +297,24 @@ class JointRun:
             shuffle=True,
             seed=self.seed,
             max_list_len=max_list_len,
+        )
+
+    def epoch_batches(self, batches: QueryGroupBatcher, epoch: int) -> QueryGroupBatcher:
+        """``batches`` (`batches`'), or with ``joint.unlabeled_per_epoch`` = n the same batching
+        of the labeled QGs and n unlabeled ones drawn for ``epoch`` with ``(seed, epoch)``."""
+        n, unlabeled = self.joint.config.unlabeled_per_epoch, self.joint.unlabeled
+        if not n or n >= len(unlabeled):
+            return batches
+        state = np.random.SeedSequence([self.seed, _SUBSET_STREAM, epoch])
+        drawn = np.random.default_rng(state).choice(unlabeled, size=n, replace=False)
+        groups = np.union1d(np.setdiff1d(self.joint.groups, unlabeled), drawn)
+        return QueryGroupBatcher(
+            self.joint.split,
+            item_budget=batches.item_budget,
+            groups=groups,
+            shuffle=True,
+            seed=self.seed,
+            max_list_len=batches.max_list_len,
         )
 
     def epoch(

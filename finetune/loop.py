@@ -424,7 +424,9 @@ class _Fit:
         """``(mean train loss, vali NDCG@5)`` of the epoch."""
         phase = self.phases[position.phase]
         with_joint = self.joint is not None and phase.train_encoder
-        batches = self.joint_batches if with_joint else self.batches
+        batches = self.batches
+        if with_joint:
+            batches = self.joint.epoch_batches(self.joint_batches, position.epoch)
         batches.set_epoch(position.epoch)
         start = time.perf_counter()
         self.joint_epoch = None

@@ -23,7 +23,15 @@ from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.finetune import loop
 from scarce_ltr.finetune.config import FinetuneConfig, Phase
 from scarce_ltr.finetune.heads import build_head
-from scarce_ltr.finetune.joint import OBJECTIVES, JointConfig, joint_for, joint_loss, joint_view
+from scarce_ltr.finetune.joint import (
+    OBJECTIVES,
+    Joint,
+    JointConfig,
+    JointRun,
+    joint_for,
+    joint_loss,
+    joint_view,
+)
 from scarce_ltr.finetune.model import Ranker
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 from scarce_ltr.pretrain.heads import Projector
@@ -220,6 +228,28 @@ def test_resume_after_interruption_ends_bit_identical(setup, tmp_path, monkeypat
     assert [row.get("joint_weight") for row in first.history] == [None, None, 0.5, 0.5, 0.5]
 
 
+def test_unlabeled_per_epoch_draws_that_many_unlabeled_qgs_each_epoch(setup) -> None:
+    """``joint.unlabeled_per_epoch``: every labeled QG of the batches each epoch, and that many
+    unlabeled ones drawn anew with (seed, epoch): the same again for the same seed."""
+    cfg, prepared, runtime, joint = setup
+    subset = replace(joint, config=replace(joint.config, unlabeled_per_epoch=5))
+
+    def epoch_groups(this: Joint, epoch: int, seed: int = 0) -> set[int]:
+        run = JointRun.start(this, ranker(), prepared=prepared, runtime=runtime, seed=seed,
+                             item_budget=1000)  # fmt: skip
+        batches = run.epoch_batches(run.batches(1000, None), epoch)
+        batches.set_epoch(epoch)
+        return {int(g) for b in batches for g in b.groups}
+
+    unlabeled = set(joint.unlabeled.tolist())
+    labeled = set(joint.groups.tolist()) - unlabeled
+    assert epoch_groups(joint, 0) == set(joint.groups.tolist())  # 0: every unlabeled QG
+    drawn = [epoch_groups(subset, epoch) for epoch in range(3)]
+    assert all(groups - unlabeled == labeled and len(groups & unlabeled) == 5 for groups in drawn)
+    assert drawn[0] != drawn[1] and epoch_groups(subset, 1) == drawn[1]
+    assert epoch_groups(subset, 1, seed=1) != drawn[1]
+
+
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pretrain") / "simclr-rank"
@@ -245,6 +275,7 @@ def test_a_joint_run_finishes_records_its_settings_and_saves_no_projector(
         "projector_dim": 16,
         "schedule": "constant",
         "donors": "grade",
+        "unlabeled_per_epoch": 0,
         "n_groups": 0,
         "n_unlabeled_groups": 24,
         "pseudo_grades": "own scores",
@@ -295,6 +326,7 @@ def test_graders_a_teacher_run_and_the_student_taught_by_itself(tmp_path) -> Non
         (["joint.weight=1", "joint.schedule=cosine"], "joint.schedule must be one of constant"),
         (["joint.weight=1", "joint.replace_p=1.5"], "joint.replace_p must be in"),
         (["joint.weight=1", "joint.temperature=0"], "joint.temperature must be > 0"),
+        (["joint.weight=1", "joint.unlabeled_per_epoch=-1"], "joint.unlabeled_per_epoch"),
         (["joint.donors=grade"], "joint.donors=grade: joint.* is read only with joint.weight"),
         (["joint.weight=1", "full_epochs=0"], "joint.weight needs whole-network epochs"),
     ],
@@ -331,7 +363,7 @@ def test_a_config_file_sets_the_section(tmp_path, capsys) -> None:
     args = ["finetune", "full", *DATA, *FRESH, "--config", str(mine), "joint.replace_p=0.5"]
     assert run([*args, "--print-config"]) is None
     printed = yaml.safe_load(capsys.readouterr().out)["joint"]
-    assert printed | {"objective": None} == {
+    assert printed | {"objective": None, "unlabeled_per_epoch": 0} == {
         "weight": 0.5,
         "donors": "grade",
         "schedule": "decay",
@@ -339,4 +371,5 @@ def test_a_config_file_sets_the_section(tmp_path, capsys) -> None:
         "objective": None,
         "temperature": 0.07,
         "projector_dim": 16,
+        "unlabeled_per_epoch": 0,
     }
