@@ -30,7 +30,7 @@ VIEWS = {"zero_p": 0.0, "noise_scale": 1.0}
 STORED = {
     "simclr-rank": (0.1, VIEWS, 1024),
     "simclr-sample": (0.1, VIEWS, 1024),
-    "simclr": (0.1, {"noise_scale": 0.0, "replace_p": 0.8, "replace_source": "qg"}, 256),
+    "simclr": (0.1, VIEWS, 256),
     "simsiam": (0.1, {"zero_p": 0.1, "noise_scale": 0.0}, 1024),
     "scarf": (1.0, {"corrupt_p": 0.6}, 256),
     "dacl": (0.1, {"mixup": 0.6, "noise_scale": 0.0}, 256),
