@@ -288,12 +288,15 @@ class JointRun:
     def load_state_dict(self, state: dict) -> None:
         self.projector.load_state_dict(state["projector"])
 
-    def batches(self, item_budget: int, max_list_len: int | None) -> QueryGroupBatcher:
-        """The shuffled batches of the whole-network epochs: every QG of `Joint.groups`."""
+    def batches(
+        self, item_budget: int, max_list_len: int | None, groups: np.ndarray | None = None
+    ) -> QueryGroupBatcher:
+        """The shuffled batches of the whole-network epochs: ``groups``, by default every QG of
+        `Joint.groups`."""
         return QueryGroupBatcher(
             self.joint.split,
             item_budget=item_budget,
-            groups=self.joint.groups,
+            groups=self.joint.groups if groups is None else groups,
             shuffle=True,
             seed=self.seed,
             max_list_len=max_list_len,
@@ -308,14 +311,7 @@ class JointRun:
         state = np.random.SeedSequence([self.seed, _SUBSET_STREAM, epoch])
         drawn = np.random.default_rng(state).choice(unlabeled, size=n, replace=False)
         groups = np.union1d(np.setdiff1d(self.joint.groups, unlabeled), drawn)
-        return QueryGroupBatcher(
-            self.joint.split,
-            item_budget=batches.item_budget,
-            groups=groups,
-            shuffle=True,
-            seed=self.seed,
-            max_list_len=batches.max_list_len,
-        )
+        return self.batches(batches.item_budget, batches.max_list_len, groups)
 
     def epoch(
         self, model: nn.Module, batches: QueryGroupBatcher, position: Position, phase_epochs: int

@@ -37,7 +37,7 @@ from scarce_ltr.core.config import available
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.teachers import SELF_TEACHER, TAUGHT_GROUP, TEACHER_MARK
 from scarce_ltr.finetune.config import COMBINE, ENCODER_MARK, SCRATCH
-from scarce_ltr.pretrain.presets import VARIANT_MARK
+from scarce_ltr.pretrain.presets import split_preset
 
 # Models that mix the scores of other models (`scarce_ltr.ensembles`), named here, below the
 # package that runs them, so that it builds its names with `ModelName`: ensemble:<m>,<m>,...
@@ -316,9 +316,9 @@ def model_group(model: str, *, strict: bool = True) -> str:
 
 
 def split_variant(method: str) -> tuple[str, str | None]:
-    """``("simclr-rank", "zero0.1")`` of ``simclr-rank@zero0.1``; ``(method, None)`` without."""
-    base, mark, variant = method.partition(VARIANT_MARK)
-    return base, variant if mark else None
+    """``("simclr-rank", "zero0.1")`` of ``simclr-rank@zero0.1``; ``(method, None)`` without
+    (a sweep's variant and a shipped preset are spelled alike: `pretrain.presets.split_preset`)."""
+    return split_preset(method)
 
 
 def ensemble_group(groups: list[str]) -> str:
