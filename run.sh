@@ -34,7 +34,7 @@ setup() {
   # constraints.txt: the versions the tests passed with, for a reproducible environment.
   # pyproject.toml's core needs none of the extras; the commands and the tests use them all.
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -c "$ROOT/constraints.txt" -e "$ROOT[dev,report,export,wandb,trees,parquet,cluster]"
+    -c "$ROOT/constraints.txt" -e "$ROOT[dev,report,export,wandb,trees,parquet,cluster,tabular]"
   rm -f "$VENV"/.installed-*
   touch "$STAMP"
   echo "run.sh: setup done" >&2

@@ -31,6 +31,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "pyarrow": ("pyarrow", "parquet"),
     "pandas": ("pandas", "parquet"),
     "ray": ("ray[client]", "cluster"),
+    "tabm": ("tabm", "tabular"),
+    "rtdl_num_embeddings": ("rtdl-num-embeddings", "tabular"),
 }
 
 

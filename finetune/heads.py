@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from scarce_ltr.core.dropout import Dropout
+from scarce_ltr.core.extras import require
 
 
 class LinearHead(nn.Module):
@@ -65,12 +66,22 @@ class MLPHead(nn.Module):
         return self.score(self.embed(x))
 
 
-def build_head(kind: str, *, in_dim: int, hidden: int, dropout: float) -> nn.Module:
+def build_head(
+    kind: str, *, in_dim: int, hidden: int, dropout: float, members: int = 1
+) -> nn.Module:
+    """A head for embeddings ``[..., in_dim]``; with ``members > 1`` (an ensemble encoder's k
+    members, `pretrain.tabm_encoder`), one head per member: ``[N, members, in_dim] -> [N,
+    members]``, every linear layer a ``tabm.LinearEnsemble`` as in TabM's own output layer."""
     if kind not in HEADS:
         raise ValueError(f"head must be one of {', '.join(HEADS)}, got {kind!r}")
     if kind == "linear":
-        return LinearHead(in_dim=in_dim)
-    return MLPHead(in_dim=in_dim, hidden=hidden, dropout=dropout)
+        head = LinearHead(in_dim=in_dim)
+    else:
+        head = MLPHead(in_dim=in_dim, hidden=hidden, dropout=dropout)
+    if members > 1:
+        tabm = require("tabm", "an ensemble encoder's heads")
+        tabm.ensemble_linear_layers_(head, k=members)
+    return head
 
 
 HEADS = {"linear": LinearHead, "mlp": MLPHead}

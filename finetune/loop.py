@@ -188,14 +188,27 @@ def _ranking_loss(
             )
     if noise_std > 0:
         features = gaussian_noise(features, mask, scale=noise_std, generator=generator)
+    # An ensemble (TabM's k members) trains each member on the loss: its scores [B, L, k].
+    members = {"members": True} if getattr(model, "n_members", 1) > 1 else {}
     with runtime.train_autocast():
         if encoded is not None:
-            scores = model.score_encoded(encoded(groups), mask)
+            scores = model.score_encoded(encoded(groups), mask, **members)
         else:
-            scores = model(features, mask)
+            scores = model(features, mask, **members)
+    if members:
+        scores, labels, mask, groups = member_rows(scores, labels, mask, groups)
     if teaching is None:
         return loss_fn(scores.float(), labels, mask=mask)
     return teaching.loss(loss_fn, scores.float(), labels, mask=mask, groups=groups)
+
+
+def member_rows(scores, labels, mask, groups):
+    """Member scores ``[B, L, k]`` as ``k * B`` rows, member after member, with the labels,
+    mask and QG ids of each: a loss that averages over QGs then gives the mean of the k
+    members' losses, TabM's training objective (each member learns as if alone)."""
+    k = scores.shape[-1]
+    rows = scores.permute(2, 0, 1).reshape(k * scores.shape[0], scores.shape[1])
+    return rows, labels.repeat(k, 1), mask.repeat(k, 1), groups.repeat(k)
 
 
 def _schedule(optimizer, options, phase_epoch: int, phase: Phase) -> Callable[[float], None]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -40,7 +41,12 @@ BUNDLE_KIND = "torch"  # the model kind of a torch ranker's bundle (serving scor
 
 
 class Ranker(nn.Module):
-    """An encoder and a scoring head; ``set_phase`` freezes or unfreezes the encoder."""
+    """An encoder and a scoring head; ``set_phase`` freezes or unfreezes the encoder.
+
+    An ensemble encoder (TabM: ``n_members`` k, each ``member_dim`` wide, side by side in its
+    output) has one head per member (`head_on`); the ranker's score is the members' mean, and
+    ``members=True`` gives the k scores themselves, which training ranks one by one.
+    """
 
     def __init__(self, *, encoder: nn.Module, head: nn.Module) -> None:
         super().__init__()
@@ -48,7 +54,8 @@ class Ranker(nn.Module):
             raise ValueError("encoder needs an out_dim and head an embed_dim attribute")
         self.encoder = encoder
         self.head = head
-        self.embed_dim: int = head.embed_dim
+        self.n_members: int = getattr(encoder, "n_members", 1)
+        self.embed_dim: int = head.embed_dim * self.n_members
         self.encoder_frozen = False
 
     def set_phase(self, *, train_encoder: bool) -> None:
@@ -70,22 +77,49 @@ class Ranker(nn.Module):
                 return self.encoder.encode_items(features[mask])
             return self.encoder(features, mask)[mask]
 
-    def score_encoded(self, items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[B, L]`` scores (0 at padding) from `encode`'s output for the same ``mask``."""
-        return _scatter(self.head.score(self.head.embed(items)), mask)
+    def _per_member(self, items: torch.Tensor) -> torch.Tensor:
+        """``[N, k * member_dim] -> [N, k, member_dim]`` for an ensemble encoder."""
+        return items if self.n_members == 1 else items.unflatten(-1, (self.n_members, -1))
+
+    def score_items(self, items: torch.Tensor, *, members: bool = False) -> torch.Tensor:
+        """``[N]`` scores of encoded items (``[N, k]`` with ``members`` and k members)."""
+        scores = self.head.score(self.head.embed(self._per_member(items)))
+        return scores.mean(-1) if self.n_members > 1 and not members else scores
+
+    def embed_encoded(self, items: torch.Tensor) -> torch.Tensor:
+        """``[N, embed_dim]``: the input of the head's last linear layer (the members' side by
+        side) for encoded items."""
+        embedding = self.head.embed(self._per_member(items))
+        return embedding if self.n_members == 1 else embedding.flatten(-2)
+
+    def score_encoded(
+        self, items: torch.Tensor, mask: torch.Tensor, *, members: bool = False
+    ) -> torch.Tensor:
+        """``[B, L]`` scores (0 at padding) from `encode`'s output for the same ``mask``
+        (``[B, L, k]`` with ``members``)."""
+        return _scatter(self.score_items(items, members=members), mask)
 
     def embed_items(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``[N, embed_dim]``: the input of the head's last linear layer, for the real items."""
-        return self.head.embed(self.encode(features, mask))
+        return self.embed_encoded(self.encode(features, mask))
 
     def embed(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """`embed_items` as ``[B, L, embed_dim]`` (0 at padding)."""
         return _scatter(self.embed_items(features, mask), mask)
 
-    def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, members: bool = False
+    ) -> torch.Tensor:
         # The head runs on the real items only: QGs padded to the longest one in a batch are
         # mostly padding (12x on the synthetic default's vali QGs).
-        return self.score_encoded(self.encode(features, mask), mask)
+        return self.score_encoded(self.encode(features, mask), mask, members=members)
+
+
+def head_on(encoder: nn.Module, kind: str, *, hidden: int, dropout: float) -> nn.Module:
+    """A fresh head of ``kind`` for ``encoder``'s embeddings (one per member of an ensemble)."""
+    members = getattr(encoder, "n_members", 1)
+    in_dim = getattr(encoder, "member_dim", encoder.out_dim)
+    return build_head(kind, in_dim=in_dim, hidden=hidden, dropout=dropout, members=members)
 
 
 def _scatter(items: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -137,18 +171,22 @@ def ranker_spec(
     }
 
 
-def build_model(spec: dict, *, kinds: ModelKinds | None = None) -> nn.Module:
+def build_model(
+    spec: dict, *, kinds: ModelKinds | None = None, features: np.ndarray | None = None
+) -> nn.Module:
     """The (untrained) module a spec describes: a ranker, a combination, or one of ``kinds``
-    (`scarce_ltr.baselines.deep.models` adds DeepFM and DCNv2)."""
+    (`scarce_ltr.baselines.deep.models` adds DeepFM and DCNv2). ``features``: the train items,
+    for a fresh ranker whose encoder learns from the data (`pretrain.encoders.build_encoder`);
+    not needed where a saved state is loaded next."""
     kind = spec.get("kind")
     if kind == "ranker":
-        encoder = build_encoder(EncoderConfig(**spec["encoder"]), n_features=spec["n_features"])
+        encoder = build_encoder(
+            EncoderConfig(**spec["encoder"]), n_features=spec["n_features"], features=features
+        )
         head = spec["head"]
         return Ranker(
             encoder=encoder,
-            head=build_head(
-                head["kind"], in_dim=encoder.out_dim, hidden=head["hidden"], dropout=head["dropout"]
-            ),
+            head=head_on(encoder, head["kind"], hidden=head["hidden"], dropout=head["dropout"]),
         )
     if kind == "combined":
         members = [build_model(member, kinds=kinds) for member in spec["members"]]

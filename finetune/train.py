@@ -44,9 +44,8 @@ from scarce_ltr.finetune import search
 from scarce_ltr.finetune.combine import build_combined
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.finetune.grid import BEST_VALI, Candidate, GridTraining, TrainedPoint, run_grid
-from scarce_ltr.finetune.heads import build_head
 from scarce_ltr.finetune.loop import CHECKPOINT
-from scarce_ltr.finetune.model import Ranker, count_parameters, ranker_spec
+from scarce_ltr.finetune.model import Ranker, count_parameters, head_on, ranker_spec
 from scarce_ltr.finetune.run_settings import check_identity, checkpoint_meta, run_identity
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 from scarce_ltr.search.trial_folders import GridPoint
@@ -315,13 +314,14 @@ def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, d
     """``(model, spec, source)``: the encoder (pretrained or fresh) with a new head."""
     if cfg.from_scratch:
         encoder_cfg = cfg.encoder
-        encoder = build_encoder(encoder_cfg, n_features=prepared.n_features)
+        # Piecewise-linear embeddings take their bins from the train items (features only).
+        encoder = build_encoder(
+            encoder_cfg, n_features=prepared.n_features, features=prepared.train.features
+        )
         source: dict = {"pretrained": None, "method": None}
     else:
         encoder, encoder_cfg, source = load_pretrained(cfg, prepared)
-    head = build_head(
-        cfg.head, in_dim=encoder.out_dim, hidden=cfg.head_hidden, dropout=cfg.head_dropout
-    )
+    head = head_on(encoder, cfg.head, hidden=cfg.head_hidden, dropout=cfg.head_dropout)
     spec = ranker_spec(
         n_features=prepared.n_features,
         encoder=encoder_cfg,

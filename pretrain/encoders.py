@@ -1,4 +1,7 @@
-"""Item encoders: the tabular ResNet of Gorishniy et al. (2021) and the plain MLP of paper A.2.5.
+"""Item encoders: the tabular ResNet of Gorishniy et al. (2021) and the plain MLP of paper A.2.5;
+TabM (`pretrain.tabm_encoder`) and the attention encoder (`pretrain.attention_encoder`) live in
+modules of their own, and so do the numerical embeddings any item-wise encoder can put in front
+of its first layer (`pretrain.num_embeddings`).
 
 Every encoder maps padded QGs to item embeddings: ``forward(features [B, L, d], mask [B, L])
 -> [B, L, out_dim]`` (zeros at padding). Item-wise encoders run on the real items only, so
@@ -10,48 +13,76 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from scarce_ltr.core.dropout import Dropout
+from scarce_ltr.pretrain.itemwise import ItemwiseEncoder
 
-ENCODER_KINDS = ("resnet", "mlp", "attention")
+ENCODER_KINDS = ("resnet", "mlp", "attention", "tabm", "tabm-mini")
+NUM_EMBEDDINGS = ("none", "periodic", "piecewise")
+# Keys only some kinds read: a value other than the default on another kind is refused
+# (n_heads is not: one small encoder's settings serve every kind in the tests and sweeps).
+_READERS = {
+    "k": ("tabm", "tabm-mini"),
+    "num_embeddings": ("resnet", "mlp", "tabm", "tabm-mini"),
+}
+_EMBEDDING_KEYS = {"d_embedding": None, "n_bins": "piecewise", "frequency_scale": "periodic"}
 
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    kind: str = "resnet"  # resnet | mlp | attention
-    width: int = 128  # embedding size (ResNet main width, MLP hidden width)
+    kind: str = "resnet"  # resnet | mlp | attention | tabm | tabm-mini
+    width: int = 128  # embedding size (ResNet main width, MLP hidden width, TabM member width)
     hidden: int = 256  # ResNet block hidden width
-    n_blocks: int = 3  # ResNet blocks / MLP hidden layers / attention layers
+    n_blocks: int = 3  # ResNet blocks / MLP and TabM hidden layers / attention layers
     dropout: float = 0.1
     n_heads: int = 4  # attention only
+    k: int = 32  # TabM's members (the package's default)
+    # Numerical feature embeddings in front of an item-wise encoder: none | periodic | piecewise
+    num_embeddings: str = "none"
+    d_embedding: int = 16  # each feature's embedding size
+    n_bins: int = 48  # piecewise: quantile bins of the train items per feature
+    frequency_scale: float = 0.01  # periodic: the initial frequencies' sigma
 
     def __post_init__(self) -> None:
         if self.kind not in ENCODER_KINDS:
             raise ValueError(f"encoder.kind must be one of {', '.join(ENCODER_KINDS)}")
-        if min(self.width, self.hidden, self.n_blocks, self.n_heads) < 1:
-            raise ValueError("encoder width, hidden, n_blocks and n_heads must be >= 1")
+        if self.num_embeddings not in NUM_EMBEDDINGS:
+            raise ValueError(f"encoder.num_embeddings must be one of {', '.join(NUM_EMBEDDINGS)}")
+        sizes = (self.width, self.hidden, self.n_blocks, self.n_heads, self.k, self.d_embedding)
+        if min(sizes) < 1:
+            raise ValueError(
+                "encoder width, hidden, n_blocks, n_heads, k and d_embedding must be >= 1"
+            )
+        if self.n_bins < 2:
+            raise ValueError("encoder.n_bins must be >= 2")
+        if not self.frequency_scale > 0:
+            raise ValueError("encoder.frequency_scale must be > 0")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError("encoder.dropout must be in [0, 1)")
+        defaults = EncoderConfig.__dataclass_fields__
+        for key, kinds in _READERS.items():
+            if getattr(self, key) != defaults[key].default and self.kind not in kinds:
+                raise ValueError(
+                    f"encoder.{key} is read by encoder.kind {' and '.join(kinds)} only, "
+                    f"not {self.kind}"
+                )
+        for key, kind in _EMBEDDING_KEYS.items():
+            used = self.num_embeddings != "none" and kind in (None, self.num_embeddings)
+            if getattr(self, key) != defaults[key].default and not used:
+                raise ValueError(
+                    f"encoder.{key} is read with encoder.num_embeddings="
+                    f"{kind or 'periodic or piecewise'} only"
+                )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-
-class ItemwiseEncoder(nn.Module):
-    """Base for encoders that see one item at a time: run on ``features[mask]`` only."""
-
-    out_dim: int
-
-    def encode_items(self, x: torch.Tensor) -> torch.Tensor:  # [N, d] -> [N, out_dim]
-        raise NotImplementedError
-
-    def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        items = self.encode_items(features[mask])
-        out = items.new_zeros(*mask.shape, self.out_dim)
-        out[mask] = items
-        return out
+    def embedding(self) -> dict:
+        """The numerical embeddings' options (`pretrain.num_embeddings.make_embeddings`)."""
+        return {k: getattr(self, k) for k in _EMBEDDING_KEYS}
 
 
 class ResidualBlock(nn.Module):
@@ -74,32 +105,52 @@ class ResNetEncoder(ItemwiseEncoder):
     """Input linear layer, residual blocks, final BatchNorm and ReLU; no output layer."""
 
     def __init__(
-        self, *, n_features: int, width: int, hidden: int, n_blocks: int, dropout: float
+        self,
+        *,
+        n_features: int,
+        width: int,
+        hidden: int,
+        n_blocks: int,
+        dropout: float,
+        embeddings: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if n_features < 1:
             raise ValueError(f"n_features must be >= 1, got {n_features}")
         self.out_dim = width
-        self.input = nn.Linear(n_features, width)
+        self.embeddings = embeddings
+        size = n_features if embeddings is None else embeddings.out_dim
+        self.input = nn.Linear(size, width)
         self.blocks = nn.Sequential(
             *[ResidualBlock(width=width, hidden=hidden, dropout=dropout) for _ in range(n_blocks)]
         )
         self.output = nn.Sequential(nn.BatchNorm1d(width), nn.ReLU())
 
     def encode_items(self, x: torch.Tensor) -> torch.Tensor:
+        if self.embeddings is not None:
+            x = self.embeddings(x)
         return self.output(self.blocks(self.input(x)))
 
 
 class MLPEncoder(ItemwiseEncoder):
     """Paper A.2.5: BatchNorm and dropout on the input, hidden layers Linear-BN-ReLU-Dropout."""
 
-    def __init__(self, *, n_features: int, width: int, n_blocks: int, dropout: float) -> None:
+    def __init__(
+        self,
+        *,
+        n_features: int,
+        width: int,
+        n_blocks: int,
+        dropout: float,
+        embeddings: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         if n_features < 1:
             raise ValueError(f"n_features must be >= 1, got {n_features}")
         self.out_dim = width
-        layers: list[nn.Module] = [nn.BatchNorm1d(n_features), Dropout(dropout)]
-        size = n_features
+        self.embeddings = embeddings
+        size = n_features if embeddings is None else embeddings.out_dim
+        layers: list[nn.Module] = [nn.BatchNorm1d(size), Dropout(dropout)]
         for _ in range(n_blocks):
             layers += [
                 nn.Linear(size, width),
@@ -111,10 +162,38 @@ class MLPEncoder(ItemwiseEncoder):
         self.net = nn.Sequential(*layers)
 
     def encode_items(self, x: torch.Tensor) -> torch.Tensor:
+        if self.embeddings is not None:
+            x = self.embeddings(x)
         return self.net(x)
 
 
-def build_encoder(cfg: EncoderConfig, *, n_features: int) -> nn.Module:
+def build_encoder(
+    cfg: EncoderConfig, *, n_features: int, features: np.ndarray | None = None
+) -> nn.Module:
+    """A fresh encoder of ``cfg``. ``features``: the train split's items ``[N, d]``, from which
+    piecewise-linear embeddings learn their bins; a fresh encoder with them needs it, one whose
+    saved state is loaded next (bins included) does not."""
+    if cfg.kind in ("tabm", "tabm-mini"):
+        from scarce_ltr.pretrain.tabm_encoder import TabMEncoder
+
+        return TabMEncoder(
+            cfg.kind,
+            n_features=n_features,
+            k=cfg.k,
+            width=cfg.width,
+            n_blocks=cfg.n_blocks,
+            dropout=cfg.dropout,
+            num_embeddings=cfg.num_embeddings,
+            embedding=cfg.embedding(),
+            features=features,
+        )
+    embeddings = None
+    if cfg.num_embeddings != "none":
+        from scarce_ltr.pretrain.num_embeddings import NumericalEmbeddings
+
+        embeddings = NumericalEmbeddings(
+            cfg.num_embeddings, n_features=n_features, features=features, **cfg.embedding()
+        )
     if cfg.kind == "resnet":
         return ResNetEncoder(
             n_features=n_features,
@@ -122,10 +201,15 @@ def build_encoder(cfg: EncoderConfig, *, n_features: int) -> nn.Module:
             hidden=cfg.hidden,
             n_blocks=cfg.n_blocks,
             dropout=cfg.dropout,
+            embeddings=embeddings,
         )
     if cfg.kind == "mlp":
         return MLPEncoder(
-            n_features=n_features, width=cfg.width, n_blocks=cfg.n_blocks, dropout=cfg.dropout
+            n_features=n_features,
+            width=cfg.width,
+            n_blocks=cfg.n_blocks,
+            dropout=cfg.dropout,
+            embeddings=embeddings,
         )
     # The context-aware encoder lives in its own module (it is also a finetuning model).
     from scarce_ltr.pretrain.attention_encoder import AttentionEncoder

@@ -92,7 +92,7 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
         prepared, include_vali=cfg.include_vali, pool_fraction=cfg.pool_fraction, seed=cfg.seed
     )
     ssl_val = _ssl_val(cfg, prepared)
-    objective, optimizer = _build(cfg, split.n_features, runtime)
+    objective, optimizer = _build(cfg, split, runtime)
     if objective.needs_training_items:  # SCARF's marginals: the whole pretraining set
         items = np.ascontiguousarray(split.features, dtype=np.float32)
         objective.set_training_items(torch.from_numpy(items).to(runtime.device))
@@ -143,10 +143,11 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     return PretrainResult(objective, outcome)
 
 
-def _build(cfg: PretrainConfig, n_features: int, runtime: Runtime):
-    """The objective (encoder + heads) on the device, and its Adam optimizer."""
+def _build(cfg: PretrainConfig, split: RankingSplit, runtime: Runtime):
+    """The objective (encoder + heads) on the device, and its Adam optimizer. The pretraining
+    items are the data piecewise-linear embeddings take their bins from."""
     try:
-        objective = build_objective(cfg, n_features=n_features)
+        objective = build_objective(cfg, n_features=split.n_features, features=split.features)
     except ValueError as exc:
         raise UserError(f"pretrain {cfg.method}: {exc}") from None
     if objective.sync_batchnorm:

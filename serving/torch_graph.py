@@ -73,16 +73,19 @@ class DenseRanker(nn.Module):
 
     def __init__(self, ranker: Ranker) -> None:
         super().__init__()
-        self.encoder = ranker.encoder
-        self.head = ranker.head
+        self.ranker = ranker
+
+    def _items(self, features: torch.Tensor) -> torch.Tensor:
+        batch, length, width = features.shape
+        return self.ranker.encoder.encode_items(features.reshape(batch * length, width))
 
     def embed(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        batch, length, width = features.shape
-        items = self.encoder.encode_items(features.reshape(batch * length, width))
-        return self.head.embed(items).reshape(batch, length, -1)
+        batch, length, _ = features.shape
+        return self.ranker.embed_encoded(self._items(features)).reshape(batch, length, -1)
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.head.score(self.embed(features, mask))
+        batch, length, _ = features.shape
+        return self.ranker.score_items(self._items(features)).reshape(batch, length)
 
 
 class DenseCombinedRanker(nn.Module):

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from torch import nn
 
 from scarce_ltr.baselines.deep import dasalc, dcnv2, deepfm
 from scarce_ltr.finetune import model as finetune_model
 
 
-def build_model(spec: dict) -> nn.Module:
-    return finetune_model.build_model(spec, kinds=MODEL_KINDS)
+def build_model(spec: dict, *, features: np.ndarray | None = None) -> nn.Module:
+    return finetune_model.build_model(spec, kinds=MODEL_KINDS, features=features)
 
 
 def load_model(run_dir: str | Path) -> tuple[nn.Module, dict]:

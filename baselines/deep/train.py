@@ -28,6 +28,8 @@ from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
@@ -123,7 +125,7 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
             return _search(run, cfg, prepared, runtime, tracker, layout=layout, report=report)
         training = _training(cfg, prepared, runtime)
         candidates = [
-            _candidate(cfg, point, run.folder, n_features=prepared.n_features, layout=layout)
+            _candidate(cfg, point, run.folder, train=prepared.train.features, layout=layout)
             for point in grid(cfg.method, options)
         ]
         return run_grid(
@@ -203,8 +205,8 @@ def _search(
         point = {"lr": trial_cfg.deep.lrs[0]}
         if cfg.method == "dcnv2":
             point["cross_layers"] = trial_cfg.deep.cross_layers[0]
-        n_features = prepared.n_features
-        candidate = _candidate(trial_cfg, point, run.folder, n_features=n_features, layout=layout)
+        train = prepared.train.features
+        candidate = _candidate(trial_cfg, point, run.folder, train=train, layout=layout)
         return _training(trial_cfg, prepared, runtime), candidate
 
     return search.run_search(
@@ -224,18 +226,19 @@ def _candidate(
     point: dict,
     run_folder: Path,
     *,
-    n_features: int,
+    train: np.ndarray,
     layout: FieldLayout | None,
 ) -> Candidate:
-    """A grid point in ``grid/<point>/``, e.g. ``grid/lr=0.05,cross_layers=2/``."""
+    """A grid point in ``grid/<point>/``, e.g. ``grid/lr=0.05,cross_layers=2/``; ``train``: the
+    train items, for an encoder that learns from them when built (piecewise-linear bins)."""
     name = ",".join(f"{k}={v:g}" for k, v in point.items())
-    spec = model_spec(cfg.method, point, cfg.deep, n_features=n_features, layout=layout)
+    spec = model_spec(cfg.method, point, cfg.deep, n_features=train.shape[1], layout=layout)
     source = {"pretrained": None, "method": cfg.method, "label_setting": cfg.scarcity.tag}
     return Candidate(
         folder=GridPoint.within(run_folder, name).folder,
         lr=point["lr"],
         keys={"name": name, **point},
-        build=lambda: (build_model(spec), spec, source | {"seed": cfg.seed}),
+        build=lambda: (build_model(spec, features=train), spec, source | {"seed": cfg.seed}),
         desc=f"{cfg.method} {name}",
     )
 

@@ -8,6 +8,8 @@ read (`pretrain.config.PretrainConfig`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from scarce_ltr.pretrain.encoders import build_encoder
 from scarce_ltr.pretrain.objectives.base import Objective
 from scarce_ltr.pretrain.objectives.dacl import DACL
@@ -22,11 +24,12 @@ from scarce_ltr.pretrain.objectives.subtab import SubTab
 from scarce_ltr.pretrain.objectives.vime import VIME
 
 
-def build_objective(cfg, *, n_features: int) -> Objective:
+def build_objective(cfg, *, n_features: int, features: np.ndarray | None = None) -> Objective:
     """The encoder of ``cfg.encoder`` inside the objective of ``cfg.method``, with its heads,
-    made from the options ``cfg`` gives it (checked)."""
+    made from the options ``cfg`` gives it (checked); ``features``: the pretraining items, for
+    an encoder that learns from the data when built (`pretrain.encoders.build_encoder`)."""
     objective = OBJECTIVES[cfg.method]
-    encoder = build_encoder(cfg.encoder, n_features=n_features)
+    encoder = build_encoder(cfg.encoder, n_features=n_features, features=features)
     seed = {"seed": cfg.seed} if objective.seeded else {}  # a draw fixed for the whole run
     return objective.build(encoder, objective.options.of(cfg), n_features=n_features, **seed)
 
