@@ -9,6 +9,7 @@ final embeddings of finetuned ``runs``. ``epochs=N`` caps the total: `Schedule` 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from scarce_ltr.losses import LOSSES, option_keys, readers
 from scarce_ltr.losses.base import BoundLoss, LossOptions
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
+from scarce_ltr.pretrain.presets import VARIANT_MARK
 
 COMBINE = "combine"  # paper A.3.7's linear layer over finetuned rankers: <m>+<m>[+...]+combine
 STRATEGIES = ("lp", "mp", "full", COMBINE)
@@ -44,6 +46,9 @@ STRATEGIES = ("lp", "mp", "full", COMBINE)
 # its encoder the same way (gbdt-ssl+simclr-rank), and a combination its methods.
 ENCODER_MARK = "+"
 SCRATCH = "scratch"  # the encoder's name in a fresh encoder's model: scratch+full
+# A variant's name goes into a model name and a folder name: no separator of either (a sweep's
+# variants, and a fresh encoder's: scratch@tabm+full).
+VARIANT_NAME = re.compile(r"[A-Za-z0-9._-]+")
 DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
 
@@ -179,6 +184,9 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     strategy: str = "full"  # lp | mp | full | combine: set by configs/finetune/<strategy>.yaml
     pretrained: str | None = None  # a pretraining run dir, or "none" for a fresh encoder
     encoder: EncoderConfig = field(default_factory=EncoderConfig)  # pretrained=none only
+    # pretrained=none only: a name for these encoder.* settings; the run's model is
+    # scratch@<variant>+<strategy> (a pretrained encoder is named by its pretraining run)
+    variant: str = ""
     head: str = "mlp"  # linear | mlp (linear for binary labels, paper 4.1.2)
     head_hidden: int = 128
     head_dropout: float = 0.0
@@ -249,6 +257,7 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
             raise ValueError("combine_dropout (or data.combine_dropout) must be in [0, 1)")
         self._check_l2sp()
         self._check_joint()
+        self._check_variant()
         if self.head_lr is not None:
             POSITIVE.check("head_lr", self.head_lr)
             if self.strategy != "full":
@@ -309,6 +318,23 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
         if self.l2sp_grid and self.search.on:
             raise ValueError("l2sp_grid and search.n_trials: choose alpha by one or the other")
 
+    def _check_variant(self) -> None:
+        """A variant names a fresh encoder's settings; a pretrained encoder (and combine's
+        members) keep the name their runs give them."""
+        if not self.variant:
+            return
+        if not VARIANT_NAME.fullmatch(self.variant):
+            raise ValueError(
+                f"variant may hold letters, digits, '.', '_' and '-' only, got {self.variant!r}"
+            )
+        if self.strategy == COMBINE:
+            raise ValueError("variant is for a fresh encoder (pretrained=none), not combine")
+        if not self.from_scratch:
+            raise ValueError(
+                f"variant={self.variant} names a fresh encoder (pretrained=none); the encoder of "
+                f"pretrained={self.pretrained} is named by its pretraining run"
+            )
+
     def _check_joint(self) -> None:
         """The joint loss trains the encoder: refused where none is trained."""
         self.joint.check_read()
@@ -346,9 +372,9 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
             )
 
     def identity(self) -> RunIdentity:
-        """``<pretraining method>+<strategy>`` (``scratch+<strategy>`` for a fresh encoder): two
-        encoders finetuned alike never share a folder. ``combine`` keeps its runs in
-        ``finetune/combine/`` and is named after its members' encoders."""
+        """``<pretraining method>+<strategy>`` (``scratch[@<variant>]+<strategy>`` for a fresh
+        encoder): two encoders finetuned alike never share a folder. ``combine`` keeps its runs
+        in ``finetune/combine/`` and is named after its members' encoders."""
         model, group = f"{self.encoder_name()}{ENCODER_MARK}{self.strategy}", self._group()
         if not no_teacher(self.teacher):
             assert self.teacher is not None
@@ -372,12 +398,13 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     def encoder_name(self) -> str:
         """The encoder's pretraining as its pretraining run's ``model`` and sweeps name it:
         ``simclr-rank``, ``simclr-rank@zero0.7`` (a sweep's variant), ``+``-joined over the
-        members of ``combine``; ``scratch`` for a fresh encoder."""
+        members of ``combine``; ``scratch`` for a fresh encoder, ``scratch@<variant>`` with a
+        ``variant``."""
         if self.strategy == COMBINE:
             methods = [_pretraining_method_of(run) for run in self.runs]
             return ENCODER_MARK.join(m or "none" for m in methods)
         if self.from_scratch:
-            return SCRATCH
+            return f"{SCRATCH}{VARIANT_MARK}{self.variant}" if self.variant else SCRATCH
         assert self.pretrained is not None
         try:
             return read_config(self.pretrained, PretrainConfig).model_name

@@ -36,6 +36,8 @@ def run_identity(cfg: FinetuneConfig) -> str:
         settings.pop("head_lr")
     if not cfg.joint.on:  # likewise without joint training
         settings.pop("joint")
+    if not cfg.variant:  # likewise a fresh encoder without a variant's name
+        settings.pop("variant")
     if not cfg.from_scratch:
         settings["pretrained"] = str(Path(cfg.pretrained).resolve())
     settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]

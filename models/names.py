@@ -4,7 +4,8 @@ A model name says what a sweep trains and how a report files it. Each mark of th
 owned by the layer that defines its concept; this module reads them all:
 
 - ``<method>@<variant>``: a pretraining method with a sweep's named variant of its settings
-  (``pretrain.presets.VARIANT_MARK``);
+  (``pretrain.presets.VARIANT_MARK``), and ``scratch@<variant>``, a fresh encoder with a sweep's
+  named finetuning settings (``encoder.*``: ``scratch@tabm+full``);
 - ``<encoder>+<strategy>``: a finetuned ranker (``simclr-rank+full``, ``scratch+full``) and
   ``<method>+<method>[+...]+combine``, paper A.3.7's linear layer over the methods' ``+full``
   rankers (``finetune.config.ENCODER_MARK``, ``COMBINE``);
@@ -172,6 +173,11 @@ class ModelName:
         return self.kind == TAUGHT and str(self.parts[1]) == SELF_TEACHER
 
     @property
+    def fresh_encoder(self) -> bool:
+        """``scratch[@<variant>]+<strategy>``: a ranker on a fresh encoder, nothing pretrained."""
+        return self.kind == FINETUNED and split_variant(self.encoder)[0] == SCRATCH
+
+    @property
     def has_variant(self) -> bool:
         return self != self.without_variants()
 
@@ -210,7 +216,7 @@ class ModelName:
             if strict:
                 raise
         text = str(self)
-        if text.startswith(f"{SCRATCH}{ENCODER_MARK}"):  # finetuning a fresh encoder
+        if self.fresh_encoder or text.startswith(f"{SCRATCH}{ENCODER_MARK}"):  # a fresh encoder
             return "no-pretrain-dl"
         if text.endswith(f"{ENCODER_MARK}{COMBINE}"):  # combine over finetuned runs
             return "pretrained-dl"
@@ -281,10 +287,12 @@ class ModelName:
         return baseline_group(model)
 
     def _finetuned_group(self, pretraining: list[str]) -> str:
-        """``<method>+<strategy>``: a pretrained ranker; ``scratch+<strategy>``: the same recipe
-        on a fresh encoder (``pretrained=none``), pretraining's control."""
+        """``<method>+<strategy>``: a pretrained ranker; ``scratch[@<variant>]+<strategy>``: the
+        same recipe on a fresh encoder (``pretrained=none``, a variant's ``encoder.*``),
+        pretraining's control."""
         model, method, strategy = str(self), self.encoder, self.name
-        if method != SCRATCH and split_variant(method)[0] not in pretraining:
+        fresh = self.fresh_encoder
+        if not fresh and split_variant(method)[0] not in pretraining:
             raise UserError(
                 f"sweep model '{model}': unknown pretraining method '{method}'; "
                 f"valid: {', '.join(pretraining)}, or {SCRATCH} (a fresh encoder)"
@@ -300,7 +308,7 @@ class ModelName:
                 f"sweep model '{model}': unknown finetuning strategy '{strategy}'; "
                 f"valid: {', '.join(strategies)}"
             )
-        return "no-pretrain-dl" if method == SCRATCH else "pretrained-dl"
+        return "no-pretrain-dl" if fresh else "pretrained-dl"
 
 
 _TAUGHT_FORM = (

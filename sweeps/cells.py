@@ -36,7 +36,9 @@ A variant ``<method>@<name>`` (``simclr-rank@zero0.1+full``) pretrains the metho
 sweep's ``variants.<name>`` overrides on top of ``overrides.pretrain`` and
 ``overrides.per_method.<method>``, in a pretraining folder of its own
 (``pretrain/<method>@<name>``); the report's tuned table lets the validation-best variant
-stand for the method (paper A.2.3).
+stand for the method (paper A.2.3). ``scratch@<name>+<strategy>`` (``scratch@tabm+full``)
+finetunes a fresh encoder with ``variants.<name>`` as finetuning keys (``encoder.*``) and
+``variant=<name>`` after ``overrides.finetune``, before its ``per_model`` list; nothing pretrains.
 ``<method>+<method>[+...]+combine`` (``simclr-rank+simsiam+combine``, paper A.3.7) is a
 ``./run.sh finetune combine`` job over the ``<method>+full`` cells of the same data set, label
 setting and seed, which must be models of the sweep; it runs after them.
@@ -70,7 +72,12 @@ from scarce_ltr.data.teachers import SELF_TEACHER
 from scarce_ltr.ensembles.config import MIX_OPTIONS
 from scarce_ltr.models.names import SEED_ENSEMBLE, ModelName
 from scarce_ltr.sweeps.jobs import Job, after_dependencies, cli_stage
-from scarce_ltr.sweeps.model_jobs import combine_members, pretrain_job, sweep_job
+from scarce_ltr.sweeps.model_jobs import (
+    combine_members,
+    fresh_variant_overrides,
+    pretrain_job,
+    sweep_job,
+)
 from scarce_ltr.sweeps.settings import fold_overrides, fold_place, fold_tags, label_settings
 
 SEED_STRIDE = 1000  # member j of the seed ensemble of sweep seed s trains with seed s + 1000 j
@@ -255,8 +262,8 @@ class _Planner:
             self.jobs.setdefault(pretrain.key, pretrain)
             depends = [pretrain.key]
             extra = [f"pretrained={pretrain.run_dir}", *extra]
-        elif stage == "finetune":  # scratch+<strategy>
-            extra = ["pretrained=none", *extra]
+        elif stage == "finetune":  # scratch[@<variant>]+<strategy>: its variant's keys win
+            extra = ["pretrained=none", *extra, *fresh_variant_overrides(self.cfg, model)]
         parsed = ModelName.parse(model)
         student = str(parsed.student)
         if teacher is not None:

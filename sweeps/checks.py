@@ -4,20 +4,22 @@ Each check stops with one message naming the key or the model: an ensemble mixes
 the sweep (`check_ensembles`); a combination's members and a taught model's teacher are models of
 the sweep (`check_combines`, `check_teachers`); no override sets a key the sweep sets on every
 job itself (`check_overrides`, `SWEEP_KEYS`); and every variant and ``per_method`` list loads as
-``./run.sh pretrain`` would load it (`check_variants`).
+``./run.sh pretrain`` would load it, a fresh encoder's variant (``scratch@<variant>+<strategy>``)
+as ``./run.sh finetune <strategy> pretrained=none`` would (`check_variants`).
 """
 
 from __future__ import annotations
 
-import re
-
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_identity import STAGES
+from scarce_ltr.finetune.config import SCRATCH, VARIANT_NAME, FinetuneConfig
 from scarce_ltr.models.names import SEED_ENSEMBLE, ModelName, split_variant
 from scarce_ltr.pretrain.presets import available_presets
 from scarce_ltr.sweeps.model_jobs import (
     combine_members,
+    fresh_variant_overrides,
+    fresh_variants,
     is_declared,
     pretraining_methods,
     variant_overrides,
@@ -53,6 +55,8 @@ SWEEP_KEYS = {
     "keep_checkpoints": "keep_checkpoints",
     "run_dir": "run_dir",
     "pretrained": "models (a sweep plans the encoders)",
+    # a run named otherwise than its cell's model: <method>@<variant>, scratch@<variant>
+    "variant": "models (<method>@<variant>+<strategy>, scratch@<variant>+<strategy>) and variants",
     "runs": "models (ensemble:<model>,<model>)",
     "teacher": "models (<student>~<teacher>)",
     "gbdt.teacher": "models (<student>~<teacher>)",
@@ -102,10 +106,9 @@ def check_overrides(overrides) -> None:
 
 
 STAGE_LISTS = STAGES  # a sweep has an overrides list per stage: overrides.<stage>
-# A variant's name goes into a folder name and a model name: no separator of either.
-VARIANT_NAME = re.compile(r"[A-Za-z0-9._-]+")
-# Keys a variant may not set: they name the run, not a setting of the method.
-VARIANT_FIXED = ("method", "variant")
+# Keys a variant may not set: they name the run, not a setting of the method (or of a fresh
+# encoder: the strategy is the model name's).
+VARIANT_FIXED = ("method", "variant", "strategy")
 
 
 def check_combines(models: list[str]) -> None:
@@ -122,7 +125,8 @@ def check_combines(models: list[str]) -> None:
 def check_variants(cfg) -> None:
     """Stop when a model names an undeclared variant, or a variant or ``per_method`` list sets
     a key the method's pretraining config does not have (checked as ``./run.sh pretrain``
-    would load it)."""
+    would load it), or a fresh encoder's variant a key finetuning does not have. One variant
+    may serve ``simclr@x+full`` and ``scratch@x+full``: each use is checked by its own stage."""
     for name, items in cfg.variants.items():
         if not VARIANT_NAME.fullmatch(name):
             raise UserError(
@@ -134,7 +138,8 @@ def check_variants(cfg) -> None:
             if key in SWEEP_KEYS or key in VARIANT_FIXED:
                 raise UserError(
                     f"variants.{name}: '{item}' sets '{key}', which names the run; a variant "
-                    "sets pretraining settings (augment.*, item_budget, encoder.*, epochs, ...)"
+                    "sets pretraining settings (augment.*, item_budget, encoder.*, epochs, ...) "
+                    f"or, for {SCRATCH}@{name}+<strategy>, a fresh encoder's (encoder.*)"
                 )
     pretraining = available_methods()
     for method in cfg.overrides.per_method:
@@ -159,6 +164,17 @@ def check_variants(cfg) -> None:
             source = "variants" if variant in cfg.variants else "the shipped preset"
             where += f" / {source} {variant}"
         _check_pretrain_overrides(base, overrides, where)
+    for model in fresh_variants(list(cfg.models)):
+        _check_fresh_variant(cfg, model)
+
+
+def _check_fresh_variant(cfg, model: ModelName) -> None:
+    """``scratch@<variant>+<strategy>``: a variant the sweep declares (no preset ships for a
+    fresh encoder) whose keys finetuning takes with ``pretrained=none``."""
+    variant_keys = fresh_variant_overrides(cfg, str(model))  # UserError when undeclared
+    overrides = ["pretrained=none", *cfg.overrides.finetune, *variant_keys]
+    where = f"overrides.finetune / variants {split_variant(model.encoder)[1]}"
+    _check_stage_overrides("finetune", model.name, overrides, f"{where} (finetuning {model})")
 
 
 def available_methods() -> list[str]:
@@ -168,11 +184,16 @@ def available_methods() -> list[str]:
 
 
 def _check_pretrain_overrides(method: str, overrides: list[str], where: str) -> None:
+    _check_stage_overrides("pretrain", method, overrides, f"{where} (pretraining {method})")
+
+
+def _check_stage_overrides(stage: str, name: str, overrides: list[str], where: str) -> None:
+    """``overrides`` load as ``./run.sh <stage> <name>`` would load them, else one message
+    starting with ``where``."""
     from scarce_ltr.pretrain.config import PretrainConfig
 
+    schema = {"pretrain": PretrainConfig, "finetune": FinetuneConfig}[stage]
     try:
-        load_config(
-            PretrainConfig, overrides, stage_file=CONFIG_ROOT / "pretrain" / f"{method}.yaml"
-        )
+        load_config(schema, overrides, stage_file=CONFIG_ROOT / stage / f"{name}.yaml")
     except UserError as exc:
-        raise UserError(f"{where} (pretraining {method}): {exc}") from None
+        raise UserError(f"{where}: {exc}") from None

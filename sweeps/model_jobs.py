@@ -3,8 +3,9 @@
 A model's own job: its pretraining method (None for a model that pretrains nothing), the stage its
 family trains in and the name that stage takes (`sweep_job`); the ``<method>+full`` members a
 combination finetunes first (`combine_members`); every method the sweep pretrains
-(`pretraining_methods`); and the pretraining job that serves every label setting of a (data set,
-fold, method, seed) (`pretrain_job`).
+(`pretraining_methods`); the fresh encoders' variants the sweep finetunes (`fresh_variants`,
+`fresh_variant_overrides`); and the pretraining job that serves every label setting of a (data
+set, fold, method, seed) (`pretrain_job`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,37 @@ def is_declared(cfg, method: str) -> bool:
     return variant is None or variant in cfg.variants or preset_file(method) is not None
 
 
+def fresh_variants(models: list[str]) -> list[ModelName]:
+    """Every ``scratch@<variant>+<strategy>`` the sweep finetunes (an ensemble's member, a
+    taught model's student), in order of first mention."""
+    found: list[ModelName] = []
+    for model in models:
+        name = ModelName.parse(model)
+        for member in name.members or [name]:
+            student = member.student
+            if student.fresh_encoder and student.has_variant and student not in found:
+                found.append(student)
+    return found
+
+
+def fresh_variant_overrides(cfg, model: str) -> list[str]:
+    """The keys of a fresh encoder's variant, ``scratch@<variant>+<strategy>`` (a taught model's
+    student's), then ``variant=<variant>``: the sweep's ``variants.<variant>``, finetuning keys
+    (``encoder.*``, ...); [] for any other model. `UserError` naming the declared variants when
+    the sweep does not declare it: no preset ships for a fresh encoder."""
+    name = ModelName.parse(model).student
+    variant = split_variant(name.encoder)[1] if name.fresh_encoder else None
+    if variant is None:
+        return []
+    if variant not in cfg.variants:
+        raise UserError(
+            f"sweep model '{model}': no variant '{variant}' under variants: (declared: "
+            f"{', '.join(cfg.variants) or 'none'}); a fresh encoder's variant is the sweep's "
+            f"own (no preset ships for {SCRATCH})"
+        )
+    return [*cfg.variants[variant], f"variant={variant}"]
+
+
 def pretraining_methods(models: list[str]) -> list[str]:
     """Every ``<method>[@<variant>]`` the sweep pretrains, in order of first mention."""
     found: list[str] = []
@@ -73,8 +105,8 @@ def sweep_job(model: str) -> tuple[str | None, str, str]:
     name = ModelName.parse(model).student
     if name.ensembles:
         return None, "ensemble", ""
-    if name.kind == FINETUNED:  # scratch+<strategy>: a fresh encoder, nothing pretrained
-        return (None if name.encoder == SCRATCH else name.encoder), "finetune", name.name
+    if name.kind == FINETUNED:  # scratch[@<variant>]+<strategy>: nothing pretrained
+        return (None if name.fresh_encoder else name.encoder), "finetune", name.name
     if name.kind == HYBRID:
         if ENCODER_MARK in name.encoder:
             raise UserError(

@@ -105,7 +105,8 @@ class SweepConfig:
     val: str = "full"  # validation labels: full | same
     overrides: StageOverrides = field(default_factory=StageOverrides)
     # Named pretraining settings a model picks with <method>@<name>, e.g.
-    # {zero0.1: [augment.zero_p=0.1, augment.noise_scale=0.0]}: see docs/sweeps.md.
+    # {zero0.1: [augment.zero_p=0.1, augment.noise_scale=0.0]}, or a fresh encoder's finetuning
+    # settings with scratch@<name>+<strategy> ({tabm: [encoder.kind=tabm]}): see docs/sweeps.md.
     variants: dict[str, list[str]] = field(default_factory=dict)
     workers: int = 1  # jobs run at the same time
     executor: str = "local"  # local | ray (jobs as Ray tasks: the ray.* keys, docs/sweeps.md)
