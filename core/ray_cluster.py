@@ -3,7 +3,8 @@
 (``search.trial_executor=ray``, ``search.ray_address``; `scarce_ltr.finetune.trial_pool`).
 
 One set of rules for both. The address: empty for a Ray started on this machine for the work
-(never one found running here, ``RAY_ADDRESS`` included), ``auto`` for the cluster this machine
+(never one found running here, ``RAY_ADDRESS`` included; every listener of it on the loopback,
+`_loopback_only`), ``auto`` for the cluster this machine
 is part of, ``ray://host:10001`` (Ray Client) or ``host:6379``; a malformed one is a config error
 naming the key, a head that accepts no connection stops in one line within seconds
 (`probe_address`), and a port that accepts but never answers as Ray ends the process in one line
@@ -30,6 +31,7 @@ from scarce_ltr.core.errors import UserError
 PROBE_SECONDS = 120
 INIT_ENV, INIT_SECONDS = "LTR_RAY_INIT_SECONDS", 120.0  # the most ray.init may take (`_deadline`)
 PROBE_CONNECT_SECONDS = 10.0  # a head that accepts no TCP connection within this is unreachable
+LOOPBACK = "127.0.0.1"  # the one address a Ray started here listens on (`_loopback_only`)
 
 
 def connect(address: str, *, key: str = "ray.address") -> None:
@@ -45,12 +47,26 @@ def connect(address: str, *, key: str = "ray.address") -> None:
             with _deadline(f"{key}={address}"):
                 ray.init(address=address, **quiet)
         else:
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            _loopback_only()
             # "local": a new Ray, never one found running here (RAY_ADDRESS included)
-            ray.init(address="local", include_dashboard=False, **quiet)
+            ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"{key}={address}" if address else "a local Ray"
         raise UserError(f"{where}: Ray did not start or answer ({exc})") from None
+
+
+def _loopback_only() -> None:
+    """Ray's settings for a Ray of this machine alone, set before it starts: every listener on
+    the loopback. Its servers listen on 127.0.0.1 only where the node's address is 127.0.0.1,
+    and Ray replaces a given 127.0.0.1 by the address the network reaches unless
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (its single-machine mode, the default on macOS and
+    Windows; read when Ray is imported, hence also set on the imported constant). The variables
+    reach Ray's own processes (GCS, raylet, agents, workers)."""
+    from ray._private import ray_constants
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
 @dataclass(frozen=True)
