@@ -4,7 +4,8 @@
 what `lightgbm.LGBMRanker` means by them: `resolve` turns each such keyword into the config key
 of the method's family (``gbdt.max_rounds``, ``gbdt.num_threads``, ``seed``, ...). For the
 LightGBM methods any name in LightGBM's own alias table is taken: the ones the project sets
-itself go to their keys (`RESERVED`), the three the paper's grid searches (num_leaves,
+itself go to their keys (`RESERVED`; ``objective`` to the one of ``gbdt.objectives`` for a search
+that draws its trials), the three the paper's grid searches (num_leaves,
 min_data_in_leaf, feature_fraction) fix the grid to one point, LightGBM's model (the ones not
 given at LightGBM's defaults; `gbdt-optuna` searches the others), every other one goes to
 ``gbdt.params``. Keys that are already config keys pass through unchanged.
@@ -112,6 +113,8 @@ def resolve(method: Any, config: Mapping[str, Any], known: set[str]) -> dict[str
                     f"{key}: a LightGBM parameter; {method} takes {family}__params "
                     f"(its own names) or the {family}__* keys"
                 )
+        elif main == "objective" and drawn:  # such a search draws it from gbdt.objectives
+            _put(out, "gbdt__objectives", [value], key)
         elif main in RESERVED:
             _put(out, RESERVED[main], value, key)
         elif main in GRID_DEFAULTS and not drawn:

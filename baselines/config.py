@@ -15,12 +15,12 @@ from pathlib import Path
 
 from scarce_ltr.baselines.catboost import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
-from scarce_ltr.baselines.gbdt.config import GBDTOptions
+from scarce_ltr.baselines.gbdt.config import PSEUDO_METHODS, GBDTOptions
 from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
 from scarce_ltr.baselines.tree_run import TreeRunConfig
 from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.baselines.xgboost import XGBoostOptions
-from scarce_ltr.core.config_fields import changed_keys
+from scarce_ltr.core.config_fields import changed_keys, check_read
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.teachers import (
@@ -37,7 +37,7 @@ DEEP_BASELINES = DeepBaselineOptions.read_by
 # Run on a pretraining run: <baseline>+<the encoder run's model>, in the report's hybrid group.
 HYBRID_BASELINES = EmbeddingOptions.read_by
 # The tree students: their pseudo-labels come from the teacher instead of their own first GBDT.
-TAUGHT_TREES = ("gbdt-pseudo", "gbdt-pca-pseudo")
+TAUGHT_TREES = PSEUDO_METHODS
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,13 @@ class BaselineConfig(TreeRunConfig):
     def _refuse_unread_sections(self) -> None:
         """A key of a section the method does not read (its options' ``read_by``), set away
         from its default, is an error naming the sections it reads, not a no-op
-        (``baseline gbdt xgboost.n_trials=5``)."""
+        (``baseline gbdt xgboost.n_trials=5``); so is a key of a section it reads that only
+        other methods or searches of the section read (its field's `read_with`:
+        ``baseline resnet deep.cross_layers=[2]``, ``gbdt.n_trials=5`` with the paper grid)."""
         readers = section_readers(type(self))
         for name, methods in readers.items():
             if self.method in methods:
+                check_read(name, getattr(self, name), method=self.method)
                 continue
             section = getattr(self, name)
             changed = changed_keys(name, section, type(section)())

@@ -5,7 +5,8 @@ enforces it in ``__post_init__``, and a type error (``epochs=1e23``, a float for
 it (`scarce_ltr.core.config`). nan is never allowed, and inf only at a closed infinite end.
 The bounds several stages share: `POSITIVE`, `NON_NEGATIVE`, `SEEDS`, `MAX_EPOCHS`, `MAX_TRIALS`;
 the values of the ``logger`` and ``metrics.policy`` keys: `LOGGERS`, `POLICIES`. What a user
-set in a section, against its defaults: `changed_keys`.
+set in a section, against its defaults: `changed_keys`; a key that only some choices of a
+section's method or search read: `read_with`, `check_read`.
 
 The sections several stages' configs hold: `MetricsConfig` (the cutoffs of NDCG, ERR and P
 reported, what a QG without a relevant item counts as) and `OptimizerConfig` (Adam or AdamW,
@@ -15,7 +16,7 @@ the rate's schedule).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from typing import Any
 
 POLICIES = ("skip", "one", "zero")
@@ -92,6 +93,55 @@ def changed_keys(prefix: str, options: Any, default: Any) -> list[str]:
         elif value != base:
             changed.append(f"{prefix}.{f.name}={value}")
     return changed
+
+
+@dataclass(frozen=True)
+class ReadWith:
+    """The values of a choice under which a section's key is read: ``choice`` is ``method``
+    (the run's) or a key of the section itself (``search``: ``gbdt.search``)."""
+
+    choice: str
+    values: tuple[str, ...]
+
+
+def read_with(choice: str, *values: str) -> dict:
+    """A field's metadata: the values of ``choice`` that read it (`check_read`), as a section's
+    options name the methods that read the whole section (``read_by``, `baselines.config`)
+    (``pca_components: list[int] = field(..., metadata=read_with("method", "gbdt-pca"))``)."""
+    return {"read_with": ReadWith(choice, values)}
+
+
+def check_read(prefix: str, options: Any, **choices: str) -> None:
+    """`ValueError` for the first key of ``options`` (the section ``prefix``) set away from its
+    default under a choice that does not read it (`read_with`), naming the key, the choice made and
+    the values that read it: ``gbdt.n_trials=5: gbdt.search=paper-grid does not read it (read
+    with gbdt.search=optuna or random)``. ``choices``: the values of choices made outside the
+    section (``method=gbdt``); a choice the section holds is read from it."""
+    for f in fields(options):
+        reader = f.metadata.get("read_with")
+        if reader is None:
+            continue
+        if reader.choice in choices:
+            key, chosen = reader.choice, choices[reader.choice]
+        else:
+            key, chosen = f"{prefix}.{reader.choice}", getattr(options, reader.choice)
+        if chosen in reader.values:
+            continue
+        value, default = getattr(options, f.name), _default(f)
+        if is_dataclass(value) and type(value) is type(default):
+            changed = changed_keys(f"{prefix}.{f.name}", value, default)
+        else:
+            changed = [f"{prefix}.{f.name}={value}"] if value != default else []
+        if changed:
+            *rest, last = reader.values
+            readers = f"{', '.join(rest)} or {last}" if rest else last
+            raise ValueError(
+                f"{changed[0]}: {key}={chosen} does not read it (read with {key}={readers})"
+            )
+
+
+def _default(f: Field) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
 
 
 def _number(value: float) -> str:

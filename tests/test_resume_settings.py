@@ -94,7 +94,7 @@ def test_finetuning_resumes_with_another_scoring_batch_size(tmp_path, monkeypatc
 
 def test_a_deep_baseline_resumes_with_other_free_keys_of_its_section(tmp_path, monkeypatch):
     args = ["baseline", "resnet", *tiny_data(), "logger=none", "deep.lrs=[1e-3]"]
-    args += ["deep.max_epochs=2", "deep.hidden=16", "deep.head_hidden=16"]
+    args += ["deep.max_epochs=2", "deep.head_hidden=16"]
     straight = run([*args, f"run_dir={tmp_path / 'straight'}"])
     folder = tmp_path / "stopped"
     _interrupted_at_finish(monkeypatch, [*args, f"run_dir={folder}"])

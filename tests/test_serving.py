@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cpu
 
 DATA = [*tiny_data(), "logger=none"]
 GBDT = ["gbdt.num_threads=1", "gbdt.max_rounds=30", "gbdt.early_stopping_rounds=10"]
-DEEP = ["deep.lrs=[5e-3]", "deep.hidden=16", "epochs=2"]
+DEEP = ["deep.lrs=[5e-3]", "epochs=2"]
 
 
 KINDS = ("full", "lp", "mp", "combine", "attention", "mlp", "gbdt", "pca", "ssl", "resnet",
@@ -61,7 +61,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
          "embedding.raw=false",
          f"run_dir={out['ssl']}"])  # fmt: skip
     for deep in ("resnet", "deepfm", "dcnv2", "dasalc"):
-        run(["baseline", deep, *DATA, *DEEP, f"run_dir={out[deep]}"])
+        width = [] if deep == "resnet" else ["deep.hidden=16"]  # resnet's is deep.encoder's
+        run(["baseline", deep, *DATA, *DEEP, *width, f"run_dir={out[deep]}"])
     run(["ensemble", *DATA, f"runs=[{out['full']},{out['gbdt']}]", f"run_dir={out['ens']}"])
     return out
 

@@ -22,6 +22,7 @@ from scarce_ltr.core.config_fields import (
     OptimizerConfig,
     allowed,
     check_allowed,
+    read_with,
 )
 from scarce_ltr.data.stage_config import TrainingKeys
 from scarce_ltr.finetune.config import LossConfig, TrainOptions
@@ -33,6 +34,11 @@ from scarce_ltr.pretrain.encoders import EncoderConfig
 # (``lrs``, or the search): they have no optimizer section, so nothing a user sets is left out.
 # ``deep.weight_decay`` is Adam's L2 penalty.
 DEEP_OPTIMIZER = OptimizerConfig(name="adam", schedule="constant")
+# Who reads a key of one model (`read_with`): another method refuses it set away from its default.
+RESNET = read_with("method", "resnet")
+FIELD_EMBEDDINGS = read_with("method", "deepfm", "dcnv2")  # near-categorical features embedded
+DEEP_PART = read_with("method", "deepfm", "dcnv2", "dasalc")  # a tower of hidden x n_layers
+DASALC = read_with("method", "dasalc")
 
 
 # The training keys finetuning has too (`TrainingKeys`, data/stage_config.py: item_budget,
@@ -49,20 +55,24 @@ class DeepBaselineOptions(TrainingKeys):
     max_epochs: int = field(default=300, metadata=allowed(Allowed(1, MAX_EPOCHS)))
     weight_decay: float = 0.0
     # resnet: the encoder of the pretrained rankers, with the same head, from random init
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    head: str = "mlp"
-    head_hidden: int = 128
-    head_dropout: float = 0.0
-    # deepfm, dcnv2
-    cross_layers: list[int] = field(default_factory=lambda: [2, 3, 4])  # dcnv2: the grid
-    embedding_dim: int = 8
-    max_categories: int = 3
-    hidden: int = 128  # width of the deep part
-    n_layers: int = 2  # layers of the deep part
-    dropout: float = 0.1
+    encoder: EncoderConfig = field(default_factory=EncoderConfig, metadata=RESNET)
+    head: str = field(default="mlp", metadata=RESNET)
+    head_hidden: int = field(default=128, metadata=RESNET)
+    head_dropout: float = field(default=0.0, metadata=RESNET)
+    # dcnv2: the grid of cross layers
+    cross_layers: list[int] = field(
+        default_factory=lambda: [2, 3, 4], metadata=read_with("method", "dcnv2")
+    )
+    # deepfm, dcnv2: features of at most max_categories distinct train values embedded
+    embedding_dim: int = field(default=8, metadata=FIELD_EMBEDDINGS)
+    max_categories: int = field(default=3, metadata=FIELD_EMBEDDINGS)
+    # deepfm, dcnv2, dasalc
+    hidden: int = field(default=128, metadata=DEEP_PART)  # width of the deep part
+    n_layers: int = field(default=2, metadata=DEEP_PART)  # layers of the deep part
+    dropout: float = field(default=0.1, metadata=DEEP_PART)
     # dasalc: its tower is hidden x n_layers (above), its context these attention layers
-    attention_layers: int = 3
-    n_heads: int = 4  # dasalc: attention heads; must divide hidden
+    attention_layers: int = field(default=3, metadata=DASALC)
+    n_heads: int = field(default=4, metadata=DASALC)  # attention heads; must divide hidden
     # training, as in finetuning
     loss: LossConfig = field(default_factory=LossConfig)
     patience: int | None = 30  # epochs without a better vali NDCG@5 that end a model's training

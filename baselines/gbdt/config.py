@@ -17,6 +17,7 @@ from scarce_ltr.core.config_fields import (
     Allowed,
     allowed,
     check_allowed,
+    read_with,
 )
 from scarce_ltr.search.strategies import SEARCHES, check_search
 from scarce_ltr.search.studies import check_storage
@@ -39,6 +40,12 @@ GRID_PARAMS = ("num_leaves", "min_data_in_leaf", "feature_fraction")  # lists of
 PSEUDO_BINNINGS = ("width", "quantile")
 # ./run.sh baseline <name> of the LightGBM family (its command-line and config file names).
 LIGHTGBM_METHODS = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo")
+PCA_METHODS = ("gbdt-pca", "gbdt-pca-pseudo")  # PCA components appended to the features
+PSEUDO_METHODS = ("gbdt-pseudo", "gbdt-pca-pseudo")  # a second grid on pseudo-labeled QGs
+# The searches that walk the paper grid, and those that draw their trials: the keys each reads
+# (`read_with`); a key the chosen search does not read, set away from its default, is refused.
+GRID_SEARCHES = tuple(name for name, strategy in SEARCHES.items() if strategy.grid)
+DRAWN_SEARCHES = tuple(name for name, strategy in SEARCHES.items() if not strategy.grid)
 MAX_LIGHTGBM_LABEL = 30  # LightGBM's default label_gain table holds 2^i - 1 for i = 0..30
 
 
@@ -62,21 +69,34 @@ class GBDTOptions:
 
     # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (search/strategies)
     search: str = "paper-grid"
-    grid: str = "paper"  # paper | full (search=paper-grid)
-    objective: str = "lambdarank"  # search=paper-grid: lambdarank | rank_xendcg
+    # paper | full (search=paper-grid)
+    grid: str = field(default="paper", metadata=read_with("search", *GRID_SEARCHES))
+    # search=paper-grid: lambdarank | rank_xendcg
+    objective: str = field(default="lambdarank", metadata=read_with("search", *GRID_SEARCHES))
     # the objectives a search that draws its trials (not paper-grid) chooses among
-    objectives: list[str] = field(default_factory=lambda: list(OBJECTIVES))
-    n_trials: int = 40  # search=optuna|random
+    objectives: list[str] = field(
+        default_factory=lambda: list(OBJECTIVES), metadata=read_with("search", *DRAWN_SEARCHES)
+    )
+    # search=optuna|random: the trials drawn
+    n_trials: int = field(default=40, metadata=read_with("search", *DRAWN_SEARCHES))
     # search=optuna|random: an Optuna RDB URL (sqlite:///studies.db) the study is mirrored
     # into, for optuna.load_study and optuna-dashboard (search.studies); null: in memory only
     storage: str | None = None
-    study_name: str | None = None  # the study's name in storage; null: the run folder's
+    # the study's name in storage; null: the run folder's
+    study_name: str | None = field(default=None, metadata=read_with("search", *DRAWN_SEARCHES))
     # Any LightGBM parameter, the same in every fit (gbdt.params.lambda_l2=1); the search
     # leaves the ones given here out.
     params: dict[str, Any] = field(default_factory=dict)
-    num_leaves: list[int] = field(default_factory=lambda: [31, 96, 200])
-    min_data_in_leaf: list[int] = field(default_factory=lambda: [20, 60, 200])
-    feature_fraction: list[float] = field(default_factory=lambda: [0.5, 0.9, 1.0])
+    # the paper grid's lists (a search that draws its trials has its own ranges)
+    num_leaves: list[int] = field(
+        default_factory=lambda: [31, 96, 200], metadata=read_with("search", *GRID_SEARCHES)
+    )
+    min_data_in_leaf: list[int] = field(
+        default_factory=lambda: [20, 60, 200], metadata=read_with("search", *GRID_SEARCHES)
+    )
+    feature_fraction: list[float] = field(
+        default_factory=lambda: [0.5, 0.9, 1.0], metadata=read_with("search", *GRID_SEARCHES)
+    )
     learning_rate: float = 0.05
     # boosting rounds at most; `epochs` caps it further when set
     max_rounds: int = field(default=500, metadata=allowed(Allowed(1, MAX_EPOCHS)))
@@ -86,9 +106,14 @@ class GBDTOptions:
     # each: asked and told in trial order, reproducible for a given n_jobs
     # (search.trial_batches); 1: one by one
     n_jobs: int = 1
-    pca_components: list[int] = field(default_factory=lambda: [5, 10, 15])  # gbdt-pca*
-    pseudo_levels: int = 31  # gbdt-*pseudo: relevance levels 0 .. pseudo_levels - 1
-    pseudo_binning: str = "width"  # width: equal-width bins of the score range | quantile
+    # gbdt-pca*: the numbers of PCA components tried (chosen on vali)
+    pca_components: list[int] = field(
+        default_factory=lambda: [5, 10, 15], metadata=read_with("method", *PCA_METHODS)
+    )
+    # gbdt-*pseudo: relevance levels 0 .. pseudo_levels - 1
+    pseudo_levels: int = field(default=31, metadata=read_with("method", *PSEUDO_METHODS))
+    # width: equal-width bins of the score range | quantile
+    pseudo_binning: str = field(default="width", metadata=read_with("method", *PSEUDO_METHODS))
     # gbdt-*pseudo: a finished run (same data, labels, seed) whose train scores pseudo-label the
     # unlabeled QGs instead of a GBDT of the labeled QGs (data.teachers); none: that GBDT
     teacher: str | None = None

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.baselines.gbdt.config import LIGHTGBM_METHODS, PCA_METHODS, PSEUDO_METHODS
 from scarce_ltr.baselines.gbdt.grid import (
     GridOutcome,
     LightGBMBackend,
@@ -375,10 +376,8 @@ def _all(candidate: Candidate) -> Iterator[PointResult]:
 
 
 # Command-line name -> what the method adds to the plain GBDT.
+# gbdt-optuna: gbdt with configs/baseline/gbdt-optuna.yaml's search
 VARIANTS: dict[str, Variant] = {
-    "gbdt": Variant(pca=False, pseudo=False),
-    "gbdt-optuna": Variant(pca=False, pseudo=False),  # configs/baseline/gbdt-optuna.yaml
-    "gbdt-pseudo": Variant(pca=False, pseudo=True),
-    "gbdt-pca": Variant(pca=True, pseudo=False),
-    "gbdt-pca-pseudo": Variant(pca=True, pseudo=True),
+    method: Variant(pca=method in PCA_METHODS, pseudo=method in PSEUDO_METHODS)
+    for method in LIGHTGBM_METHODS
 }
