@@ -30,6 +30,11 @@ from scarce_ltr.data.letor.parsed import UTF8_BOM, Parsed
 from scarce_ltr.data.letor.tokens import parse_fast
 
 CHUNK_BYTES = 16 << 20
+# The longest line read (32 MiB, thousands of times the widest public LETOR line, Yahoo's ~10 KB;
+# every one of the 1,000,000 feature indices allowed at once fits): a file whose line never ends
+# (binary, sparse, line ends lost) is refused at its line after reading about this much, where
+# gathering the line took time and memory growing with its square.
+MAX_LINE_BYTES = 32 << 20
 PARALLEL_MIN_BYTES = 64 << 20  # smaller files parse in the calling process
 MAX_WORKERS = 8
 
@@ -55,8 +60,11 @@ def _read_blocks(path: Path):
                 block = f.read(CHUNK_BYTES)
                 if not block:
                     break
-                block = rest + block
+                joined, block = len(rest), rest + block
                 cut = block.rfind(b"\n") + 1
+                # the line begun in ``rest``: up to its end here, else all of the block
+                end = block.find(b"\n", joined) if cut else len(block)
+                _refuse_long_line(block, end, line_number, path)
                 if cut == 0:
                     rest = block
                     continue
@@ -67,6 +75,24 @@ def _read_blocks(path: Path):
         raise DataFormatError(path, None, f"cannot be read ({exc})") from None
     if rest.strip():
         yield rest + b"\n", line_number
+
+
+def _refuse_long_line(block: bytes, length: int, line: int, path: Path) -> None:
+    """A `DataFormatError` at ``line`` when the first ``length`` bytes of ``block``, one line
+    (or its start: no line feed yet), pass `MAX_LINE_BYTES`."""
+    if length <= MAX_LINE_BYTES:
+        return
+    why = (
+        "it holds NUL bytes: the file is binary, or a sparse or cut copy"
+        if block.find(b"\0", 0, length) >= 0
+        else "the file is not LETOR text, or its line ends were lost"
+    )
+    raise DataFormatError(
+        path,
+        line,
+        f"a line longer than {MAX_LINE_BYTES:,} bytes with no line end (far beyond any LETOR "
+        f"line): {why}",
+    )
 
 
 def parse_chunks(path: Path, on_block=None):

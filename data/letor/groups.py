@@ -65,11 +65,14 @@ def query_sizes(path: Path) -> np.ndarray:
             raise DataFormatError(query_path, number, binary_problem(line.encode()))
         if not line.strip():
             continue
-        if not re.fullmatch(r"[0-9]+", line.strip()) or int(line) < 1:
+        size = line.strip()
+        digits = size.lstrip("0")  # int() refuses strings of over 4300 digits
+        if not re.fullmatch(r"[0-9]+", size) or not 1 <= len(digits) <= 18:
+            shown = size if len(size) <= 40 else f"{size[:40]}..."
             raise DataFormatError(
-                query_path, number, f"'{line.strip()}' is not a group size (a positive integer)"
+                query_path, number, f"'{shown}' is not a group size (a positive integer)"
             )
-        sizes.append(int(line))
+        sizes.append(int(digits))
     return np.array(sizes, dtype=np.int64)
 
 
