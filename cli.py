@@ -199,7 +199,7 @@ def run(argv: list[str]) -> object:
         stage_file = _stage_file(command, stage, name, names)
         name = stage_file.stem
     elif command in POSITIONAL and rest and _is_positional(rest[0], stage):
-        rest = [_positional_override(command, rest[0], rest[1:]), *rest[1:]]
+        rest = _take_positionals(command, rest, stage)
     if options.help:
         print(command_help(command, name if stage_file else None, stage_file))
         return None
@@ -307,17 +307,38 @@ def _is_positional(arg: str, stage: Stage) -> bool:
     return top not in {f.name for f in fields(stage.config())}
 
 
+def _take_positionals(command: str, rest: list[str], stage: Stage) -> list[str]:
+    """``rest`` with its leading positional argument as ``<key>=<value>``; for a key that
+    takes a list (`LISTED`: ``portfolio <folder> <folder> ...``), all its leading ones."""
+    if POSITIONAL[command] not in LISTED:
+        return [_positional_override(command, rest[0], rest[1:]), *rest[1:]]
+    count = next((i for i, arg in enumerate(rest) if not _is_positional(arg, stage)), len(rest))
+    values, others = rest[:count], rest[count:]
+    key = POSITIONAL[command]
+    _check_given_once(key, values[0], others)
+    return [f"{key}=[{','.join(_quoted(v) for v in values)}]", *others]
+
+
 def _positional_override(command: str, value: str, overrides: list[str]) -> str:
     """``<key>=<value>`` for the positional argument, quoted so that YAML keeps it the string
     it is (a folder named ``1e5``, ``true`` or holding ``: `` or `` #``)."""
     key = POSITIONAL[command]
+    _check_given_once(key, value, overrides)
+    return f"{key}={_quoted(value)}"
+
+
+def _check_given_once(key: str, value: str, overrides: list[str]) -> None:
     for item in overrides:
         if item.partition("=")[0] == key:
             raise UserError(
                 f"'{item}' and the positional {key} '{value}' both give the {key}; give one"
             )
+
+
+def _quoted(value: str) -> str:
+    """``value`` single-quoted for YAML, so that it stays the string it is."""
     quoted = value.replace("'", "''").replace("${", "\\${")
-    return f"{key}='{quoted}'"
+    return f"'{quoted}'"
 
 
 def _check_name_key(key: str, name: str, overrides: list[str]) -> None:
@@ -352,8 +373,12 @@ def main() -> None:
     sys.exit(getattr(result, "exit_code", 0))
 
 
-# Commands whose first argument, when it is not key=value, is this key: ./run.sh report <sweep>.
-POSITIONAL = {"report": "sweep", "select": "sweep", "predict": "run", "export": "run"}
+# Commands whose first argument, when it is not key=value, is this key: ./run.sh report <sweep>;
+# a `LISTED` key takes every leading one: ./run.sh portfolio <folder> <folder>.
+POSITIONAL = {
+    "report": "sweep", "select": "sweep", "predict": "run", "export": "run", "portfolio": "folders",
+}  # fmt: skip
+LISTED = ("folders",)  # positional keys that take every leading positional argument
 
 
 # Each stage's code, imported when its command runs.
@@ -408,6 +433,12 @@ def _select() -> Entry[Any]:
     from scarce_ltr.sweeps.select import SelectConfig, main
 
     return Entry(SelectConfig, main)
+
+
+def _portfolio() -> Entry[Any]:
+    from scarce_ltr.sweeps.portfolio import PortfolioConfig, main
+
+    return Entry(PortfolioConfig, main)
 
 
 def _predict() -> Entry[Any]:
@@ -489,6 +520,15 @@ STAGES: dict[str, Stage] = {
             "all models (./run.sh select <sweep>); writes <sweep>/report/best.json with run "
             "folders and bundle paths",
             load=_select,
+            out_key="out",
+        ),
+        Stage(
+            name="portfolio",
+            help="K training recipes mined from the searched deep runs under the folders "
+            "(./run.sh portfolio <folder> ... [k=8] [exclude=<data set>] [out=<file>]): trains "
+            "the missing entries of its candidate x cell matrix (dry_run=true counts them) and "
+            "writes the file search.strategy=portfolio trains",
+            load=_portfolio,
             out_key="out",
         ),
         Stage(

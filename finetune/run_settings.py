@@ -30,6 +30,8 @@ def run_identity(cfg: FinetuneConfig) -> str:
             settings["search"].pop("pruner"), settings["search"].pop("prune_warmup")
         if cfg.search.pruner != "median":  # only the median pruner reads it
             settings["search"].pop("prune_startup")
+        if cfg.search.strategy == "optuna":  # likewise a search from before portfolios
+            settings["search"].pop("strategy"), settings["search"].pop("portfolio")
     if not cfg.l2sp_on:  # likewise without L2-SP
         settings.pop("l2sp"), settings.pop("l2sp_grid")
     if cfg.head_lr is None:  # likewise with one rate for both phases

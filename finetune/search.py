@@ -13,9 +13,13 @@ finished before is read back and told to the study with its stored score instead
 so a resumed search asks exactly what an uninterrupted one asked and ends in the same trials.
 The first trials are the fixed recipe's points (``optimizer.lr``, or each rate of the grid),
 so the search never chooses worse on vali than the fixed recipe would have. With
-``recipe_from`` the run trains another run's chosen recipe as its one trial, no study. The
-trial kept is `search.selection.select_best` over the trials' best vali NDCG@5; test is scored
-once, with it (`finetune.grid.finish_grid`).
+``recipe_from`` the run trains another run's chosen recipe as its one trial, no study. With
+``strategy=portfolio`` it trains the portfolio file's K recipes as its K trials, in file order,
+no study either (`Space.fixed_trials`: a recipe's keys the model does not search are dropped,
+the keys it does not name keep the fixed recipe's values); the same trial folders, read-back on
+resume, ``n_jobs`` and choice as a search, no pruning. The trial kept is
+`search.selection.select_best` over the trials' best vali NDCG@5; test is scored once, with it
+(`finetune.grid.finish_grid`).
 
 Pruning (``search.pruner``, default ``none``): each trial reports its best vali NDCG@5 so far
 after every epoch (step = the epoch over all phases) to one of Optuna's pruners (median,
@@ -47,7 +51,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -69,7 +73,13 @@ from scarce_ltr.finetune.grid import (
     point_vali_per_group,
     train_point,
 )
-from scarce_ltr.finetune.search_config import LOG_SCALE, SearchConfig
+from scarce_ltr.finetune.search_config import (
+    INTEGER_KEYS,
+    LOG_SCALE,
+    OPTIONAL_KEYS,
+    Portfolio,
+    SearchConfig,
+)
 from scarce_ltr.finetune.trial_pool import RayTrialPool, TrialPool
 from scarce_ltr.search.pruning import ReplicaPruner, Reporter, _optuna, make_pruner
 from scarce_ltr.search.selection import select_best
@@ -77,12 +87,6 @@ from scarce_ltr.search.studies import StudyStore
 from scarce_ltr.search.study_loop import Verdict, run_study, start_study
 from scarce_ltr.search.trial_batches import thread_share
 from scarce_ltr.search.trial_folders import GridPoint
-
-INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
-# Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
-# then the log-scale value when on. 0 (the recipe's weight decay) is then a point of the space,
-# so the recipe's trials train exactly the fixed recipe.
-OPTIONAL_KEYS = ("weight_decay", "l2sp")
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class Space:
     keys: tuple[str, ...]
     choices: dict[str, list]
     first: list[dict]  # the fixed recipe's points, enqueued as the first trials
+    # the fixed recipe's first point as it trains (unclipped), over the keys and choices
+    base: dict = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -109,6 +115,7 @@ class Space:
         searched = tuple(k for k in keys if getattr(config, k))
         choices = {k: list(v) for k, v in (choices or {}).items() if len(v) > 1}
         first = []
+        base = {k: fixed[0][k] for k in [*searched, *choices] if k in fixed[0]} if fixed else {}
         for point in fixed:
             start = {k: _clip(config, k, point[k]) for k in searched if k in point}
             if "loss" in start and start["loss"] is None:
@@ -121,7 +128,12 @@ class Space:
             start |= {k: point[k] for k in choices if point.get(k) in choices[k]}
             if start not in first:
                 first.append(start)
-        return cls(config, searched, choices, first)
+        return cls(config, searched, choices, first, base)
+
+    def fixed_trials(self, recipes: list[dict]) -> list[dict]:
+        """Each recipe as a trial's params: its values of the keys this model searches (the
+        others dropped, as a search never draws them), the fixed recipe's where it names none."""
+        return [{k: recipe.get(k, v) for k, v in self.base.items()} for recipe in recipes]
 
     def suggest(self, trial) -> dict:
         """One trial's params, in a fixed order (the sampler's draws depend on it)."""
@@ -195,17 +207,19 @@ def run_search(
     desc: str,
     on_trial: Callable[[int, dict], None],
 ) -> Outcome:
-    """Run ``space.config.n_trials`` trials of ``cfg`` (each ``with_params(cfg, params)``,
-    trained as ``make_trial`` says), keep the vali-best, score it once on vali and test, and
-    finish ``run`` through ``report`` (given the chosen trial's config) plus ``search``.
+    """Run the trials of ``cfg`` (``space.config.n_trials`` drawn by Optuna, a portfolio's
+    recipes, or ``recipe_from``'s one; each ``with_params(cfg, params)``, trained as
+    ``make_trial`` says), keep the vali-best, score it once on vali and test, and finish
+    ``run`` through ``report`` (given the chosen trial's config) plus ``search``.
 
     A trial's result holds ``trial``, ``params`` and ``seconds`` beside the grid point's keys;
     ``on_trial(number, row)`` gets its params and vali score once it is done.
     """
-    recipe = chosen_recipe(space) if space.config.recipe_from else None
-    study, n_trials = None, 1
-    pruning = recipe is None and space.config.pruner != "none"
-    if recipe is None:
+    portfolio = _portfolio(space)
+    fixed = _fixed_trials(space, portfolio, cfg, with_params)  # None: Optuna draws the trials
+    study, n_trials = None, len(fixed or ())
+    pruning = fixed is None and space.config.pruner != "none"
+    if fixed is None:
         optuna = _optuna()
         n_trials = space.config.n_trials
         study = start_study(
@@ -226,7 +240,7 @@ def run_search(
     trial_args = {"with_params": with_params, "make_trial": make_trial, "desc": desc}
 
     def draw(number: int, trial) -> Asked:
-        return _draw(number, trial, space, recipe, run, cfg, pruning, **trial_args)
+        return _draw(number, trial, space, fixed, run, cfg, pruning, **trial_args)
 
     def train(asked: list[Asked]) -> list[TrainedPoint]:
         nonlocal pool, start
@@ -256,10 +270,43 @@ def run_search(
             pool.close()
     assert chosen is not None, "a search has at least one trial"
     search_report = partial(
-        _search_report, cfg=cfg, space=space, with_params=with_params, report=report
+        _search_report,
+        cfg=cfg,
+        space=space,
+        with_params=with_params,
+        report=report,
+        portfolio=portfolio,
     )
     training = trainings[chosen.result["trial"]]
     return finish_grid(run, training, chosen, results, report=search_report, per_point=per_trial)
+
+
+def _portfolio(space: Space) -> Portfolio | None:
+    """The portfolio a ``strategy=portfolio`` run trains (None otherwise, and where
+    ``recipe_from`` gives the one recipe instead)."""
+    config = space.config
+    if config.strategy != "portfolio" or config.recipe_from:
+        return None
+    return config.read_portfolio()
+
+
+def _fixed_trials(
+    space: Space, portfolio: Portfolio | None, cfg, with_params: Callable[[Any, dict], Any]
+) -> list[dict] | None:
+    """The params of every trial when nothing is sampled: ``recipe_from``'s one recipe, or the
+    portfolio's recipes as this model trains them (each checked to make a valid config before
+    any trains); None for an Optuna search."""
+    if space.config.recipe_from:
+        return [chosen_recipe(space)]
+    if portfolio is None:
+        return None
+    trials = space.fixed_trials(portfolio.recipes)
+    for number, params in enumerate(trials):
+        try:
+            with_params(cfg, params)
+        except ValueError as exc:
+            raise UserError(f"{portfolio.path}: recipes[{number}] ({params}): {exc}") from None
+    return trials
 
 
 # One asked trial: (number, Optuna trial or None, params, training, candidate, reporter or None)
@@ -270,7 +317,7 @@ def _draw(
     number: int,
     trial,
     space: Space,
-    recipe: dict | None,
+    fixed: list[dict] | None,
     run: Run,
     cfg: CommonConfig,
     pruning: bool,
@@ -279,9 +326,9 @@ def _draw(
     make_trial: MakeTrial,
     desc: str,
 ) -> Asked:
-    """Trial ``number``, just asked of the study (None: the recipe), drawn as the trial it
-    trains."""
-    params = space.suggest(trial) if recipe is None else recipe
+    """Trial ``number``, just asked of the study (None: trial ``number`` of ``fixed``), drawn
+    as the trial it trains."""
+    params = space.suggest(trial) if fixed is None else fixed[number]
     training, candidate = make_trial(number, with_params(cfg, params))
     candidate = _as_trial(candidate, run.folder, number, params, desc)
     reporter = None
@@ -328,7 +375,9 @@ def _train_batch(
     """Each asked trial trained (in ``pool``'s children when given) or read back, in order."""
     if pool is None:
         return [train_point(item[3], item[4], in_grid=True) for item in asked]
-    finished = study.get_trials(deepcopy=True, states=(_optuna().trial.TrialState.COMPLETE,))
+    finished = []  # what a child's median rule compares with: only a pruned search asks
+    if study is not None:
+        finished = study.get_trials(deepcopy=True, states=(_optuna().trial.TrialState.COMPLETE,))
     pending: list[tuple[Candidate, Any]] = []
     for _, _, _, training, candidate, reporter in asked:
         done = GridPoint(candidate.folder).result()
@@ -381,11 +430,12 @@ def _search_report(
     space: Space,
     with_params: Callable[[Any, dict], Any],
     report: TrialReportFn,
+    portfolio: Portfolio | None,
 ) -> tuple[dict, dict]:
     """The stage's report of the chosen trial's config, and the search's own key."""
     trial_cfg = with_params(cfg, chosen.result["params"])
     body, tracker_summary = report(chosen, results, metrics, cfg=trial_cfg)
-    body["search"] = summary(results, chosen, seed=cfg.seed, space=space)
+    body["search"] = summary(results, chosen, seed=cfg.seed, space=space, portfolio=portfolio)
     return body, tracker_summary
 
 
@@ -406,8 +456,16 @@ def _trial_keys(number: int, params: dict, lr: float) -> dict:
     return {"trial": number, "params": params, "lr": lr}
 
 
-def summary(results: list[dict], chosen: TrainedPoint, *, seed: int, space: Space) -> dict:
-    """The report's ``search``: every trial's params and vali score, and the one kept."""
+def summary(
+    results: list[dict],
+    chosen: TrainedPoint,
+    *,
+    seed: int,
+    space: Space,
+    portfolio: Portfolio | None = None,
+) -> dict:
+    """The report's ``search``: every trial's params and vali score, and the one kept; a
+    portfolio's run also its strategy, file and the recipes' hash."""
     rows = [
         {
             "trial": r["trial"],
@@ -422,9 +480,19 @@ def summary(results: list[dict], chosen: TrainedPoint, *, seed: int, space: Spac
     ]
     recipe_from = space.config.recipe_from
     pruner = space.config.pruner
+    sampler = f"the recipe {recipe_from} chose" if recipe_from else f"optuna TPE, seed {seed}"
+    drawn_from: dict[str, str] = {}
+    if portfolio is not None:
+        sampler = "the portfolio's recipes, in file order"
+        drawn_from = {
+            "strategy": "portfolio",
+            "portfolio": str(portfolio.path.resolve()),
+            "portfolio_hash": portfolio.digest,
+        }
     return {
         "n_trials": len(results),
-        "sampler": f"the recipe {recipe_from} chose" if recipe_from else f"optuna TPE, seed {seed}",
+        "sampler": sampler,
+        **drawn_from,
         **(
             {"pruner": pruner, "n_pruned": sum(bool(r.get(PRUNED)) for r in results)}
             if pruner != "none" and not recipe_from

@@ -1,12 +1,28 @@
 """What a seeded Optuna search on vali may vary of the training recipe: ``search.*`` of
 finetuning, ``deep.search.*`` of the deep baselines (`SearchConfig`; `finetune.search` runs it).
+
+``strategy=portfolio`` trains the recipes of a portfolio file instead of sampling (`Portfolio`,
+`read_portfolio`): YAML whose ``recipes:`` lists 1 to `MAX_RECIPES` mappings over the searched
+keys (`RECIPE_KEYS`), each value inside what its key allows (`SEARCH_BOUNDS`; ``weight_decay``
+and ``l2sp`` may be 0, off). Its other top-level keys (``mined_from``, ``rule``, ...: what
+``./run.sh portfolio`` writes) record where it came from and are not read. The file is read
+when the config is checked, so a bad one stops the run before its folder is made.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from scarce_ltr.core.config import CONFIG_ROOT, available
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS, Allowed
+from scarce_ltr.core.config_files import read_yaml
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.ray_cluster import endpoint
 from scarce_ltr.losses import LOSSES
 from scarce_ltr.search.studies import check_storage
@@ -28,6 +44,18 @@ SEARCH_BOUNDS = {
 TRIAL_EXECUTORS = ("local", "ray")  # search.trial_executor (`finetune.trial_pool`)
 PRUNERS = ("none", "median", "halving", "hyperband")  # search.pruner (`finetune.search`)
 LOG_SCALE = ("lr", "weight_decay", "head_hidden", "l2sp")  # drawn on a log scale
+INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
+# Keys drawn as "0 or log-uniform" (rtdl's ``?loguniform``): a categorical ``<key>_on`` first,
+# then the log-scale value when on. 0 (the recipe's weight decay) is then a point of the space,
+# so the recipe's trials train exactly the fixed recipe; a portfolio's recipe may hold 0 too.
+OPTIONAL_KEYS = ("weight_decay", "l2sp")
+RECIPE_KEYS = (*SEARCH_BOUNDS, "loss")  # what a portfolio's recipe may set
+STRATEGIES = ("optuna", "portfolio")  # search.strategy
+PORTFOLIOS = "portfolio"  # configs/portfolio/<name>.yaml: the shipped portfolios
+DEFAULT_PORTFOLIO = "deep"
+# A portfolio's recipes at most: a handful of tuned defaults replaces a search (TabRepo;
+# Holzmüller et al. 2024: four), and each recipe is one full training.
+MAX_RECIPES = 8
 
 
 @dataclass(frozen=True)
@@ -57,6 +85,12 @@ class SearchConfig:
     # full on a pretrained encoder: L2-SP's alpha, 0 or [low, high] on a log scale (as
     # weight_decay); [] (the default): not searched, l2sp stays at the config's value
     l2sp: list[float] = field(default_factory=list)
+    # optuna (the default): n_trials seeded TPE trials | portfolio: the K recipes of the file
+    # ``portfolio`` names, in file order, no sampling; n_trials stays 0 (docs/finetune.md)
+    strategy: str = "optuna"
+    # strategy=portfolio: a YAML file of recipes, or the name of a shipped one
+    # (configs/portfolio/<name>.yaml; deep: a placeholder until mined on the sweeps)
+    portfolio: str = DEFAULT_PORTFOLIO
     # A searched run's folder: train the recipe its search chose, as one trial, instead of
     # searching (a seed ensemble's other members take the recipe of the member of the cell's
     # seed, as DASALC-ens repeats one tuned model); "" (the default): search
@@ -137,11 +171,46 @@ class SearchConfig:
                 "with n_jobs > 1"
             )
         self._check_executor(prefix)
-        if self.recipe_from and not self.n_trials:
+        self._check_strategy(prefix)
+        if self.recipe_from and not self.on:
             raise ValueError(
                 f"{prefix}recipe_from trains a searched run's chosen recipe in place of this "
-                f"run's search: give {prefix}n_trials > 0 with it, as the searched run had"
+                f"run's search: give {prefix}n_trials > 0 with it, as the searched run had (or "
+                f"{prefix}strategy=portfolio)"
             )
+
+    def _check_strategy(self, prefix: str) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"{prefix}strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
+            )
+        if self.strategy == "optuna":
+            if self.portfolio != DEFAULT_PORTFOLIO:
+                raise ValueError(
+                    f"{prefix}portfolio is read with {prefix}strategy=portfolio only; give that "
+                    f"too, or leave {prefix}portfolio out"
+                )
+            return
+        # The file says how many trials: a second count could only disagree with it.
+        if self.n_trials:
+            raise ValueError(
+                f"{prefix}n_trials={self.n_trials} with {prefix}strategy=portfolio: the "
+                f"portfolio's recipes are the trials; leave {prefix}n_trials at 0"
+            )
+        if self.pruner != "none":
+            raise ValueError(
+                f"{prefix}pruner={self.pruner} with {prefix}strategy=portfolio: each recipe "
+                f"trains to its end; leave {prefix}pruner at none"
+            )
+        if self.storage is not None:
+            raise ValueError(
+                f"{prefix}storage with {prefix}strategy=portfolio: a portfolio samples nothing, "
+                f"so there is no Optuna study to store; leave {prefix}storage at null"
+            )
+        try:
+            self.read_portfolio()
+        except UserError as exc:
+            raise ValueError(f"{prefix}portfolio: {exc}") from None
 
     def _check_executor(self, prefix: str) -> None:
         if self.trial_executor not in TRIAL_EXECUTORS:
@@ -164,4 +233,99 @@ class SearchConfig:
 
     @property
     def on(self) -> bool:
-        return self.n_trials > 0
+        return self.n_trials > 0 or self.strategy == "portfolio"
+
+    def trial_count(self) -> int:
+        """How many trials the run trains (the portfolio's recipes, or ``n_trials``)."""
+        return len(self.read_portfolio().recipes) if self.strategy == "portfolio" else self.n_trials
+
+    def read_portfolio(self) -> Portfolio:
+        """The recipes of ``portfolio`` (`UserError` naming the file and the recipe's key)."""
+        return read_portfolio(self.portfolio)
+
+
+@dataclass(frozen=True)
+class Portfolio:
+    """A portfolio file's recipes, each over `RECIPE_KEYS` (in that order), as read."""
+
+    path: Path
+    recipes: list[dict]
+
+    @property
+    def digest(self) -> str:
+        """A hash of the recipes (not of the file's comments or records): two runs that name
+        the same digest trained the same recipes."""
+        text = json.dumps(self.recipes, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def portfolio_path(value: str) -> Path:
+    """``value`` as a file when it names one or looks like a path (``.yaml``, a folder part);
+    else the shipped ``configs/portfolio/<value>.yaml``."""
+    path = Path(value).expanduser()
+    if path.is_file() or path.suffix in (".yaml", ".yml") or len(path.parts) != 1:
+        return path
+    shipped = CONFIG_ROOT / PORTFOLIOS / f"{value}.yaml"
+    if not shipped.is_file():
+        raise UserError(
+            f"{value!r} is no file and no shipped portfolio (shipped: "
+            f"{', '.join(available(PORTFOLIOS))}); give a path to a .yaml file"
+        )
+    return shipped
+
+
+def read_portfolio(value: str) -> Portfolio:
+    """The portfolio file ``value`` names (`portfolio_path`), each recipe checked."""
+    path = portfolio_path(value)
+    content = read_yaml(path)
+    content = OmegaConf.to_container(content) if OmegaConf.is_config(content) else content
+    recipes = content.get("recipes") if isinstance(content, dict) else None
+    if not isinstance(recipes, list) or not recipes:
+        raise UserError(
+            f"{path}: a portfolio file holds 'recipes:', a list of 1 to {MAX_RECIPES} mappings "
+            f"of {', '.join(RECIPE_KEYS)}"
+        )
+    if len(recipes) > MAX_RECIPES:
+        raise UserError(
+            f"{path}: {len(recipes)} recipes; a portfolio holds at most {MAX_RECIPES} (each is "
+            "one full training)"
+        )
+    checked = [_recipe(f"{path}: recipes[{i}]", recipe) for i, recipe in enumerate(recipes)]
+    for i, recipe in enumerate(checked):
+        if recipe in checked[:i]:
+            first = checked.index(recipe)
+            raise UserError(f"{path}: recipes[{i}] repeats recipes[{first}]; list each once")
+    return Portfolio(path, checked)
+
+
+def _recipe(where: str, recipe: object) -> dict:
+    """One recipe, its keys in `RECIPE_KEYS` order, integers as int and the rest as float."""
+    if not isinstance(recipe, dict):
+        raise UserError(f"{where}: a mapping of {', '.join(RECIPE_KEYS)}, got {recipe!r}")
+    unknown = [key for key in recipe if key not in RECIPE_KEYS]
+    if unknown:
+        raise UserError(
+            f"{where}: {unknown[0]!r} is no searched key; a recipe sets {', '.join(RECIPE_KEYS)}"
+        )
+    return {key: _value(where, key, recipe[key]) for key in RECIPE_KEYS if key in recipe}
+
+
+def _value(where: str, key: str, value: object) -> object:
+    if key == "loss":
+        if value not in LOSSES:
+            choices = ", ".join(LOSSES)
+            raise UserError(f"{where}: loss {value!r} is not a loss; choose from {choices}")
+        return value
+    integer = key in INTEGER_KEYS
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise UserError(f"{where}: {key} must be a finite number, got {value!r}")
+    if integer and value != int(value):
+        raise UserError(f"{where}: {key} must be a whole number, got {value!r}")
+    value = int(value) if integer else float(value)
+    if key in OPTIONAL_KEYS and value == 0:
+        return value  # off, as the search's <key>_on draws it
+    try:
+        SEARCH_BOUNDS[key].check(key, value)
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    return value

@@ -58,7 +58,7 @@ def main(cfg: FinetuneConfig, run: Run) -> Outcome:
     folders = {point: _point_folder(cfg, out_dir, *point) for point in grid_points(cfg)}
     metas = [checkpoint_meta(folder / CHECKPOINT) for folder in folders.values()]
     if cfg.search.on:  # the trials' checkpoints, and the results of those finished
-        trials = [search.trial_folder(out_dir, k) for k in range(cfg.search.n_trials)]
+        trials = [search.trial_folder(out_dir, k) for k in range(cfg.search.trial_count())]
         metas = [checkpoint_meta(t.folder / CHECKPOINT) for t in trials]
         metas += [t.result() or {} for t in trials]
     for meta in filter(None, metas):
@@ -156,9 +156,9 @@ def _search(
     tracker,
     identity: str,
 ) -> Outcome:
-    """``cfg.search.n_trials`` trials of `finetune.search`; the vali-best scores test once."""
-    high = {k: max(getattr(cfg.search, k) or [0]) for k in ("head_epochs", "full_epochs")}
-    span = max(cfg.head_epochs, high["head_epochs"]) + max(cfg.full_epochs, high["full_epochs"])
+    """``cfg.search.n_trials`` trials of `finetune.search` (or a portfolio's recipes); the
+    vali-best scores test once."""
+    span = _epoch_span(cfg)
 
     def make_trial(number: int, trial_cfg: FinetuneConfig) -> tuple[GridTraining, Candidate]:
         def log(row: dict) -> None:  # each trial's epochs after the previous trial's
@@ -185,6 +185,16 @@ def _search(
             {"search": row}, step=number * (span + 1) + span
         ),
     )
+
+
+def _epoch_span(cfg: FinetuneConfig) -> int:
+    """The most epochs a trial trains: each trial's tracker steps start after the last's."""
+    phases = ("head_epochs", "full_epochs")
+    high = {k: max([getattr(cfg, k), *getattr(cfg.search, k)]) for k in phases}
+    if cfg.search.strategy == "portfolio":  # a recipe may go past the ranges
+        recipes = cfg.search.read_portfolio().recipes
+        high = {k: max([high[k], *(r.get(k, 0) for r in recipes)]) for k in phases}
+    return high["head_epochs"] + high["full_epochs"]
 
 
 def _report(
