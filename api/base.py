@@ -33,7 +33,7 @@ from scarce_ltr.api import aliases, inputs, lgbm
 from scarce_ltr.api.layout import holdout, train_split
 from scarce_ltr.api.stages import SCHEMAS, StageCall, leaves, route, run_stage
 from scarce_ltr.baselines.config import MISSING_AS_NAN
-from scarce_ltr.core.files import temp_folder_beside
+from scarce_ltr.core.files import file_error, temp_folder_beside
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.arrays import write_arrays
 from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
@@ -72,8 +72,13 @@ class Workspace:
             self.path = Path(tempfile.mkdtemp(prefix="scarce-ltr-fit-"))
             weakref.finalize(self, shutil.rmtree, str(self.path), ignore_errors=True)
         else:
-            Path(work_dir).mkdir(parents=True, exist_ok=True)
-            self.path = Path(tempfile.mkdtemp(prefix="fit-", dir=work_dir))
+            try:
+                Path(work_dir).mkdir(parents=True, exist_ok=True)
+                self.path = Path(tempfile.mkdtemp(prefix="fit-", dir=work_dir))
+            except OSError as exc:  # named by the user's path, not the fit folder's random name
+                raise path_error(
+                    exc, "make the fit's folder in", f"work_dir={work_dir}", key="work_dir"
+                ) from None
         self.temporary = work_dir is None
 
     def __deepcopy__(self, memo: dict) -> Workspace:
@@ -281,8 +286,8 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         try:
             train, fraction = train_split(splits["train"], splits.get("unlabeled"), seed=seed)
             data = workspace.path / "data"
-            write_arrays(train, data / "train")
-            write_arrays(splits["vali"], data / "vali")
+            for name, split in (("train", train), ("vali", splits["vali"])):
+                write_arrays(split, data / name, what=f"the fit's {name} data", key="work_dir")
             common = {"data.path": str(data), "data.splits.test": "vali"}  # data=arrays
             log = None if show >= 3 else workspace.path / "log.txt"  # 3: everything shown
             self._progress = show in (1, 2)
@@ -390,12 +395,18 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
                 f"the model's folder {self.ranker_.folder} is gone (a temporary fit folder "
                 "removed); fit again, or save before it is removed"
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_folder_beside(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = temp_folder_beside(path)
+        except OSError as exc:
+            raise path_error(exc, "save the ranker to", str(path), key="path") from None
         try:
             shutil.copytree(self.ranker_.folder, tmp, dirs_exist_ok=True)
             (tmp / ESTIMATOR_FILE).write_text(json.dumps(self._description(), indent=1) + "\n")
             _replace_folder(tmp, path)
+        except OSError as exc:  # the temp folder's name is no concern of the user's
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise path_error(exc, "save the ranker to", str(path), key="path") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -577,6 +588,13 @@ def _split(
     )  # fmt: skip
 
 
+def path_error(exc: OSError, operation: str, where: str, *, key: str) -> OSError:
+    """``exc`` as an `OSError` of its class and errno whose message is ``cannot <operation>
+    <where>: <reason>``: the user's path (never a temp folder beside it) and, where the reason
+    suggests it, what to do with the argument ``key`` (`core.files.file_error`'s words)."""
+    return type(exc)(exc.errno, str(file_error(exc, operation, where, key=key)))
+
+
 def _replace_folder(new: Path, path: Path) -> None:
     """Put the filled folder ``new`` at ``path``: the earlier folder there is renamed aside, not
     removed, until the new one is in place (a folder cannot be renamed onto a non-empty one),
@@ -585,7 +603,11 @@ def _replace_folder(new: Path, path: Path) -> None:
     old = None
     if path.exists():
         old = temp_folder_beside(path)
-        os.replace(path, old)  # onto the empty folder: one rename
+        try:
+            os.replace(path, old)  # onto the empty folder: one rename
+        except BaseException:
+            old.rmdir()  # still empty: the earlier save stays where it was
+            raise
     try:
         os.replace(new, path)
     except BaseException:

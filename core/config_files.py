@@ -2,7 +2,8 @@
 
 ``--config`` files are read as UTF-8, or as the UTF-8/16/32 their byte-order mark names (Windows
 PowerShell's ``>`` writes UTF-16). A file that is missing, a folder, not text or not valid YAML
-stops with a `UserError` naming it (and the line, where YAML names one), never a traceback.
+stops with a `UserError` naming it (and the line, where YAML names one), never a traceback; so
+does a key given twice in one mapping (`refuse_repeated_keys`), of which YAML keeps the last.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def read_mapping(path: Path) -> dict:
     """A ``--config`` file: YAML holding a mapping of config keys."""
     text = read_config_text(path, flag="--config")
     try:
+        refuse_repeated_keys(yaml.compose(text, Loader=yaml.SafeLoader), path)
         content = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
@@ -44,6 +46,29 @@ def read_mapping(path: Path) -> dict:
         kind = type(content).__name__
         raise UserError(f"{path}: a --config file holds keys (key: value), not a {kind}")
     return content
+
+
+def refuse_repeated_keys(node: yaml.Node | None, path: Path, prefix: str = "") -> None:
+    """A `UserError` at the second of two equal keys in one mapping of the composed document
+    ``node``: PyYAML's safe_load keeps the last silently (OmegaConf's loader refuses them:
+    `read_yaml`)."""
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            refuse_repeated_keys(item, path, prefix)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first: dict[str, int] = {}
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        name = f"{prefix}{key.value}"
+        if key.value in first:
+            raise UserError(
+                f"{path}:{key.start_mark.line + 1}: key '{name}' given twice (first on line "
+                f"{first[key.value]}); YAML would keep only the last: give it once"
+            )
+        first[key.value] = key.start_mark.line + 1
+        refuse_repeated_keys(value, path, f"{name}.")
 
 
 def read_config_text(path: Path, *, flag: str = "") -> str:

@@ -8,6 +8,8 @@ orphaned temp file (unlocked) from one being written now (locked) and leaves the
 A file put in place has the mode ``open()`` would give it, ``0o666`` less the umask
 (`current_umask`), not ``mkstemp``'s private ``0o600``. An `OSError` of a write becomes a
 `UserError` naming the path put in place (never the temp file) and the operation (`file_error`).
+A target that is no regular file (a symbolic link, a FIFO, a device, a socket) is refused and left
+as it was (`refuse_foreign_target`): renaming onto it would replace it by a plain file.
 
 Fault injection (tests): with ``LTR_FAULT_AT=<n>`` and ``LTR_FAULT_COUNTER=<file>`` set, the
 n-th `fault_point` counted in that file (across processes) kills the process with SIGKILL, or
@@ -73,6 +75,7 @@ def atomic_path(path: Path, *, key: str = "run_dir") -> Iterator[Path]:
     error, removed otherwise. An `OSError` becomes a `UserError` naming ``path`` and advising
     ``key=`` (the command's key for where it writes)."""
     path = Path(path)
+    refuse_foreign_target(path, key=key)
     fd, tmp = _locked_temp(path, key)
     try:
         try:
@@ -96,6 +99,54 @@ def _atomic_file(path: Path, mode: str, key: str = "run_dir") -> Iterator[Any]:
         text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
         with open(tmp, mode, **text) as f:
             yield f
+
+
+# What stands at a path, for messages: every kind of file but a regular one and a folder.
+SPECIAL_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+def special_kind(path: Path | str, *, follow: bool = False) -> str | None:
+    """What stands at ``path`` when it is neither a regular file nor a folder (`SPECIAL_KINDS`,
+    a link itself unless ``follow``); None for those two, for nothing there or a path the
+    system will not look at (the read or write that follows says why)."""
+    try:
+        mode = os.stat(path).st_mode if follow else os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return SPECIAL_KINDS.get(stat.S_IFMT(mode))
+
+
+def refuse_special_input(path: Path | str, expected: str) -> None:
+    """A `UserError` when the input ``path`` (a link followed) is a FIFO, a device or a socket,
+    where ``expected`` (``a LETOR file (plain or .gz)``) belongs: say what it is, not that it is
+    missing. Data is hashed for the cache and read more than once; a pipe gives it once."""
+    kind = special_kind(path, follow=True)
+    if kind is not None:
+        raise UserError(
+            f"{path} is {kind}, not a file; {expected} is expected there (data is hashed, "
+            "cached and read more than once): write it to a file and give that"
+        )
+
+
+def refuse_foreign_target(path: Path, *, key: str = "run_dir") -> None:
+    """A `UserError` when an atomic write to ``path`` would replace something that is no regular
+    file (a FIFO, a device, a socket, a symbolic link): the rename would put a plain file in its
+    place (a link replaced, ``/dev/full`` a file for root), so it is left as it was."""
+    kind = special_kind(path)
+    if kind is None:
+        return
+    if kind == "a symbolic link":
+        kind += f" to {os.readlink(path)}"
+    raise UserError(
+        f"cannot write {path}: it is {kind}, not a regular file; left as it was (this command "
+        f"writes only regular files of its own; give {key}=<another path>)"
+    )
 
 
 def _locked_temp(path: Path, key: str) -> tuple[int, Path]:

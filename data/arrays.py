@@ -170,16 +170,24 @@ def check_values(
 _CHECK_ROWS = 1 << 15  # rows checked at a time
 
 
-def write_arrays(split: RankingSplit, folder: str | Path, *, meta: dict | None = None) -> None:
+def write_arrays(
+    split: RankingSplit,
+    folder: str | Path,
+    *,
+    meta: dict | None = None,
+    what: str = "arrays",
+    key: str = "run_dir",
+) -> None:
     """Write ``split`` into ``folder`` in the form `read_arrays` reads (and ``meta`` as
     ``meta.json``): a temp folder beside it, renamed into place, so a crash leaves the old
-    folder or the new one, never half."""
+    folder or the new one, never half. An `OSError` is a `UserError` naming ``what`` is written
+    and advising ``key=`` (`core.files.file_error`)."""
     folder = Path(folder)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = temp_folder_beside(folder)  # the umask's mode, not mkdtemp's 0o700
     except OSError as exc:
-        raise file_error(exc, "write arrays in", folder.parent) from None
+        raise file_error(exc, f"write {what} in", folder.parent, key=key) from None
     try:
         np.save(tmp / "features.npy", np.ascontiguousarray(split.features, dtype=np.float32))
         np.save(tmp / "labels.npy", np.ascontiguousarray(split.labels, dtype=np.float32))
@@ -192,7 +200,7 @@ def write_arrays(split: RankingSplit, folder: str | Path, *, meta: dict | None =
         os.replace(tmp, folder)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise file_error(exc, "write arrays in", folder) from None
+        raise file_error(exc, f"write {what} in", folder, key=key) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

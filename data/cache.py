@@ -38,8 +38,9 @@ from scarce_ltr.data.letor.groups import query_file_for
 from scarce_ltr.data.ranking_split import RankingSplit
 
 # Bump when the parser's output changes so old caches are rebuilt.
-PARSER_VERSION = 3  # 2: values beyond float32 and repeated feature indices refused; 3: qid:1.0
-# refused, BOM skipped, and the stamp is a content hash (caches keyed on mtime are rebuilt)
+PARSER_VERSION = 4  # 2: values beyond float32 and repeated feature indices refused; 3: qid:1.0
+# refused, BOM skipped, and the stamp is a content hash (caches keyed on mtime are rebuilt); 4: a
+# lone CR (CR-only line ends) refused, where it made one line of many
 _ARRAYS = ("features", "labels", "offsets", "qids")
 _HASH_BLOCK = 8 << 20
 
@@ -101,7 +102,7 @@ def load_split(path: str | Path, *, name: str, cache_root: Path | None = None) -
             _write(split, target, stamp)
         except OSError as exc:
             raise file_error(
-                exc, "write the parsed-data cache (LTR_CACHE_DIR) in", target
+                exc, "write the parsed-data cache (LTR_CACHE_DIR) in", target, key="LTR_CACHE_DIR"
             ) from None
         return _open(target, name)
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import refuse_special_input
 from scarce_ltr.data.arrays import Missing, check_labels, check_values, read_arrays, write_arrays
 from scarce_ltr.data.cache import content_hash, default_cache_root, entry_lock
 from scarce_ltr.data.ranking_split import MAX_LABEL, QidGroups, RankingSplit
@@ -52,6 +53,8 @@ def find_table(folder: Path, stem: str) -> Path | None:
     """The table of a split: ``<stem>.parquet|.pq|.npz``, ``<stem>`` itself, or a folder of
     Parquet parts."""
     for candidate in (*(folder / f"{stem}{s}" for s in SUFFIXES), folder / stem):
+        if candidate.suffix in SUFFIXES:  # a FIFO so named: said, not "missing"
+            refuse_special_input(candidate, "a Parquet or .npz table")
         if candidate.is_file() and candidate.suffix in SUFFIXES:
             return candidate
         if candidate.is_dir() and _parts(candidate):
@@ -141,7 +144,8 @@ def open_table(
                 "other_columns": loaded.others,
                 "missing": loaded.missing.as_dict(),
             }
-            write_arrays(loaded.split, target, meta=info)
+            what = "the parsed-data cache (LTR_CACHE_DIR)"
+            write_arrays(loaded.split, target, meta=info, what=what, key="LTR_CACHE_DIR")
         data = read_arrays(target, name=name)
         missing = Missing.from_dict(info.get("missing"), data.n_features)
         return LoadedTable(data, info["feature_names"], info.get("other_columns", []), missing)

@@ -10,8 +10,9 @@ Two sources:
 - no sweep: every ``report.json`` under the runs folder that holds test metrics (pretraining
   runs have none and are left out); identity comes from ``config.yaml`` and ``report.json``.
 
-A cell marked done whose report is missing or unreadable becomes a failed row with the reason;
-nothing here raises on one bad run. Metrics that a report lacks are NaN.
+A cell marked done whose report is missing or unreadable becomes a failed row with the reason
+and ``hole`` set (``select`` stops at it; `holes`); nothing here raises on one bad run. Metrics
+that a report lacks are NaN.
 """
 
 from __future__ import annotations
@@ -111,8 +112,25 @@ def rows_from_manifest(path: Path, ks: list[int]) -> list[dict]:
         row["status"] = row["status"] if row["status"] in STATUSES else "pending"
         if row["status"] == "done":
             row |= _read_metrics(Path(cell["run_dir"]), ks)
+            row["hole"] = row["status"] != "done"  # marked done; its folder or report is not
         rows.append(row)
     return rows
+
+
+def holes(rows: list[dict]) -> list[dict]:
+    """``{"id", "run_dir", "reason"}`` of each cell a manifest marks done whose run folder is
+    gone or whose ``report.json`` is missing or damaged (`rows_from_manifest`)."""
+    return [
+        {
+            "id": row["id"],
+            "run_dir": row["run_dir"],
+            "reason": row["error"]
+            if Path(str(row["run_dir"])).is_dir()
+            else f"its folder {row['run_dir']} is gone",
+        }
+        for row in rows
+        if row.get("hole")
+    ]
 
 
 def rows_from_scan(runs_root: Path, ks: list[int], notes: list[str] | None = None) -> list[dict]:

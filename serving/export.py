@@ -19,7 +19,9 @@ ways (the bundle and the exported model) and refuses the file if they differ by 
 tolerance; the file is written atomically (`core.files.atomic_path`: the umask's mode, a temp
 file of a killed export removed by the next export of that file, errors naming ``out=`` and the
 file, never the temp file). ``out=`` naming an existing folder is refused, as LightGBM's
-``save_model`` refuses it, and so is one inside the bundle (its own ``model.txt``).
+``save_model`` refuses it, and so is one inside the bundle (its own ``model.txt``) or inside a
+run's own files (``report.json``, ``DONE``: `serving.targets`), and a target that is no regular
+file (a link, a FIFO, a device: `core.files.refuse_foreign_target`), left as it was.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from scarce_ltr.core.files import atomic_path, remove_stale_temps
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.families import export_formats
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
+from scarce_ltr.serving.targets import refuse_run_files
 
 FILE_NAMES = {
     "onnx": "model.onnx",
@@ -87,6 +90,7 @@ def main(cfg: ExportConfig, out_dir: Path | None = None) -> dict:
             f"out={target} is inside the bundle {bundle}, which holds what training wrote; "
             "give out=<a file outside it>"
         )
+    refuse_run_files(target, command="export", default="export")
     if target.parent.is_dir():
         name = glob.escape(target.name)
         for stale in remove_stale_temps(target.parent, name=name, below=False, key="out"):

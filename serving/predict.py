@@ -16,14 +16,19 @@ Nothing is silent: a label outside the relevance grades ``0..30`` stops the file
 stops (`check_label_range`, naming file and line) before its CSV is kept (any error leaves no
 CSV, a label above ``max_grade=`` too); two inputs that would write one CSV (``test.txt`` and
 ``test.txt.gz``) are refused; a file narrower than the model gets training's padding warning.
-An ``out=`` that is the input file, or inside the bundle, is refused. Temp files of an earlier,
-killed predict of the same CSV are removed (those of a predict still
-writing are locked, and kept: `remove_stale_temps`). Errors advise ``out=``, the key for where
-predict writes.
+``out=`` is one file when its name ends in ``.csv`` (a table's predictions: ``.parquet`` or ``.pq``
+too), else a folder of them: one that exists, a name ending in ``/``, or a new name without a
+suffix (said on stderr); a name of another suffix (``scores.txt``) or an existing file of another
+kind is refused, never taken as a folder to make. An ``out=`` that is the input file, inside the
+bundle or inside a run's own files (`serving.targets`) is refused, and so is a target that is no
+regular file (a link, a FIFO, a device: `core.files.refuse_foreign_target`). Temp files of an
+earlier, killed predict of the same CSV are removed (those of a predict still writing are locked,
+and kept: `remove_stale_temps`). Errors advise ``out=``, the key for where predict writes.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +37,7 @@ import numpy as np
 
 from scarce_ltr.core.config_fields import POLICIES
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_text_writer
+from scarce_ltr.core.files import atomic_text_writer, refuse_special_input, special_kind
 from scarce_ltr.core.metrics import METRICS, evaluate_ranking
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.data.datasets import check_label_range
@@ -42,6 +47,7 @@ from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.serving.predict_table import predict_table, table_suffix
 from scarce_ltr.serving.ranker import BundledRanker, load_ranker, run_folder_of
 from scarce_ltr.serving.rows import CSV_HEADER, positions_and_ranks, remove_orphans
+from scarce_ltr.serving.targets import refuse_run_files
 
 SPLIT_STEMS = ("train", "vali", "valid", "test")
 SUFFIXES = ("", ".txt", ".txt.gz", ".gz")
@@ -59,8 +65,8 @@ class PredictInput:
 class PredictConfig:
     run: str | None = None  # a finished run folder (or its bundle/ folder)
     data: PredictInput = field(default_factory=PredictInput)
-    # a .csv (or, for a table, .parquet) file for one input, or a folder; default
-    # <run>/predictions
+    # a .csv (or, for a table, .parquet) file for one input, or a folder (one that exists, a
+    # name ending in /, or a new name without a suffix); default <run>/predictions
     out: str | None = None
     ks: list[int] = field(default_factory=lambda: [1, 3, 5, 10])
     policy: str = "skip"  # a QG without a relevant item: skip | one | zero (NDCG convention)
@@ -107,8 +113,8 @@ def _predict_table(cfg: PredictConfig, ranker: BundledRanker, source: Path) -> d
     name = source.name.removesuffix(source.suffix) + table_suffix(source)
     target = run_folder_of(ranker) / "predictions" / name
     if cfg.out:
-        given = Path(cfg.out)
-        target = given if given.suffix in (".csv", ".parquet", ".pq") else given / name
+        given, one_file = out_place(cfg.out, TABLE_OUT_SUFFIXES)
+        target = given if one_file else given / name
     refuse_target(target, [source], ranker)
     columns = dict(qid=cfg.data.qid, label=cfg.data.label, features=cfg.data.features or None)
     result = predict_table(ranker, source, target, ks=tuple(cfg.ks), policy=cfg.policy, **columns)
@@ -239,6 +245,7 @@ class _ByteProgress:
 
 def input_files(path: Path) -> list[Path]:
     """The file itself, or the split files of a folder."""
+    refuse_special_input(path, "a LETOR file or a folder of split files")
     if path.is_file():
         return [path]
     if not path.is_dir():
@@ -260,13 +267,14 @@ def input_files(path: Path) -> list[Path]:
 def output_paths(cfg: PredictConfig, ranker: BundledRanker, inputs: list[Path]) -> list[Path]:
     """The CSV of each input; a `UserError` when two inputs would write one CSV, or when
     ``out=`` names one CSV for the several files of a folder."""
-    several = len(inputs) > 1
-    if several and cfg.out and cfg.out.endswith(".csv"):
+    given, one_file = out_place(cfg.out, (".csv",)) if cfg.out else (None, False)
+    if len(inputs) > 1 and one_file:
         raise UserError(
             f"out={cfg.out} names one file, but data.path={cfg.data.path} holds {len(inputs)} "
             f"files ({', '.join(p.name for p in inputs)}); give out=<folder> for their CSVs"
         )
-    targets = [output_path(cfg, ranker, path, several=several) for path in inputs]
+    folder = run_folder_of(ranker) / "predictions" if given is None else given
+    targets = [given if one_file else folder / csv_name(path) for path in inputs]
     first: dict[Path, Path] = {}
     for source, target in zip(inputs, targets, strict=True):
         if target in first:
@@ -279,9 +287,42 @@ def output_paths(cfg: PredictConfig, ranker: BundledRanker, inputs: list[Path]) 
     return targets
 
 
+def out_place(out: str, suffixes: tuple[str, ...]) -> tuple[Path, bool]:
+    """Where ``out=`` puts predictions: ``(path, True)`` for one file (a name ending in one of
+    ``suffixes``), ``(folder, False)`` for a folder (one that exists, a name ending in ``/``, or
+    a new name without a suffix, said on stderr). A `UserError` for an existing file that is no
+    such file, a name of another suffix (``scores.txt``: a file meant, not a folder), and one
+    inside a run's own files (`serving.targets`)."""
+    given = Path(out)
+    if out.endswith(("/", os.sep)) or given.is_dir():
+        return given, False
+    kinds = "/".join(suffixes)
+    if given.suffix in suffixes:
+        return given, True
+    # Before naming a wrong kind or suffix: a run's file is the run's (`refuse_target` checks
+    # each file put in place, the bundle first).
+    refuse_run_files(given, command="predict", default="predictions")
+    if given.exists() or given.is_symlink():
+        kind = special_kind(given) or "a file"
+        raise UserError(
+            f"out={out} is {kind}, neither a {kinds} file nor a folder; left as it was: give "
+            f"out=<name>{suffixes[0]} for one file of predictions, or out=<folder>/ for a folder"
+        )
+    if given.suffix:
+        raise UserError(
+            f"out={out}: a {given.suffix} name is neither a {kinds} file nor a folder; give "
+            f"out={given.with_suffix(suffixes[0])} for one file of predictions, or out={out}/ "
+            "for a folder of them"
+        )
+    print(f"out={out} names a folder (no {kinds} at its end); predictions go into it",
+          file=sys.stderr)  # fmt: skip
+    return given, False
+
+
 def refuse_target(target: Path, inputs: list[Path], ranker: BundledRanker) -> None:
-    """Refuse an ``out=`` that is an input file (it was overwritten by its own predictions) or
-    inside the bundle (which holds what training wrote, nothing else)."""
+    """Refuse an ``out=`` that is an input file (it was overwritten by its own predictions),
+    inside the bundle (which holds what training wrote, nothing else) or inside a run's own
+    files (`serving.targets`)."""
     where = target.resolve()
     for source in inputs:
         if where == source.resolve():
@@ -295,15 +336,16 @@ def refuse_target(target: Path, inputs: list[Path], ranker: BundledRanker) -> No
             f"out={target} is inside the bundle {bundle}, which holds what training wrote; "
             "give out=<a file or folder outside it>"
         )
+    refuse_run_files(target, command="predict", default="predictions")
 
 
-def output_path(cfg: PredictConfig, ranker: BundledRanker, source: Path, *, several: bool) -> Path:
-    name = source.name.removesuffix(".gz").removesuffix(".txt") + ".csv"
-    if cfg.out and not several and cfg.out.endswith(".csv"):
-        return Path(cfg.out)
-    if cfg.out:
-        return Path(cfg.out) / name
-    return run_folder_of(ranker) / "predictions" / name
+def csv_name(source: Path) -> str:
+    """The CSV of an input file in a folder of predictions: ``test.txt.gz`` -> ``test.csv``."""
+    return source.name.removesuffix(".gz").removesuffix(".txt") + ".csv"
+
+
+# The files predict writes for a table: CSV, or Parquet (`serving.predict_table`).
+TABLE_OUT_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
 MB = 1 << 20

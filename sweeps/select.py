@@ -34,6 +34,12 @@ chosen model, its group, its validation mean and unit count, its test mean and s
 margin against the tree, and per unit (fold, seed) the run folder and its model bundle
 (``<run_dir>/bundle``; ``bundle_exists``: it holds ``bundle.json``). Prints a table and the file's
 path.
+
+A cell the manifest marks done whose run folder is gone or whose ``report.json`` is missing or
+damaged is a hole the choice would be made around silently: ``select`` names such cells and
+stops, or with ``allow_missing=true`` chooses without them, naming them on stderr and in
+``best.json`` (``left_out``). Cells the sweep itself recorded as failed are no hole: the sweep
+said so when it ran (``report`` counts them too).
 """
 
 from __future__ import annotations
@@ -84,6 +90,9 @@ class SelectConfig:
     # crossfit: the highest vali mean with each search's choice among trials cross-fitted
     rule: str = "argmax"
     alpha: float = 0.05  # rule=robust: the one-sided bootstrap p below which complexity wins
+    # cells marked done whose folder or report.json is gone or damaged: false stops naming
+    # them; true chooses without them, naming them (best.json's left_out)
+    allow_missing: bool = False
 
     def __post_init__(self) -> None:
         if not self.sweep:
@@ -106,6 +115,7 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
     root = Path(cfg.runs_root) if cfg.runs_root else default_runs_root()
     manifest = results.manifest_path(str(cfg.sweep), root)
     rows = results.rows_from_manifest(manifest, sorted({cfg.k, cfg.select_k}))
+    left_out = _holes(cfg, rows)
     done = [r for r in rows if r.get("status") == "done"]
     if not done:
         raise UserError(f"sweep '{cfg.sweep}' ({manifest}) has no finished cell to choose from")
@@ -119,6 +129,7 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
             select_k=cfg.select_k, alpha=cfg.alpha, folds=choice.CROSSFIT_FOLDS
         ),
         "choices": choose(done, k=cfg.k, select_k=cfg.select_k, rule=cfg.rule, alpha=cfg.alpha),
+        "left_out": left_out,
     }
     _warn_uncorrected(best["choices"])
     path = Path(cfg.out) if cfg.out else manifest.parent / "report" / BEST
@@ -126,6 +137,29 @@ def main(cfg: SelectConfig, out_dir: Path | None = None) -> dict:
     print(text_table(best))
     print(f"best models: {path}")
     return best
+
+
+def _holes(cfg: SelectConfig, rows: list[dict]) -> list[dict]:
+    """The cells marked done that have no usable report (`results.holes`): a `UserError` naming
+    them, or with ``allow_missing=true`` a warning naming them; returns them."""
+    holes = results.holes(rows)
+    if not holes:
+        return []
+    shown = "; ".join(f"{h['id']} ({h['reason']})" for h in holes[:5])
+    shown += f"; and {len(holes) - 5} more" if len(holes) > 5 else ""
+    if not cfg.allow_missing:
+        raise UserError(
+            f"sweep '{cfg.sweep}': {len(holes)} cell(s) marked done have no usable report, and a "
+            f"choice without them would be made over fewer runs: {shown}. Run the sweep again to "
+            "rerun them (a cell whose report.json is damaged: move that file away first), or give "
+            "allow_missing=true to choose without them"
+        )
+    print(
+        f"warning: select: left out {len(holes)} cell(s) marked done that have no usable report "
+        f"(allow_missing=true; best.json's left_out): {shown}",
+        file=sys.stderr,
+    )
+    return holes
 
 
 def _warn_uncorrected(choices: list[dict]) -> None:

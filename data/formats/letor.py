@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.files import refuse_special_input
 from scarce_ltr.data.cache import load_split
 from scarce_ltr.data.formats.base import DataFormat, DataKeys, LoadedData, check_label_range
 
@@ -32,7 +33,8 @@ def find(cfg: DataKeys, folder: Path, stem: str) -> Path | None:
     for path in candidates:
         if path.is_file():
             return path
-    for path in candidates:  # not "missing": a folder stands where the file belongs
+    for path in candidates:  # not "missing": a folder (a FIFO, ...) stands where the file belongs
+        refuse_special_input(path, "a LETOR file (plain or .gz)")
         if path.is_dir():
             raise UserError(
                 f"{path} is a folder; a LETOR file (plain or .gz) is expected there "

@@ -2,8 +2,10 @@
 
 Accepted lines: ``<label> qid:<int> <index>:<value> ... [# comment]`` with 1-based sparse indices
 (absent features are 0), integer or float labels, CRLF or LF line ends, blank and comment-only
-lines; plain or gzip-compressed. Also LightGBM-style files without ``qid:`` and a ``<file>.query``
-file beside them holding one QG size per line. A UTF-8 byte-order mark at the start of a file is
+lines; plain or gzip-compressed. A carriage return without its line feed (old Mac OS's CR-only
+line ends, or a stray one) is refused at its line: read as a space it made one line of many.
+Also LightGBM-style files without ``qid:`` and a ``<file>.query`` file beside them holding one
+QG size per line. A UTF-8 byte-order mark at the start of a file is
 skipped (as most readers do); a NUL byte in a line, which binary and UTF-16 files are full of, is
 named as such, and so is a byte-order mark in the middle (files joined with ``cat``).
 

@@ -15,6 +15,7 @@ import io
 import itertools
 import multiprocessing
 import os
+import re
 import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.core.errors import DataFormatError
+from scarce_ltr.core.files import special_kind
 from scarce_ltr.data.letor.dense import parse_dense
 from scarce_ltr.data.letor.lines import parse_slow
 from scarce_ltr.data.letor.parsed import UTF8_BOM, Parsed
@@ -42,7 +44,8 @@ MAX_WORKERS = 8
 def open_text(path: Path) -> io.BufferedIOBase:
     """Open a file for binary reading, decompressing gzip when its magic bytes say so."""
     if not path.is_file():
-        raise DataFormatError(path, None, "file not found")
+        kind = special_kind(path, follow=True)  # a FIFO, a device: said, not "not found"
+        raise DataFormatError(path, None, f"{kind}, not a file" if kind else "file not found")
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
@@ -61,6 +64,7 @@ def _read_blocks(path: Path):
                 if not block:
                     break
                 joined, block = len(rest), rest + block
+                _refuse_lone_cr(block, line_number, path)
                 cut = block.rfind(b"\n") + 1
                 # the line begun in ``rest``: up to its end here, else all of the block
                 end = block.find(b"\n", joined) if cut else len(block)
@@ -92,6 +96,30 @@ def _refuse_long_line(block: bytes, length: int, line: int, path: Path) -> None:
         line,
         f"a line longer than {MAX_LINE_BYTES:,} bytes with no line end (far beyond any LETOR "
         f"line): {why}",
+    )
+
+
+# A carriage return that is no part of a CRLF line end: old Mac OS's line end (CR only), or a
+# stray one that readers split lines at (Python's universal newlines), where this parser does not.
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
+def _refuse_lone_cr(block: bytes, first_line: int, path: Path) -> None:
+    """A `DataFormatError` at the line of the first lone CR of ``block``: CR-only line ends would
+    make one line of many (a comment on the first swallowing the rest). About 0.8 ms per MB of a
+    CRLF file (1-2 % of its parse), 0.03 ms per MB of a LF one."""
+    if b"\r" not in block:  # memchr: 0.5 ms per 16 MB
+        return
+    found = _LONE_CR.search(block)
+    if found is None or found.end() == len(block):  # a CR at the end: its LF may come next
+        return
+    line = first_line + block.count(b"\n", 0, found.start())
+    raise DataFormatError(
+        path,
+        line,
+        "a carriage return (CR) ends a line without a line feed: old Mac OS line endings (CR "
+        "only) or a stray CR, which this reader does not split lines at; convert the file to "
+        "LF or CRLF line endings (tr '\\r' '\\n' < old > new)",
     )
 
 
