@@ -82,6 +82,8 @@ class BaselineConfig(TreeRunConfig):
                 f"deep.n_heads ({self.deep.n_heads}) must divide deep.hidden ({self.deep.hidden})"
             )
         self._refuse_unread_sections()
+        if self.method in DEEP_BASELINES:  # sizes beyond this machine's memory (core.sizes)
+            self.deep.check_size(self.method, self.data.known_features)
 
     def _refuse_unread_sections(self) -> None:
         """A key of a section the method does not read (its options' ``read_by``), set away

@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.sizes import FLOAT32, check_fits, largest
 from scarce_ltr.data.formats import FORMATS
 from scarce_ltr.data.formats.base import LoadedData
 from scarce_ltr.data.formats.base import check_label_range as check_label_range
 from scarce_ltr.data.outliers import METHODS as OUTLIER_METHODS
+from scarce_ltr.data.outliers.histogram import histogram_fits
 from scarce_ltr.data.ranking_split import MAX_LABEL as MAX_LABEL
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.synthetic import SyntheticSpec, generate
@@ -114,8 +116,31 @@ class DataConfig:
                 "reads no files; read files with data=letor (or a preset, e.g. data=ohsumed, "
                 "data=table) and data.path=<folder>"
             )
+        self._check_sizes()
         # Last, so that a config with another error too is refused for that one, as before.
         self._check_format()
+
+    @property
+    def known_features(self) -> int:
+        """The data's feature count where the config says it (the synthetic spec's, or a
+        declared ``data.n_features``), else 1, the least: the size estimates' (`core.sizes`)."""
+        if self.name == "synthetic":
+            return self.synthetic.n_features
+        return self.n_features or 1
+
+    def _check_sizes(self) -> None:
+        """Sizes beyond this machine's memory, refused before anything is generated or read
+        (`core.sizes`): the synthetic data's items, the outlier histograms' bins."""
+        if self.name == "synthetic":
+            spec = self.synthetic
+            groups = spec.n_train_groups + spec.n_vali_groups + spec.n_test_groups
+            items = int(groups * spec.mean_group_size)
+            keys = ("n_train_groups", "n_vali_groups", "n_test_groups", "n_features")
+            what = f"the synthetic data ({items:,} items x {spec.n_features:,} features)"
+            needed = items * spec.n_features * FLOAT32
+            check_fits(largest("data.synthetic.", spec, keys), needed, what)
+        if self.outliers.method == "histogram":
+            histogram_fits(self.outliers.n_bins, self.known_features)
 
     def _check_format(self) -> None:
         """A format's key (`FORMATS`' options) set away from its default for a format that does

@@ -31,7 +31,7 @@ from scarce_ltr.data.teachers import (
     self_taught,
     taught_model,
 )
-from scarce_ltr.finetune.heads import HEADS
+from scarce_ltr.finetune.heads import HEADS, check_head_size
 from scarce_ltr.finetune.joint import JointConfig
 from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
 from scarce_ltr.losses import LOSSES, option_keys, readers
@@ -234,6 +234,19 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
         self._check_keys()
         # Last, so that a config with another error too is refused for that one, as before.
         self.loss.check_taken([self.loss.name, *(self.search.loss if self.search.on else [])])
+        self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        """Sizes beyond this machine's memory, refused before a model is built (`core.sizes`):
+        a fresh encoder's and the head's (a pretrained encoder's were its pretraining's)."""
+        in_dim, members = 1, 1
+        if self.from_scratch:
+            self.encoder.check_size("encoder.", self.data.known_features)
+            in_dim = self.encoder.width
+            members = self.encoder.out_dim // self.encoder.width  # TabM: a head per member
+        if self.head == "mlp":
+            hidden = self.head_hidden
+            check_head_size(f"head_hidden={hidden}", in_dim=in_dim, hidden=hidden, members=members)
 
     def _check_keys(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -14,6 +14,7 @@ from torch import nn
 
 from scarce_ltr.core.dropout import Dropout
 from scarce_ltr.core.extras import require
+from scarce_ltr.core.sizes import model_fits
 
 
 class LinearHead(nn.Module):
@@ -82,6 +83,12 @@ def build_head(
         tabm = require("tabm", "an ensemble encoder's heads")
         tabm.ensemble_linear_layers_(head, k=members)
     return head
+
+
+def check_head_size(key: str, *, in_dim: int, hidden: int, members: int = 1) -> None:
+    """`ValueError` naming ``key`` (``head_hidden=100000000``) when an MLP head of ``hidden``
+    units on ``in_dim`` inputs, one per member, passes this machine's memory (`core.sizes`)."""
+    model_fits(key, members * (in_dim * hidden + hidden * hidden), "the head")
 
 
 HEADS = {"linear": LinearHead, "mlp": MLPHead}

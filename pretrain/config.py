@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from scarce_ltr.core.config_fields import NON_NEGATIVE, OptimizerConfig
 from scarce_ltr.core.run_identity import RunIdentity
+from scarce_ltr.core.sizes import check_fits, model_fits
 from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys
 from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig
@@ -189,6 +190,24 @@ class PretrainConfig(DeviceKeys, CommonConfig):
         # Last, so that a config with another error too is refused for that one, as before.
         self._refuse_unread()
         OBJECTIVES[self.method].options.of(self)  # the method's own checks
+        self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        """Sizes beyond this machine's memory, refused before a model is built (`core.sizes`):
+        the encoder, its projector heads, the pretext tasks' heads (each at its default is
+        small, and one set for a method that does not read it was refused above)."""
+        n = self.data.known_features
+        self.encoder.check_size("encoder.", n)
+        out = self.encoder.out_dim
+        for key in ("projector_dim", "predictor_hidden"):
+            if (size := getattr(self.heads, key)) is not None:
+                model_fits(f"heads.{key}={size}", out * size + size * size, "the projector")
+        tasks = self.pretext.n_tasks
+        model_fits(f"pretext.n_tasks={tasks}", (out + n) * (tasks + n), "the pretext head")
+        # rank-pretext draws its tasks from a [n_tasks, n_features] float32 and its argsort
+        check_fits(f"pretext.n_tasks={tasks}", tasks * n * 12, "drawing the pretext tasks")
+        bins = self.pretext.n_bins
+        model_fits(f"pretext.n_bins={bins}", out * n * bins, "the pretext head")
 
     def _refuse_unread(self) -> None:
         """A key some method reads (`objectives.option_keys`), set away from its default for

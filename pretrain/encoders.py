@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from scarce_ltr.core.dropout import Dropout
+from scarce_ltr.core.sizes import largest, model_fits
 from scarce_ltr.pretrain.itemwise import ItemwiseEncoder
 
 ENCODER_KINDS = ("resnet", "mlp", "attention", "tabm", "tabm-mini")
@@ -79,6 +80,38 @@ class EncoderConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def out_dim(self) -> int:
+        """The width of an item's embedding: TabM's k members side by side."""
+        return self.k * self.width if self.kind in ("tabm", "tabm-mini") else self.width
+
+    def parameters(self, n_features: int = 1) -> int:
+        """A low count of this encoder's parameters on ``n_features`` features (its weight
+        matrices; biases and norms left out), TabM's members' adapters and the numerical
+        embeddings' weights included: what `check_size` weighs."""
+        n, w, h, b = n_features, self.width, self.hidden, self.n_blocks
+        embedding = {
+            "none": 0,
+            "periodic": n * 48 * (1 + 2 * self.d_embedding),  # rtdl: 48 frequencies a feature
+            "piecewise": n * self.n_bins * self.d_embedding,
+        }[self.num_embeddings]
+        n_in = n if self.num_embeddings == "none" else n * self.d_embedding
+        if self.kind == "resnet":
+            return embedding + n_in * w + b * 2 * w * h
+        if self.kind == "attention":
+            return n_in * w + b * (4 * w * w + 2 * w * h)
+        body = embedding + n_in * w + (b - 1) * w * w  # mlp, and the MLP TabM's members share
+        if self.kind == "tabm":  # every layer's rank-one adapters, for each member
+            return body + self.k * (n_in + (2 * b - 1) * w)
+        return body + (self.k * n_in if self.kind == "tabm-mini" else 0)
+
+    def check_size(self, prefix: str, n_features: int = 1, *, what: str = "the encoder") -> None:
+        """`ValueError` naming the size key (``<prefix>width=100000000``) when training this
+        encoder would take more than the machine's memory (`core.sizes`); ``n_features``: the
+        data's width where the config knows it, else its least."""
+        keys = ("width", "hidden", "n_blocks", "k", "d_embedding", "n_bins")
+        model_fits(largest(prefix, self, keys), self.parameters(n_features), what)
 
     def embedding(self) -> dict:
         """The numerical embeddings' options (`pretrain.num_embeddings.make_embeddings`)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -96,3 +97,113 @@ def test_a_query_file_line_of_many_digits_is_one_line(tmp_path: Path) -> None:
         query_sizes(path)
     (tmp_path / "train.txt.query").write_bytes(b"1\n" + b"0" * 5000 + b"1\n")
     assert query_sizes(path).tolist() == [1, 1]
+
+
+# --- absurd sizes: refused from an estimate when the config is checked -----------------------
+
+SIZES = [
+    ("pretrain", ["encoder.width=100000000"], "encoder.width=100000000: the encoder"),
+    ("pretrain", ["encoder.n_blocks=10000000"], "encoder.n_blocks=10000000: the encoder"),
+    ("pretrain", ["encoder.kind=tabm", "encoder.k=100000000"], "encoder.k=100000000: the enc"),
+    ("pretrain", ["encoder.num_embeddings=piecewise", "encoder.n_bins=100000000"],
+     "encoder.n_bins=100000000: the encoder"),
+    ("pretrain", ["encoder.num_embeddings=periodic", "encoder.d_embedding=100000000"],
+     "encoder.d_embedding=100000000: the encoder"),
+    ("pretrain", ["method=rank-pretext", "pretext.n_tasks=1000000000"],
+     "pretext.n_tasks=1000000000: the pretext head"),
+    ("pretrain", ["method=qg-bins", "pretext.n_bins=100000000"], "pretext.n_bins=100000000: "),
+    ("pretrain", ["heads.projector_dim=10000000"], "heads.projector_dim=10000000: the projector"),
+    ("finetune", ["head_hidden=100000000"], "head_hidden=100000000: the head"),
+    ("finetune", ["encoder.width=100000000"], "encoder.width=100000000: the encoder"),
+    ("baseline", ["method=resnet", "deep.encoder.width=100000000"],
+     "deep.encoder.width=100000000: the encoder"),
+    ("baseline", ["method=resnet", "deep.head_hidden=100000000"], "deep.head_hidden=100000000"),
+    ("baseline", ["method=dcnv2", "deep.hidden=10000000"], "deep.hidden=10000000: the dcnv2 mo"),
+    ("baseline", ["method=gbdt", "data.synthetic.n_train_groups=1000000000"],
+     "data.synthetic.n_train_groups=1000000000: the synthetic data (20,000,004,000 items x 40 "
+     "features) would need at least 2.9 TiB, more than the "),
+    ("baseline", ["method=gbdt", "data.outliers.n_bins=1000000000"],
+     "data.outliers.n_bins=1000000000: the outlier histograms (40 features x 1,000,000,000 "
+     "bins) would need at least 596 GiB"),
+]  # fmt: skip
+
+
+def _schema(stage: str):
+    from scarce_ltr.baselines.config import BaselineConfig
+    from scarce_ltr.finetune.config import FinetuneConfig
+    from scarce_ltr.pretrain.config import PretrainConfig
+
+    return {
+        "pretrain": (PretrainConfig, []),
+        "finetune": (FinetuneConfig, ["pretrained=none"]),
+        "baseline": (BaselineConfig, []),
+    }[stage]
+
+
+@pytest.mark.parametrize(("stage", "overrides", "refused"), SIZES)
+def test_an_absurd_size_is_refused_naming_the_key_and_the_memory(stage, overrides, refused):
+    from scarce_ltr.core.config import load_config
+    from scarce_ltr.core.errors import UserError
+
+    schema, base = _schema(stage)
+    with pytest.raises(UserError, match=re.escape(refused)) as refusal:
+        load_config(schema, [*base, *overrides])
+    assert "\n" not in str(refusal.value) and "of memory of this machine" in str(refusal.value)
+
+
+@pytest.mark.parametrize(
+    ("stage", "overrides"),
+    [
+        ("pretrain", ["encoder.width=2048", "encoder.hidden=4096"]),
+        ("pretrain", ["encoder.kind=tabm", "encoder.k=64", "encoder.width=512"]),
+        ("pretrain", ["encoder.num_embeddings=piecewise", "encoder.n_bins=256"]),
+        ("finetune", ["head_hidden=4096", "encoder.width=1024"]),
+        ("baseline", ["method=dasalc", "deep.hidden=2048", "deep.n_heads=8"]),
+        ("baseline", ["method=gbdt", "data.synthetic.n_train_groups=100000"]),
+    ],
+)
+def test_large_sizes_that_fit_are_taken(stage, overrides) -> None:
+    from scarce_ltr.core.config import load_config
+
+    schema, base = _schema(stage)
+    load_config(schema, [*base, *overrides])
+
+
+def test_the_command_line_refuses_an_absurd_size_before_a_run_folder(tmp_path, monkeypatch, capsys):
+    from scarce_ltr import cli
+
+    monkeypatch.setenv("LTR_RUNS_DIR", str(tmp_path / "runs"))
+    args = ["scarce-ltr", "baseline", "resnet", "deep.encoder.width=100000000", "logger=none"]
+    monkeypatch.setattr(sys, "argv", args)
+    with pytest.raises(SystemExit) as stop:
+        cli.main()
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert stop.value.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert "deep.encoder.width=100000000" in lines[0] and "TiB" in lines[0]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_outlier_histograms_are_weighed_again_on_the_datas_width(monkeypatch) -> None:
+    """A LETOR file's width is known once it is read: its histograms are weighed on it before
+    they are allocated (the config could only count one feature)."""
+    import numpy as np
+
+    from scarce_ltr.core import sizes
+    from scarce_ltr.data.outliers.histogram import _histogram
+
+    monkeypatch.setattr(sizes, "machine_memory", lambda: 100 << 20)
+    _histogram(np.zeros((5, 1)), n_bins=5_000_000)  # 80 MB: taken
+    with pytest.raises(ValueError, match=r"data\.outliers\.n_bins=5000000: the outlier histogr"):
+        _histogram(np.zeros((5, 12)), n_bins=5_000_000)
+
+
+def test_machine_memory_counts_the_address_space_limit() -> None:
+    from scarce_ltr.core.sizes import machine_memory
+
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+        "from scarce_ltr.core.sizes import machine_memory; print(machine_memory())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == min(3 << 30, machine_memory() or 3 << 30)

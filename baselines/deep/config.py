@@ -24,9 +24,10 @@ from scarce_ltr.core.config_fields import (
     check_allowed,
     read_with,
 )
+from scarce_ltr.core.sizes import largest, model_fits
 from scarce_ltr.data.stage_config import TrainingKeys
 from scarce_ltr.finetune.config import LossConfig, TrainOptions
-from scarce_ltr.finetune.heads import HEADS
+from scarce_ltr.finetune.heads import HEADS, check_head_size
 from scarce_ltr.finetune.search_config import SearchConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
@@ -113,6 +114,25 @@ class DeepBaselineOptions(TrainingKeys):
         self.loss.check_taken(
             [self.loss.name, *(self.search.loss if self.search.on else [])], prefix="deep."
         )
+
+    def check_size(self, method: str, n_features: int) -> None:
+        """`ValueError` naming the size key when ``method``'s model on ``n_features`` features
+        would pass this machine's memory in training (`core.sizes`)."""
+        if method == "resnet":
+            self.encoder.check_size("deep.encoder.", n_features)
+            if self.head == "mlp":
+                width, members = self.encoder.width, self.encoder.out_dim // self.encoder.width
+                key = f"deep.head_hidden={self.head_hidden}"
+                check_head_size(key, in_dim=width, hidden=self.head_hidden, members=members)
+            return
+        hidden, n_in = self.hidden, n_features * self.embedding_dim
+        parameters = n_in * hidden + self.n_layers * hidden * hidden  # the deep part
+        if method == "dasalc":
+            parameters += self.attention_layers * 4 * hidden * hidden
+        if method == "dcnv2":
+            parameters += max(self.cross_layers) * n_in * n_in
+        keys = ("hidden", "n_layers", "embedding_dim", "attention_layers")
+        model_fits(largest("deep.", self, keys), parameters, f"the {method} model")
 
     def epochs(self, cap: int | None) -> int:
         return self.max_epochs if cap is None else min(self.max_epochs, cap)

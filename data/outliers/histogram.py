@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from scarce_ltr.core.sizes import check_fits
 from scarce_ltr.data.ranking_split import RankingSplit
 
 _CHUNK_ELEMENTS = 1 << 22  # features binned or searched per step: bounds memory to ~100 MB
@@ -30,6 +31,13 @@ def row_chunks(n_rows: int, n_cols: int) -> Iterable[tuple[int, int]]:
         yield start, min(start + step, n_rows)
 
 
+def histogram_fits(n_bins: int, n_features: int) -> None:
+    """`ValueError` naming ``data.outliers.n_bins`` when the histograms of ``n_features``
+    features (edges and counts, 8 bytes each) pass this machine's memory (`core.sizes`)."""
+    what = f"the outlier histograms ({n_features:,} features x {n_bins:,} bins)"
+    check_fits(f"data.outliers.n_bins={n_bins}", n_features * (2 * n_bins + 1) * 8, what)
+
+
 def _histogram(reference: np.ndarray, *, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature histograms of ``reference`` ``[n, d]``.
 
@@ -41,6 +49,7 @@ def _histogram(reference: np.ndarray, *, n_bins: int) -> tuple[np.ndarray, np.nd
     if n_bins < 2:
         raise ValueError(f"n_bins must be at least 2, got {n_bins}")
     n, d = reference.shape
+    histogram_fits(n_bins, d)
     lo, hi = np.full(d, np.inf), np.full(d, -np.inf)
     for start, stop in row_chunks(n, d):
         block = np.asarray(reference[start:stop], dtype=np.float64)
