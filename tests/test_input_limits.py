@@ -207,3 +207,23 @@ def test_machine_memory_counts_the_address_space_limit() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == min(3 << 30, machine_memory() or 3 << 30)
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        (b"1 qid:1 " + b"9" * 5000 + b":0.5",
+         r"f\.txt:2: feature index 9{40}\.\.\. in '9{40}\.\.\.' is above"),
+        (b"1 qid:" + b"9" * 5000 + b" 1:0.5", r"f\.txt:2: qid 9{40}\.\.\. is out of range"),
+        (b"x" * (1 << 20) + b" qid:1 1:0.5",
+         r"f\.txt:2: bad label 'x{40}\.\.\.' \(expected a number\)$"),
+    ],
+)  # fmt: skip
+def test_a_word_of_thousands_of_characters_is_named_short(tmp_path, line, refused) -> None:
+    """A feature index or qid of thousands of digits (Python's int() refuses them: was a
+    traceback) and a word of a megabyte are named in one short line."""
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"1 qid:1 1:0.5\n" + line + b"\n")
+    with pytest.raises(DataFormatError, match=refused) as refusal:
+        read_letor(path)
+    assert len(str(refusal.value)) < 300

@@ -77,9 +77,13 @@ def _qid(features: list[str], path: Path, number: int) -> float:
         raise DataFormatError(path, number, f"missing qid: ({EXPECTED})")
     qid_text = features[0][4:]
     if not re.fullmatch(r"[+-]?\d+", qid_text):
-        raise DataFormatError(path, number, f"qid '{qid_text}' is not an integer ({EXPECTED})")
-    if abs(int(qid_text)) >= MAX_QID:
-        raise DataFormatError(path, number, f"qid {qid_text} is out of range (|qid| < 2**53)")
+        raise DataFormatError(
+            path, number, f"qid '{shown(qid_text)}' is not an integer ({EXPECTED})"
+        )
+    if _digits(qid_text) > 16 or abs(int(qid_text)) >= MAX_QID:
+        raise DataFormatError(
+            path, number, f"qid {shown(qid_text)} is out of range (|qid| < 2**53)"
+        )
     return float(qid_text)
 
 
@@ -90,8 +94,11 @@ def _features(features: list[str], path: Path, number: int) -> Iterator[tuple[in
     for pair in features:
         index_text, sep, value_text = pair.partition(":")
         if not sep or not re.fullmatch(r"[+-]?\d+", index_text):
-            raise DataFormatError(path, number, f"bad feature '{pair}' (expected <index>:<value>)")
-        index = int(index_text)
+            raise DataFormatError(
+                path, number, f"bad feature '{shown(pair)}' (expected <index>:<value>)"
+            )
+        # int() refuses thousands of digits; beyond 18 the index is far above the maximum
+        index = int(index_text) if _digits(index_text) <= 18 else MAX_FEATURE_INDEX + 1
         if index < 1:
             raise DataFormatError(
                 path, number, f"feature index {index} in '{pair}' (indices are 1-based)"
@@ -100,18 +107,30 @@ def _features(features: list[str], path: Path, number: int) -> Iterator[tuple[in
             raise DataFormatError(
                 path,
                 number,
-                f"feature index {index} in '{pair}' is above {MAX_FEATURE_INDEX:,} "
+                f"feature index {shown(index_text.lstrip('+'))} in '{shown(pair)}' is above "
+                f"{MAX_FEATURE_INDEX:,} "
                 "(features are stored dense)",
             )
         if index in seen:
             raise DataFormatError(
                 path,
                 number,
-                f"feature {index} is given twice ({seen[index]} and {value_text}); "
+                f"feature {index} is given twice ({shown(seen[index])} and {shown(value_text)}); "
                 "give each feature once per line",
             )
         seen[index] = value_text
         yield index, _number(value_text, path, number, f"value of feature {index}")
+
+
+def shown(text: str, most: int = 40) -> str:
+    """``text`` as a message quotes it: its first ``most`` characters and ``...`` when longer
+    (a line may hold megabytes of one word)."""
+    return text if len(text) <= most else f"{text[:most]}..."
+
+
+def _digits(text: str) -> int:
+    """Significant digits of an integer's text (``+007`` has one)."""
+    return len(text.lstrip("+-").lstrip("0"))
 
 
 def binary_problem(line: bytes) -> str:
@@ -134,14 +153,16 @@ def _number(text: str, path: Path, line: int, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise DataFormatError(path, line, f"bad {what} '{text}' (expected a number)") from None
+        raise DataFormatError(
+            path, line, f"bad {what} '{shown(text)}' (expected a number)"
+        ) from None
     if not np.isfinite(value):
-        raise DataFormatError(path, line, f"{what} is '{text}' (expected a finite number)")
+        raise DataFormatError(path, line, f"{what} is '{shown(text)}' (expected a finite number)")
     if abs(value) > FLOAT32_MAX:
         raise DataFormatError(
             path,
             line,
-            f"{what} is {text}, beyond the float32 range it is stored in "
+            f"{what} is {shown(text)}, beyond the float32 range it is stored in "
             f"(|x| <= {FLOAT32_MAX:.7g}); rescale it (e.g. log) or drop the line",
         )
     return value
