@@ -11,6 +11,8 @@ own, named by its `RunIdentity` (`scarce_ltr.core.run_identity`). `Run` lives it
 - `Run.start` makes the folder, removes temp files that interrupted writes left, and writes
   ``config.yaml``, refusing a folder that holds a run with other settings
   (`scarce_ltr.core.run_config`: the `FREE_KEYS` that may change between a run and its resume);
+- `Run.check_inputs` records the fingerprints of the data files the run reads (``inputs.json``)
+  and refuses a finished run, or a resume, whose data changed since (`scarce_ltr.core.run_inputs`);
 - `Run.open_tracker` starts the W&B run (or nothing) under the identity's names;
 - `Run.finish` writes ``report.json`` (the identity keys first, the same in every stage), closes
   the tracker and writes ``DONE`` last, so a finished run is skipped and an unfinished one
@@ -49,6 +51,7 @@ from scarce_ltr.core.locks import FolderLock, is_rank_zero
 from scarce_ltr.core.progress import final_block
 from scarce_ltr.core.run_config import CONFIG, changed_settings
 from scarce_ltr.core.run_identity import RunIdentity
+from scarce_ltr.core.run_inputs import INPUTS, check_inputs
 from scarce_ltr.core.tracking import Tracker, start_tracker
 
 REPORT = "report.json"
@@ -56,8 +59,9 @@ DONE = "DONE"
 CHECKPOINT = "checkpoint.pt"  # what a run (or a grid point in it) resumes from; nothing else
 # Files that are no result of a run: DONE does not list them, so a run stays finished without
 # them. A finished run's checkpoints are removed (`Run.finish`, unless keep_checkpoints=true);
-# ``wandb/`` (its offline W&B run) may be deleted once synced.
-NOT_RESULTS = (DONE, "log.txt", CHECKPOINT, "wandb")
+# ``wandb/`` (its offline W&B run) may be deleted once synced; ``inputs.json`` (the data's
+# fingerprints, `core.run_inputs`): a run without one is taken as it is.
+NOT_RESULTS = (DONE, "log.txt", CHECKPOINT, "wandb", INPUTS)
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,7 @@ class Run:
         its callers read the encoder's report), else None; a finished one with its report."""
         with FolderLock(self.folder, what=f"{self.identity.stage} run"):
             self.start(resolved, defaults=defaults)
+            self.check_inputs(cfg)
             if self.done:
                 print(f"{self.folder}: finished before (DONE present); skipped", file=sys.stderr)
                 return (read_report(self.folder) or {}) if report_when_done else None
@@ -154,12 +159,7 @@ class Run:
             )
             (self.folder / DONE).unlink()
         path = self.folder / CONFIG
-        # Only a run that got going (it left more than its config and log) is protected.
-        started = any(
-            p.name not in (CONFIG, "log.txt") and not p.name.startswith(".")
-            for p in self.folder.iterdir()
-        )
-        if path.is_file() and started:
+        if path.is_file() and got_going(self.folder):
             changed = changed_settings(OmegaConf.load(path), resolved, defaults=defaults)
             if changed:
                 raise UserError(
@@ -167,6 +167,15 @@ class Run:
                     "differ); give run_dir=<another folder>, or delete that folder to start over"
                 )
         atomic_write_text(path, to_yaml(resolved))
+
+    def check_inputs(self, cfg: Any) -> None:
+        """Refuse a finished run, or a resume, whose data files changed since it read them;
+        record their fingerprints for a run that goes on (`core.run_inputs.check_inputs`). A
+        config without data files (``inputs``) records nothing. Call it after `start`."""
+        inputs = getattr(cfg, "inputs", None)
+        if inputs is None or not is_rank_zero():
+            return
+        check_inputs(self.folder, inputs(), done=self.done, started=got_going(self.folder))
 
     def open_tracker(
         self, config: dict[str, Any], *, run_id: str | None = None, enabled: bool = True
@@ -224,6 +233,15 @@ class Run:
     def close(self) -> None:
         """Close the tracker of a run that did not finish (an error); nothing is marked done."""
         self.tracker.finish()
+
+
+def got_going(folder: Path) -> bool:
+    """Whether a run left more than its config, log and data fingerprints: only such a run is
+    protected against other settings and other data."""
+    return any(
+        p.name not in (CONFIG, "log.txt", INPUTS) and not p.name.startswith(".")
+        for p in Path(folder).iterdir()
+    )
 
 
 def is_done(folder: Path) -> bool:

@@ -26,7 +26,9 @@ from scarce_ltr.core.config_fields import (
     allowed,
     check_allowed,
 )
+from scarce_ltr.core.run_inputs import Inputs
 from scarce_ltr.data.datasets import DataConfig
+from scarce_ltr.data.inputs import data_inputs
 from scarce_ltr.data.scarcity import ScarcityConfig
 
 EPOCHS = Allowed(1, MAX_EPOCHS, why="leave it out for the stage's default")
@@ -59,6 +61,11 @@ class CommonConfig:
         SEEDS.check("scarcity.seed", self.scarcity.seed)
         SEEDS.check("data.synthetic.seed", self.data.synthetic.seed)
         CLIP.check("data.clip", self.data.clip)
+
+    def inputs(self) -> Inputs | None:
+        """The data files a run of this config reads, fingerprinted (None: not found now); what
+        `scarce_ltr.core.runs.Run.execute` records and compares (`core.run_inputs`)."""
+        return data_inputs(self.data)
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,9 @@ def manifest_path(sweep: str, runs_root: Path) -> Path:
     )
 
 
-def rows_from_manifest(path: Path, ks: list[int]) -> list[dict]:
-    """One row per cell of the manifest at ``path``."""
+def read_manifest(path: Path) -> list[dict]:
+    """The cells of the sweep manifest at ``path``; `UserError` naming it when it is not one
+    (``report`` and ``select`` read it, ``sweep`` refuses to write over it)."""
     try:
         manifest = json.loads(path.read_text())
         cells = manifest["cells"]
@@ -104,10 +105,16 @@ def rows_from_manifest(path: Path, ks: list[int]) -> list[dict]:
         raise UserError(f"{path}: not a sweep manifest ({exc})") from None
     if not isinstance(cells, list):
         raise UserError(f"{path}: 'cells' must be a list")
-    rows = []
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict) or "run_dir" not in cell:
             raise UserError(f"{path}: cell {i} is not an object with a run_dir")
+    return cells
+
+
+def rows_from_manifest(path: Path, ks: list[int]) -> list[dict]:
+    """One row per cell of the manifest at ``path``."""
+    rows = []
+    for cell in read_manifest(path):
         row = _empty_row(ks) | {key: cell.get(key) for key in IDENTITY if key in cell}
         row["status"] = row["status"] if row["status"] in STATUSES else "pending"
         if row["status"] == "done":

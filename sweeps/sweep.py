@@ -14,11 +14,13 @@ presets), in ``<sweep>/<dataset>/fold=<k>/``: the report pairs its comparisons o
 Each job is a separate process running ``cli`` (forked from a server that has imported torch once:
 `scarce_ltr.sweeps.jobserver`), its output kept in ``log.txt`` in its run directory, so a
 crashing cell is recorded with its error and the sweep goes on. A job whose run directory holds
-``DONE`` is skipped; an unfinished one resumes from its checkpoint.
-``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run directory, and keeps
-the cells an earlier run of the same folder listed beyond this plan (other models, settings or
-seeds, e.g. ``models=[...]`` given on the command line) while their run folders exist;
-``./run.sh report <name>`` turns it into tables and plots.
+``DONE`` is skipped, unless its settings or data are not what the sweep plans now: then its cell
+fails naming the keys or the file (`scarce_ltr.sweeps.stale`); an unfinished one resumes from its
+checkpoint. ``runs/sweeps/<name>/manifest.json`` lists every cell, its status and run directory,
+and keeps the cells an earlier run of the same folder listed beyond this plan (other models,
+settings or seeds, e.g. ``models=[...]`` given on the command line) while their run folders
+exist; one that is not a manifest is refused, never written over. ``./run.sh report <name>``
+turns it into tables and plots.
 
 Every run is logged to wandb with group = the sweep and tags for model, label setting and seed
 (``WANDB_RUN_GROUP`` / ``WANDB_TAGS``), when ``logger=wandb``; without a W&B login the runs are
@@ -31,7 +33,6 @@ and how to upload them (``wandb sync``) or turn them off (``logger=none``).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -52,7 +53,7 @@ from scarce_ltr.core.runs import is_done
 from scarce_ltr.core.tracking import offline_note
 from scarce_ltr.models.names import ModelName
 from scarce_ltr.reports.report_text import cost_text
-from scarce_ltr.reports.results import rows_from_manifest
+from scarce_ltr.reports.results import read_manifest, rows_from_manifest
 from scarce_ltr.sweeps.cells import SweepCell, plan_cells
 from scarce_ltr.sweeps.checks import (
     STAGE_LISTS,
@@ -67,6 +68,7 @@ from scarce_ltr.sweeps.jobs import Job, cli_stage, job_waves
 from scarce_ltr.sweeps.model_jobs import pretraining_methods
 from scarce_ltr.sweeps.ray_executor import RayConfig
 from scarce_ltr.sweeps.settings import fold_overrides
+from scarce_ltr.sweeps.stale import describe, stale_jobs
 
 MANIFEST = "manifest.json"
 TAUGHT_RECIPES = ("own", "student")  # SweepConfig.taught_recipe
@@ -221,28 +223,34 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
     check_datasets(cfg)
     jobs, cells = plan_cells(cfg, folder)
     if cfg.dry_run:
+        stale = stale_jobs(jobs)
         for job in jobs:
-            state = "done" if is_done(job.run_dir) else "to run"
+            state = "stale" if job.key in stale else "done" if is_done(job.run_dir) else "to run"
             print(
                 f"[{state:>6}] "
                 + " ".join(filter(None, [cli_stage(job.stage), job.name, *job.overrides]))
             )
         print(f"{len(cells)} cells, {len(jobs)} jobs; run folder {folder}")
+        if note := describe(stale):
+            print(note, file=sys.stderr)
         return [c.to_dict() for c in cells]
     make_folder(folder)
     with FolderLock(folder, what="sweep"):  # one process per sweep; its jobs lock their runs
-        for stale in folder.glob(f".*{TEMP_SUFFIX}"):  # the manifest's; jobs clear their own
-            stale.unlink(missing_ok=True)
+        for temp in folder.glob(f".*{TEMP_SUFFIX}"):  # the manifest's; jobs clear their own
+            temp.unlink(missing_ok=True)
+        earlier = earlier_cells(folder / MANIFEST, cells)  # refuses a manifest not ours
         finished = sum(is_done(job.run_dir) for job in jobs)
-        earlier = earlier_cells(folder / MANIFEST, cells)
+        stale = stale_jobs(jobs)  # finished, but with other settings or data than planned now
         if (folder / MANIFEST).is_file():
             kept = f"; the manifest keeps {len(earlier)} cells of earlier runs" if earlier else ""
             print(
                 f"sweep {cfg.name}: resuming; {finished} of {len(jobs)} jobs finished before{kept}",
                 file=sys.stderr,
             )
+        if note := describe(stale):
+            print(note, file=sys.stderr)
         executor = make_executor(cfg, folder, jobs)
-        runner = _Runner(cfg, folder, jobs, cells, executor, earlier)
+        runner = _Runner(cfg, folder, jobs, cells, executor, earlier, stale)
         runner.run()
         print(runner.summary_line())
         cost = cost_text(rows_from_manifest(folder / MANIFEST, [5]))
@@ -270,13 +278,17 @@ def earlier_cells(path: Path, cells: list[SweepCell]) -> list[dict]:
     """The cells of the manifest at ``path`` (an earlier run of this sweep folder) that ``cells``
     do not hold, and whose run folders still exist: a sweep rerun with other ``models`` (or
     settings, or seeds) adds its cells to the report instead of hiding the earlier ones; deleting
-    a cell's run folder drops it. Nothing for a missing or unreadable manifest."""
+    a cell's run folder drops it. Nothing without a manifest; a manifest that is not one (not
+    JSON, no cells) is refused as ``report`` refuses it, never written over."""
+    if not os.path.lexists(path):
+        return []
     try:
-        previous = json.loads(path.read_text())["cells"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    if not isinstance(previous, list):
-        return []
+        previous = read_manifest(path)
+    except UserError as exc:
+        raise UserError(
+            f"{exc}; the sweep does not write over it: move it away (the run folders stay) and "
+            "run the sweep again"
+        ) from None
     planned = {cell.id for cell in cells}
     return [
         cell
@@ -330,9 +342,11 @@ class _Runner:
         cells: list[SweepCell],
         executor: Executor,
         earlier: list[dict] | None = None,
+        stale: dict[str, str] | None = None,
     ):
         self.cfg, self.folder, self.jobs, self.cells = cfg, folder, jobs, cells
         self.earlier = earlier or []  # cells of earlier runs beyond this plan, as they were
+        self.stale = stale or {}  # finished jobs refused, and why (`sweeps.stale`)
         self.executor = executor
         self.results: dict[str, tuple[str, str | None, float]] = {}
         self.started = time.time()
@@ -364,6 +378,8 @@ class _Runner:
         )
         if failed_dependency is not None:
             self.results[job.key] = ("skipped", f"dependency failed: {failed_dependency}", 0.0)
+        elif job.key in self.stale:  # finished with other settings or data: refused
+            self.results[job.key] = ("failed", self.stale[job.key], 0.0)
         elif is_done(job.run_dir):
             self.results[job.key] = ("done", None, 0.0)
         else:
