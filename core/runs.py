@@ -11,8 +11,9 @@ own, named by its `RunIdentity` (`scarce_ltr.core.run_identity`). `Run` lives it
 - `Run.start` makes the folder, removes temp files that interrupted writes left, and writes
   ``config.yaml``, refusing a folder that holds a run with other settings
   (`scarce_ltr.core.run_config`: the `FREE_KEYS` that may change between a run and its resume);
-- `Run.check_inputs` records the fingerprints of the data files the run reads (``inputs.json``)
-  and refuses a finished run, or a resume, whose data changed since (`scarce_ltr.core.run_inputs`);
+- `Run.check_inputs` records the fingerprints of the data files and the finished runs the run
+  reads (``inputs.json``) and refuses a finished run, or a resume, whose data changed since, or
+  whose encoder, teacher or members were run again (`scarce_ltr.core.run_inputs`);
 - `Run.open_tracker` starts the W&B run (or nothing) under the identity's names;
 - `Run.finish` writes ``report.json`` (the identity keys first, the same in every stage), closes
   the tracker and writes ``DONE`` last, so a finished run is skipped and an unfinished one
@@ -51,7 +52,7 @@ from scarce_ltr.core.locks import FolderLock, is_rank_zero
 from scarce_ltr.core.progress import final_block
 from scarce_ltr.core.run_config import CONFIG, changed_settings
 from scarce_ltr.core.run_identity import RunIdentity
-from scarce_ltr.core.run_inputs import INPUTS, check_inputs
+from scarce_ltr.core.run_inputs import INPUTS, check_inputs, source_inputs
 from scarce_ltr.core.tracking import Tracker, start_tracker
 
 REPORT = "report.json"
@@ -125,7 +126,7 @@ class Run:
         its callers read the encoder's report), else None; a finished one with its report."""
         with FolderLock(self.folder, what=f"{self.identity.stage} run"):
             self.start(resolved, defaults=defaults)
-            self.check_inputs(cfg)
+            self.check_inputs(cfg, resolved)
             if self.done:
                 print(f"{self.folder}: finished before (DONE present); skipped", file=sys.stderr)
                 return (read_report(self.folder) or {}) if report_when_done else None
@@ -168,14 +169,17 @@ class Run:
                 )
         atomic_write_text(path, to_yaml(resolved))
 
-    def check_inputs(self, cfg: Any) -> None:
-        """Refuse a finished run, or a resume, whose data files changed since it read them;
-        record their fingerprints for a run that goes on (`core.run_inputs.check_inputs`). A
-        config without data files (``inputs``) records nothing. Call it after `start`."""
+    def check_inputs(self, cfg: Any, resolved: DictConfig) -> None:
+        """Refuse a finished run, or a resume, whose data files changed since it read them, or
+        whose source runs (``resolved``'s encoder, teacher, members) were run again; record
+        their fingerprints for a run that goes on (`core.run_inputs.check_inputs`). A config
+        without data files (``inputs``) records nothing. Call it after `start`."""
         inputs = getattr(cfg, "inputs", None)
         if inputs is None or not is_rank_zero():
             return
-        check_inputs(self.folder, inputs(), done=self.done, started=got_going(self.folder))
+        files, sources = inputs(), source_inputs(resolved)
+        started = got_going(self.folder)
+        check_inputs(self.folder, files, sources, done=self.done, started=started)
 
     def open_tracker(
         self, config: dict[str, Any], *, run_id: str | None = None, enabled: bool = True

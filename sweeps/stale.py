@@ -2,14 +2,17 @@
 
 A sweep skips a job whose run folder is finished (``DONE``) without starting it, so the checks
 a run makes when it starts (`scarce_ltr.core.runs.Run.execute`: its settings, the fingerprints of
-its data) are made here instead, for every finished job before the sweep runs: the job's config
+its data and source runs) are made here instead, for each finished job when its turn comes (after
+the jobs it reads, which may have run again in this sweep): the job's config
 is composed as its command would compose it (`compose_job`: what `scarce_ltr.cli.compose_named`
 does, which the sweeps may not import from the layer above them) and compared with
 the run's ``config.yaml`` (`scarce_ltr.core.run_config.changed_settings`, the free keys left out),
-and its data files with the run's ``inputs.json`` (`scarce_ltr.core.run_inputs`). A job that
-differs is refused, its cell failed with one line naming the keys (or the file), and the jobs
-after it are skipped: a sweep rerun with a changed per-model override or common key never counts
-its old runs as the cells of the new settings, in its manifest, ``report`` or ``select``.
+and its data files and source runs with the run's ``inputs.json`` (`scarce_ltr.core.run_inputs`).
+A job that differs is refused, its cell failed with one line naming the keys (or the file, or
+the source run), and the jobs after it are skipped: a sweep rerun with a changed per-model
+override or common key never counts its old runs as the cells of the new settings, in its
+manifest, ``report`` or ``select``; nor, once a refused encoder's folder is deleted and the encoder
+trained again, the runs finished on the old one. `stale_jobs` lists them for ``--dry-run``.
 
 A pretraining job's label setting (``scarcity.*``) is no change: it only sets the probe that
 monitors pretraining, from the scarcest label setting of the sweep that runs it, and one
@@ -28,7 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 from scarce_ltr.core.config import CONFIG_ROOT, load_config, merge_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import CONFIG, changed_settings
-from scarce_ltr.core.run_inputs import changed_input, read_inputs, refusal
+from scarce_ltr.core.run_inputs import input_change, read_inputs, source_inputs
 from scarce_ltr.core.runs import is_done
 from scarce_ltr.sweeps.jobs import Job, cli_stage
 
@@ -78,9 +81,10 @@ def finished_differs(job: Job) -> str | None:
     except UserError as exc:
         return str(exc)
     inputs = getattr(composed.cfg, "inputs", None)
-    now = inputs() if recorded is not None and inputs is not None else None
-    change = changed_input(recorded, now) if recorded is not None and now is not None else None
-    return str(refusal(folder, change)) if change else None
+    if recorded is None or inputs is None:
+        return None
+    error = input_change(folder, recorded, inputs(), source_inputs(composed.resolved))
+    return None if error is None else str(error)
 
 
 @dataclass(frozen=True)
@@ -131,11 +135,11 @@ def _stage_schema(stage: str) -> tuple[type, str | None]:
 
 
 def describe(stale: dict[str, str]) -> str | None:
-    """The line a sweep prints before it runs when it refuses finished jobs."""
+    """The line ``--dry-run`` prints when a run would refuse finished jobs."""
     if not stale:
         return None
     first = next(iter(stale.values()))
     return (
-        f"warning: {len(stale)} finished job(s) differ from what the sweep plans now and are "
-        f"refused (their cells fail, the jobs after them are skipped); the first: {first}"
+        f"warning: {len(stale)} finished job(s) differ from what the sweep plans now and would "
+        f"be refused (their cells fail, the jobs after them are skipped); the first: {first}"
     )

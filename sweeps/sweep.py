@@ -68,7 +68,7 @@ from scarce_ltr.sweeps.jobs import Job, cli_stage, job_waves
 from scarce_ltr.sweeps.model_jobs import pretraining_methods
 from scarce_ltr.sweeps.ray_executor import RayConfig
 from scarce_ltr.sweeps.settings import fold_overrides
-from scarce_ltr.sweeps.stale import describe, stale_jobs
+from scarce_ltr.sweeps.stale import describe, finished_differs, stale_jobs
 
 MANIFEST = "manifest.json"
 TAUGHT_RECIPES = ("own", "student")  # SweepConfig.taught_recipe
@@ -240,17 +240,14 @@ def main(cfg: SweepConfig, out_dir: Path | None = None) -> list[dict]:
             temp.unlink(missing_ok=True)
         earlier = earlier_cells(folder / MANIFEST, cells)  # refuses a manifest not ours
         finished = sum(is_done(job.run_dir) for job in jobs)
-        stale = stale_jobs(jobs)  # finished, but with other settings or data than planned now
         if (folder / MANIFEST).is_file():
             kept = f"; the manifest keeps {len(earlier)} cells of earlier runs" if earlier else ""
             print(
                 f"sweep {cfg.name}: resuming; {finished} of {len(jobs)} jobs finished before{kept}",
                 file=sys.stderr,
             )
-        if note := describe(stale):
-            print(note, file=sys.stderr)
         executor = make_executor(cfg, folder, jobs)
-        runner = _Runner(cfg, folder, jobs, cells, executor, earlier, stale)
+        runner = _Runner(cfg, folder, jobs, cells, executor, earlier)
         runner.run()
         print(runner.summary_line())
         cost = cost_text(rows_from_manifest(folder / MANIFEST, [5]))
@@ -342,11 +339,9 @@ class _Runner:
         cells: list[SweepCell],
         executor: Executor,
         earlier: list[dict] | None = None,
-        stale: dict[str, str] | None = None,
     ):
         self.cfg, self.folder, self.jobs, self.cells = cfg, folder, jobs, cells
         self.earlier = earlier or []  # cells of earlier runs beyond this plan, as they were
-        self.stale = stale or {}  # finished jobs refused, and why (`sweeps.stale`)
         self.executor = executor
         self.results: dict[str, tuple[str, str | None, float]] = {}
         self.started = time.time()
@@ -378,10 +373,13 @@ class _Runner:
         )
         if failed_dependency is not None:
             self.results[job.key] = ("skipped", f"dependency failed: {failed_dependency}", 0.0)
-        elif job.key in self.stale:  # finished with other settings or data: refused
-            self.results[job.key] = ("failed", self.stale[job.key], 0.0)
         elif is_done(job.run_dir):
-            self.results[job.key] = ("done", None, 0.0)
+            # Checked when its turn comes, after the jobs it reads ran: an encoder run again in
+            # this sweep is seen by the runs finished on the old one.
+            why = finished_differs(job)
+            self.results[job.key] = ("done", None, 0.0) if why is None else ("failed", why, 0.0)
+            if why is not None:
+                print(f"refused {job.key}: {why}", file=sys.stderr)
         else:
             try:
                 self.results[job.key] = self._execute(job)

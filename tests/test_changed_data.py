@@ -109,3 +109,22 @@ def test_synthetic_data_has_no_file_to_fingerprint(tmp_path) -> None:
     run([*GBDT, *tiny_data(), f"run_dir={folder}"])
     assert (folder / "DONE").is_file() and not (folder / INPUTS).exists()
     assert run([*GBDT, *tiny_data(), f"run_dir={folder}"]) is None
+
+
+def test_a_run_over_a_source_run_run_again_is_refused_naming_it(tmp_path, capsys) -> None:
+    """The finished runs a run is built from (here an ensemble's members; an encoder, a teacher
+    likewise) are fingerprinted by their report.json: a member deleted and run again is named,
+    never skipped over as the run it mixed."""
+    members = [tmp_path / "a", tmp_path / "b"]
+    for i, folder in enumerate(members):
+        run([*GBDT, *tiny_data(), f"seed={i}", f"run_dir={folder}"])
+    mix = ["ensemble", *tiny_data(), "logger=none", f"runs=[{members[0]},{members[1]}]"]
+    run([*mix, f"run_dir={tmp_path / 'mix'}"])
+    recorded = json.loads((tmp_path / "mix" / INPUTS).read_text())
+    assert set(recorded["sources"]) == {"runs[0]", "runs[1]"} and recorded["files"] == {}
+    assert run([*mix, f"run_dir={tmp_path / 'mix'}"]) is None  # the same members: skipped
+
+    (members[1] / "DONE").unlink()  # b runs again
+    run([*GBDT, *tiny_data(), "seed=1", f"run_dir={members[1]}"])
+    with pytest.raises(UserError, match=rf"runs\[1\]={members[1]} was run again since"):
+        run([*mix, f"run_dir={tmp_path / 'mix'}"])

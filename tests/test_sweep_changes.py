@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def test_a_changed_override_refuses_the_cells_it_changes_naming_the_key(tmp_path
     refused = cells["gbdt"]
     assert refused["status"] == "failed" and "\n" not in refused["error"]
     assert "gbdt.max_rounds differ" in refused["error"] and refused["run_dir"] in refused["error"]
-    assert "1 finished job(s) differ" in capsys.readouterr().err
+    assert f"refused synthetic/gbdt/frac=1/seed=0: {refused['run_dir']}" in capsys.readouterr().err
     assert _logs(tmp_path) == logs  # refused, not run again
     rows = results.rows_from_manifest(tmp_path / "sweep" / "manifest.json", [5])
     shown = {r["model"]: r for r in rows}
@@ -67,6 +68,25 @@ def test_a_changed_override_refuses_the_cells_it_changes_naming_the_key(tmp_path
 
     assert all(c["status"] == "done" for c in run(sweep_args(tmp_path)))  # as it was: done
     assert _logs(tmp_path) == logs
+
+
+def test_runs_finished_on_a_job_run_again_are_refused_naming_it(tmp_path) -> None:
+    """A refused job's folder deleted (its advice) runs again with the new settings; the finished
+    jobs that read it (an ensemble over it here; a finetuning on an encoder likewise) are then
+    refused naming it, never shown as the new settings' cells."""
+    models = 'models=[gbdt,gbdt-pca,"ensemble:gbdt,gbdt-pca"]'
+    assert all(c["status"] == "done" for c in run([*sweep_args(tmp_path), models]))
+    changed = [*sweep_args(tmp_path), models, "overrides.per_model.gbdt=[gbdt.max_rounds=9]"]
+    cells = _cells(run(changed))
+    assert cells["gbdt"]["status"] == "failed" and "gbdt.max_rounds" in cells["gbdt"]["error"]
+    assert cells["ensemble:gbdt,gbdt-pca"]["status"] == "skipped"
+
+    shutil.rmtree(cells["gbdt"]["run_dir"])
+    cells = _cells(run(changed))
+    assert cells["gbdt"]["status"] == "done" and cells["gbdt-pca"]["status"] == "done"
+    mix = cells["ensemble:gbdt,gbdt-pca"]
+    assert mix["status"] == "failed"
+    assert f"runs[0]={cells['gbdt']['run_dir']} was run again since the run read it" in mix["error"]
 
 
 def test_changed_data_refuses_the_cells_that_read_it(tmp_path) -> None:
