@@ -1,0 +1,67 @@
+"""Every model of a fold sweep paired against one base model of it, per label budget.
+
+Over the (fold, seed) units where both cells finished: the model's mean test NDCG@5, its paired
+margin over the base (mean ± sd, the report's one-sided test and a two-sided one, the units
+above 0), the vali margin (what a vali choice sees) and the model's mean CPU seconds a cell.
+Test chooses nothing here. For the screens of configs/sweep/yandex-encoders.yaml (issue 61) and
+any sweep of the same layout:
+
+    .venv/bin/python benchmarks/bench_sweep_pairs.py --sweep $LTR_RUNS_DIR/sweeps/yandex-encoders
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from ohsumed_folds import finished_report, paired
+
+
+def cells(sweep: Path, data: str) -> dict[tuple[str, str], dict[tuple[int, int], dict]]:
+    """``{(model, setting): {(fold, seed): report}}`` of every finished cell."""
+    found: dict[tuple[str, str], dict[tuple[int, int], dict]] = {}
+    for folder in sorted(sweep.glob(f"{data}/fold=*/*/*/frac=*/seed=*")):
+        if folder.parts[-4] == "pretrain":
+            continue
+        report = finished_report(folder)
+        if report is None or "metrics" not in report:
+            continue
+        fold = int(folder.parts[-5].split("=")[1])
+        seed = int(folder.name.split("=")[1])
+        found.setdefault((folder.parts[-3], folder.parts[-2]), {})[(fold, seed)] = report
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweep", required=True, help="the sweep's folder")
+    parser.add_argument("--data", default="yandex")
+    parser.add_argument("--base", default="scratch+full")
+    args = parser.parse_args()
+    found = cells(Path(args.sweep), args.data)
+    for setting in sorted({s for _, s in found}):
+        base = found.get((args.base, setting), {})
+        print(f"\n### {setting}, against `{args.base}`\n")
+        print("| model | units | test NDCG@5 | margin over the base | vali margin | CPU s a cell |")
+        print("|---|---|---|---|---|---|")
+        for (model, at), runs in sorted(found.items()):
+            units = sorted(set(runs) & set(base)) if model != args.base else sorted(runs)
+            if at != setting or not units:
+                continue
+            test = [runs[u]["metrics"]["test"]["ndcg@5"] for u in units]
+            vali = [runs[u]["best_vali_ndcg@5"] for u in units]
+            cpu = np.mean([runs[u].get("cpu_seconds", np.nan) for u in units])
+            margin = vali_margin = "-"
+            if model != args.base:
+                margin = paired(test, [base[u]["metrics"]["test"]["ndcg@5"] for u in units])
+                base_vali = [base[u]["best_vali_ndcg@5"] for u in units]
+                vali_margin = f"{np.mean(vali) - np.mean(base_vali):+.4f}"
+            print(
+                f"| `{model}` | {len(units)} | {np.mean(test):.4f} | {margin} | "
+                f"{vali_margin} | {cpu:.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
