@@ -323,7 +323,9 @@ def test_numbers_of_64_or_more_digits_in_letor_text(tmp_path, digits) -> None:
     path.write_text(f"1 qid:1 1:0.5 2:0.{'1' * digits}\n0 qid:1 1:1 2:2\n")
     np.testing.assert_allclose(read_letor(path).features[0], [0.5, 1 / 9], rtol=1e-6)
     path.write_text(f"1 qid:1 1:0.5 2:2\n0 qid:1 1:1 2:{'1' * digits}\n")
-    with pytest.raises(DataFormatError, match=r"f.txt:2: value of feature 2 is 1+(\.\.\.)?, beyond"):
+    with pytest.raises(
+        DataFormatError, match=r"f.txt:2: value of feature 2 is 1+(\.\.\.)?, beyond"
+    ):
         read_letor(path)
 
 
