@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_epoch import finetune_steps  # noqa: E402
 
 ENCODERS = {
     "resnet": [],
@@ -48,39 +53,6 @@ def yandex_like(n_items: int, n_features: int, *, seed: int = 0):
     features[:, :flags] = features[:, :flags] > 0.5
     labels = rng.integers(0, 5, offsets[-1]).astype(np.float32)
     return RankingSplit(features, labels, offsets, np.arange(len(sizes)), "bench")
-
-
-def finetune_epoch(split, overrides: list[str]):
-    """A `full` finetuning epoch (the whole network) as a callable, warmed up; its model."""
-    from scarce_ltr.core.config import CONFIG_ROOT, load_config
-    from scarce_ltr.core.device import setup_runtime
-    from scarce_ltr.data.batching import QueryGroupBatcher
-    from scarce_ltr.finetune.config import FinetuneConfig
-    from scarce_ltr.finetune.loop import train_epoch
-    from scarce_ltr.finetune.model import build_model, ranker_spec
-
-    stage_file = CONFIG_ROOT / "finetune" / "full.yaml"
-    cfg, _ = load_config(
-        FinetuneConfig, ["pretrained=none", "device=cpu", *overrides], stage_file=stage_file
-    )
-    spec = ranker_spec(
-        n_features=split.n_features,
-        encoder=cfg.encoder,
-        head=cfg.head,
-        hidden=cfg.head_hidden,
-        dropout=cfg.head_dropout,
-    )
-    model = build_model(spec, features=split.features)
-    runtime = setup_runtime(amp=False, device="cpu")
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.optimizer.lr)
-    batches = QueryGroupBatcher(split, item_budget=cfg.item_budget, shuffle=True, seed=0)
-    loss_fn = cfg.loss.build()
-    for _, batch in zip(range(2), batches, strict=False):  # warm-up: kernels, allocator
-        loss = loss_fn(model(batch.features, batch.mask), batch.labels, mask=batch.mask)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return (lambda: train_epoch(model, batches, optimizer, loss_fn, runtime=runtime)), model
 
 
 def pretrain_epoch(split, overrides: list[str]):
@@ -133,7 +105,7 @@ def main() -> None:
     plans = {}
     for name in names:
         keys = [*ENCODERS[name], *overrides]
-        finetune, model = finetune_epoch(labeled, keys)
+        finetune, model = finetune_steps(labeled, keys, base=())
         params = sum(p.numel() for p in model.parameters())
         plans[name] = (finetune, pretrain_epoch(pool, keys), params)
     seconds: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in names}

@@ -41,8 +41,10 @@ def pretrain_steps(method: str, split, overrides: list[str]):
     return epoch
 
 
-def finetune_steps(split, overrides: list[str]):
-    """One `full` finetuning epoch, as a callable, after two warm-up steps."""
+def finetune_steps(split, overrides: list[str], *, base=("encoder.width=136",)):
+    """``(epoch, model)``: one `full` finetuning epoch, as a callable, after two warm-up steps,
+    and the model it trains (``base``: keys before ``overrides``; the split's features are what
+    an encoder that learns from the data when built takes its bins from)."""
     from scarce_ltr.core.config import CONFIG_ROOT, load_config
     from scarce_ltr.core.device import setup_runtime
     from scarce_ltr.data.batching import QueryGroupBatcher
@@ -51,16 +53,16 @@ def finetune_steps(split, overrides: list[str]):
     from scarce_ltr.finetune.model import build_model, ranker_spec
 
     stage_file = CONFIG_ROOT / "finetune" / "full.yaml"
-    base = ["encoder.width=136", "pretrained=none", "device=cpu"]
-    cfg, _ = load_config(FinetuneConfig, [*base, *overrides], stage_file=stage_file)
+    keys = [*base, "pretrained=none", "device=cpu", *overrides]
+    cfg, _ = load_config(FinetuneConfig, keys, stage_file=stage_file)
     spec = ranker_spec(
-        n_features=136,
+        n_features=split.n_features,
         encoder=cfg.encoder,
         head=cfg.head,
         hidden=cfg.head_hidden,
         dropout=cfg.head_dropout,
     )
-    model = build_model(spec)
+    model = build_model(spec, features=split.features)
     runtime = setup_runtime(amp=False, device="cpu")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.optimizer.lr)
     batches = QueryGroupBatcher(split, item_budget=cfg.item_budget, shuffle=True, seed=0)
@@ -76,7 +78,7 @@ def finetune_steps(split, overrides: list[str]):
     def epoch() -> None:
         train_epoch(model, batches, optimizer, loss_fn, runtime=runtime)
 
-    return epoch
+    return epoch, model
 
 
 def table(prof, rows: int) -> str:
@@ -108,7 +110,7 @@ def main() -> None:
     plans = {
         "simclr-rank": lambda: pretrain_steps("simclr-rank", split, overrides),
         "simsiam": lambda: pretrain_steps("simsiam", split, overrides),
-        "full": lambda: finetune_steps(labeled, overrides),
+        "full": lambda: finetune_steps(labeled, overrides)[0],
     }
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, overrides {overrides}")
     for name, plan in plans.items():
