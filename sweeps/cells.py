@@ -340,14 +340,25 @@ class _Planner:
 
 
 def _search_section(overrides: list[str]) -> str | None:
-    """``search`` or ``deep.search`` where a job's last ``n_trials`` override of either turns
-    its recipe search on; None where it trains a fixed recipe."""
-    section, trials = None, 0
+    """``search`` or ``deep.search`` where a job's overrides turn its recipe search on: its last
+    ``n_trials`` above 0, or ``strategy=portfolio`` (the portfolio's recipes are its trials, so a
+    seed ensemble's other members train the recipe it chose rather than the whole portfolio
+    again); None where it trains a fixed recipe."""
+    trials: dict[str, bool] = {}
+    portfolio: dict[str, bool] = {}
+    last = None
     for override in overrides:
         key, _, value = override.partition("=")
-        if key in ("search.n_trials", "deep.search.n_trials"):
-            section, trials = key.rpartition(".")[0], int(value) if value.isdigit() else 0
-    return section if trials > 0 else None
+        section, _, leaf = key.rpartition(".")
+        if section in ("search", "deep.search") and leaf in ("n_trials", "strategy"):
+            if leaf == "n_trials":
+                trials[section] = value.isdigit() and int(value) > 0
+            else:
+                portfolio[section] = value == "portfolio"
+            last = section
+    if last is None:
+        return None
+    return last if trials.get(last) or portfolio.get(last) else None
 
 
 def _key_of(override: str) -> str:

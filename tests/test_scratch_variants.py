@@ -149,3 +149,16 @@ def test_variant_names_a_fresh_encoders_run() -> None:
 def test_variant_is_refused_where_it_names_nothing(overrides: list[str], message: str) -> None:
     with pytest.raises(UserError, match=message):
         _config(*overrides)
+
+
+def test_a_seed_ensemble_of_a_portfolio_trains_its_chosen_recipe(tmp_path: Path, capsys) -> None:
+    """The member of the cell's seed runs the portfolio; the other two train the recipe it chose
+    (``search.recipe_from``), as they would after a 30-trial search, not the portfolio again."""
+    per_model = "overrides.per_model={scratch+full: [search.strategy=portfolio]}"
+    _, lines = _planned(tmp_path, capsys, '["seed-ensemble:scratch+full"]', per_model)
+    finetunes = [ln.split() for ln in lines if " finetune full " in ln]
+    assert len(finetunes) == 3
+    taught = [f for f in finetunes if any(w.startswith("search.recipe_from=") for w in f)]
+    assert len(taught) == 2
+    (source,) = [f for f in finetunes if f not in taught]
+    assert all(f"search.recipe_from={json.dumps(source[-1].split('=', 1)[1])}" in f for f in taught)
