@@ -108,6 +108,11 @@ class TrainingKeys(DeviceKeys):
     # Epochs without a better vali NDCG@5 that end a phase; null (the paper, A.2.3): every
     # phase runs its epochs and the vali-best checkpoint is kept.
     patience: int | None = None
+    # Score vali after every n-th epoch of a phase (and its last) instead of every epoch, as
+    # Keras' validation_freq and Lightning's check_val_every_n_epoch do: the checkpoint kept is
+    # the vali-best of the scored epochs. With few labeled QGs scoring the whole vali split is
+    # most of an epoch's time (TabM at 1 % labels: 92 %); 1: every epoch.
+    vali_every: int = 1
     # Gaussian noise on the inputs in training, DASALC's augmentation (qin2021 eq 7): N(0,
     # noise_std^2) on every feature of every training batch, fresh and seeded; never at
     # evaluation; 0: off
@@ -122,5 +127,7 @@ class TrainingKeys(DeviceKeys):
             raise ValueError(f"{prefix}max_list_len must be >= 2 (or null)")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"{prefix}patience must be >= 1 (or null for none)")
+        if self.vali_every < 1:
+            raise ValueError(f"{prefix}vali_every must be >= 1 (1: score vali every epoch)")
         NON_NEGATIVE.check(f"{prefix}noise_std", self.noise_std)
         self.check_device_keys(prefix)

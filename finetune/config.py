@@ -132,6 +132,7 @@ class TrainOptions:
     eval_item_budget: int
     max_list_len: int | None
     patience: int | None
+    vali_every: int  # score vali after every n-th epoch of a phase and its last
     noise_std: float  # DASALC's Gaussian input noise in training (0: off)
     # L2-SP (finetuning only): alpha of alpha/2 * ||encoder - its pretrained weights||^2 added to
     # the loss in the phases that train the encoder (`finetune.l2sp`); 0: off

@@ -462,9 +462,16 @@ class _Fit:
             joint=self.joint_epoch,
         )
         self.progress.train_seconds += time.perf_counter() - start
-        return loss, self.evaluate()
+        return loss, self.evaluate() if self.vali_due(position) else None
 
-    def end_epoch(self, position: Position, trained: tuple[float, float]) -> bool:
+    def vali_due(self, position: Position) -> bool:
+        """Whether vali is scored after the epoch ``position`` is about to count: every
+        ``vali_every``-th epoch of the phase and its last (1: every epoch)."""
+        done = position.phase_epoch + 1
+        every = self.options.vali_every
+        return every == 1 or done % every == 0 or done == self.phases[position.phase].epochs
+
+    def end_epoch(self, position: Position, trained: tuple[float, float | None]) -> bool:
         loss, score = trained
         progress, phase = self.progress, self.phases[position.phase]
         row = {"epoch": position.epoch, "phase": phase.name, "train_loss": loss}
@@ -473,6 +480,14 @@ class _Fit:
         if self.joint_epoch is not None:  # the epoch's mean self-supervised loss and weight
             row["joint_loss"] = self.joint_epoch.mean()
             row["joint_weight"] = self.joint_epoch.weight
+        if score is None:  # not scored after this epoch (vali_every): no candidate
+            progress.history.append(row)
+            if self.log is not None:
+                self.log(row)
+            self.bar.set_postfix(loss=f"{loss:.4f}")
+            self.bar.update(1)
+            self.check_prune()
+            return False
         row["vali_ndcg@5"] = score
         progress.history.append(row)
         better = nan_low(score) > progress.best_score

@@ -72,6 +72,8 @@ class Reporter:
     def __call__(self, history: list[dict]) -> bool:
         prune = False
         for row in history[self.reported :]:
+            if "vali_ndcg@5" not in row:  # an epoch vali was not scored after (vali_every)
+                continue
             self.best = max(self.best, nan_low(row["vali_ndcg@5"]))
             value = self.best if math.isfinite(self.best) else math.nan
             self.trial.report(value, row["epoch"])

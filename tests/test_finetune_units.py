@@ -10,6 +10,7 @@ import torch
 from tiny import tiny_data
 
 from scarce_ltr.core.config import load_config
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.device import setup_runtime
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.finetune import loop
@@ -110,6 +111,38 @@ def test_patience_ends_a_phase_and_the_next_starts_from_the_best(setup, monkeypa
     phases = [row["phase"] for row in result.history]
     assert phases == ["init", "head", "head", "head", "full", "full"]
     assert result.best_epoch == 5 and result.epochs == 5
+
+
+def test_vali_every_scores_every_nth_epoch_and_each_phase_end(setup, monkeypatch) -> None:
+    """``vali_every=3``: vali after epochs 3 and 4 of a 4-epoch phase (its third and its last),
+    then 7 and 8; the kept model is the best of those, never an unscored epoch's."""
+    cfg, prepared, runtime = setup
+    scored: list[int] = []
+    states = {}
+    scripted = iter([0.1, 0.3, 0.9, 0.5, 0.2])  # epochs 0, 3, 4, 7, 8
+
+    def score(*a, **k) -> float:
+        scored.append(len(states))
+        return next(scripted)
+
+    def remember(row: dict) -> None:
+        states[row["epoch"]] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    monkeypatch.setattr(loop, "selection_score", score)
+    model = ranker()
+    options = replace(cfg.train_options(), lr=1e-2, patience=None, vali_every=3)
+    phases = [Phase("head", 4, False), Phase("full", 4, True)]
+    result = run_fit(model, cfg, prepared, runtime, phases, options=options, log=remember)
+    assert [row["epoch"] for row in result.history if "vali_ndcg@5" in row] == [0, 3, 4, 7, 8]
+    assert scored == [0, 2, 3, 6, 7]  # epochs logged before each scoring
+    assert len(result.history) == 9 and result.best_epoch == 4 and result.best_vali == 0.9
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, states[4][key]), key
+
+
+def test_vali_every_is_checked() -> None:
+    with pytest.raises(UserError, match="vali_every must be >= 1"):
+        load_config(FinetuneConfig, [*TINY, "vali_every=0"])
 
 
 @pytest.mark.parametrize("every", [0.0, 1e9], ids=["every-epoch", "phase-ends"])
