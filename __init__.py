@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 # OpenMP threads spin while they wait by default; on cores other processes share, that makes
-# runs 2-3x slower (BENCHMARKS.md, "Thread settings in the package"). The OpenMP runtime reads
+# runs 2-3x slower (benchmarks/LOG.md, "Thread settings in the package"). The OpenMP runtime reads
 # the policy once, when torch or LightGBM load it, so it is set here, before any part of the
 # package imports them; a value the user set wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")

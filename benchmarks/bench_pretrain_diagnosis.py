@@ -1,4 +1,6 @@
-"""Why pretraining subtracts on query-normalised features (issue 30, item 5; docs/hybrid.md).
+"""Why pretraining subtracts on query-normalised features (issue 30, item 5).
+
+The runs are read in benchmarks/hybrid-log.md, "Why pretraining subtracts on query-normalised data".
 
 On OHSUMED (LETOR 3.0, QueryLevelNorm: every feature min-max scaled within its query), for each
 fold and seed, at one label fraction:

@@ -8,7 +8,7 @@ settings (configs/sweep/ohsumed-hybrid.yaml), test NDCG@5 of:
   that isolates the encoder from the recipe;
 - (r) ``resnet``: the same network from scratch with its own lr grid and 300 epochs;
 - (P) and (S): (p) and (s) under LP-FT, ``head_lr=<rate>``: the head-only phase at a linear
-  probe's rate (docs/hybrid.md: vali picks 1e-2 for the probe in 19 of 24 runs), then the
+  probe's rate (benchmarks/hybrid-log.md: vali picks 1e-2 for the probe in 19 of 24 runs), then the
   whole network at 2e-4 from the vali-best head.
 
 (p), (s), (r) and the one pretraining per (fold, seed) are the sweep

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks in one command, on a lent NVIDIA machine (BENCHMARKS.md, "The CUDA path"): its
+# The GPU checks in one command, on a lent NVIDIA machine (benchmarks/LOG.md, "The CUDA path"): its
 # own python3 holds torch; the project's other needs travel as wheels in .whl/ (made here with
-# `pip download --python-version 3.12 ...`, the list in BENCHMARKS.md). Each step has its own time
+# `pip download --python-version 3.12 ...`, the list in benchmarks/LOG.md). Each step has its own time
 # limit and leaves its log in $OUT, so one slow step costs no other's figures.
 set -u
 OUT=${OUT:-/tmp/gpu-checks}

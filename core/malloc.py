@@ -5,7 +5,7 @@ on the Yandex folds: ``[20,000, 256]`` float32 activations, 20 MB each, per laye
 such blocks back to the kernel on free (each over its mmap threshold is its own mapping; the top
 of the heap is trimmed past its trim threshold), so the next epoch faults every page in again:
 on a searched finetuning that was 2-6 % of the CPU time in the kernel and half a million minor
-page faults for 5 trials (BENCHMARKS.md, "Where a search trial's time goes"). Raising both
+page faults for 5 trials (benchmarks/LOG.md, "Where a search trial's time goes"). Raising both
 thresholds keeps blocks up to `MMAP_THRESHOLD` in the heap and the heap's top up to
 `TRIM_THRESHOLD`, so they are reused. Only where memory lands changes: every number stays
 the same (torch aligns its tensors itself).

@@ -26,7 +26,7 @@ def make_optimizer(
     Both with torch's multi-tensor (``foreach``) step, also on the CPU, where torch's default is
     one tensor at a time: the same arithmetic per element, so the same weights bit for bit
     (tests/test_optim.py), at about 0.9 ms less CPU per step for a finetuned ResNet (2.5 -> 1.7
-    ms; 2-3 % of a search trial on OHSUMED: BENCHMARKS.md, "Where a search trial's time goes").
+    ms; 2-3 % of a search trial on OHSUMED: benchmarks/LOG.md, "Where a search trial's time goes").
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer.name must be one of {', '.join(OPTIMIZERS)}, got {name!r}")

@@ -17,7 +17,7 @@ similar-size QGs, about 1.2x padding, still a different mix every epoch.
 ``on_device``: a split held on a GPU (`DeviceSplit`, copied there once) is gathered there, batch
 by batch: only each batch's row indices cross from the host, not its padded features. At a GPU's
 200,000-item batches, host-side collation and copies otherwise take most of an epoch
-(BENCHMARKS.md, "The CUDA path"). The batches are the same, value for value.
+(benchmarks/LOG.md, "The CUDA path"). The batches are the same, value for value.
 
 Under DDP each rank takes every ``world_size``-th batch, and all ranks stop at the same count.
 """

@@ -55,7 +55,7 @@ def vali_selection(prepared: PreparedData, vali_scores: np.ndarray, metrics_cfg)
     The mean of `vali_selection_per_group`: `vali_metrics`' ``ndcg@5`` bit for bit, without
     the other metrics (ERR, P, MRR, MAP) nor a copy of the vali features, which took 4 % of a
     searched finetuning's time on the Yandex folds (it runs after every epoch of every trial;
-    BENCHMARKS.md, "Where a search trial's time goes")."""
+    benchmarks/LOG.md, "Where a search trial's time goes")."""
     return mean_ndcg(
         *_labeled_vali(prepared, vali_scores), k=SELECTION_K, policy=metrics_cfg.policy
     )

@@ -63,7 +63,7 @@ TAUGHT_GROUP = "hybrid"
 SELF_TEACHER = "self"
 # teacher=self's default teaching.noise: the std of the Gaussian noise on the student's view, in
 # units of the (standardized) features. 1.0 would put the two views of an item about as far apart
-# as two items of its QG (docs/hybrid.md, "Why pretraining subtracts", item 5).
+# as two items of its QG (benchmarks/hybrid-log.md, "Why pretraining subtracts", item 5).
 SELF_NOISE = 0.3
 
 

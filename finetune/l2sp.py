@@ -4,8 +4,9 @@
 from the values they had when finetuning began (the pretrained ones), is added to the ranking
 loss of every training step that trains the encoder. Plain weight decay pulls toward 0, which
 after pretraining means toward forgetting; L2-SP pulls toward what pretraining learned, so a
-few labeled QGs cannot wash it out as fast (docs/hybrid.md). The head is not penalised (the
-paper's optional ``beta / 2 * ||theta_head||^2`` is weight decay, ``optimizer.weight_decay``).
+few labeled QGs cannot wash it out as fast (benchmarks/hybrid-log.md). The head is not
+penalised (the paper's optional ``beta / 2 * ||theta_head||^2`` is weight decay,
+``optimizer.weight_decay``).
 BatchNorm running statistics are buffers, not parameters: they are not anchored.
 
 Example: an encoder with one parameter ``[1., 2.]`` anchored there and moved to ``[1., 4.]``

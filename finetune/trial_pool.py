@@ -4,7 +4,7 @@
 Processes, not threads: a trial seeds and draws from torch's global generator (dropout, the
 model's initialisation; `core.seeding`), which threads would share, so two trials at once would
 draw each other's numbers and no trial would be reproducible; and a small model's epoch is mostly
-Python, which threads do not run at once (BENCHMARKS.md, "Parallel search trials"). The pool is
+Python, which threads do not run at once (benchmarks/LOG.md, "Parallel search trials"). The pool is
 ``spawn``ed (a forked child of a process that ran torch's thread pool or CUDA may hang) and lives
 for the search; each child gets the run's prepared data once and ``threads`` torch threads (its
 share of the parent's). What crosses is pickled by `pickle` itself into bytes: the pool's own

@@ -6,7 +6,7 @@ on the GPU and resumed ends with the weights of an uninterrupted one, and batche
 GPU train the weights of batches collated on the host; a ranker trained on the GPU
 (bf16 training steps) scores on a CPU as its run scored its test split, since scoring is fp32.
 Select them with ``pytest -m cuda``; ``benchmarks/gpu_checks.sh`` runs them on a lent GPU with
-the rest of the suite and the GPU benchmarks (BENCHMARKS.md, "The CUDA path").
+the rest of the suite and the GPU benchmarks (benchmarks/LOG.md, "The CUDA path").
 """
 
 from __future__ import annotations
