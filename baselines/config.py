@@ -21,6 +21,7 @@ from scarce_ltr.baselines.tree_run import TreeRunConfig
 from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.baselines.xgboost import XGBoostOptions
 from scarce_ltr.core.config_fields import changed_keys, check_read
+from scarce_ltr.core.registry import check_unread
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.teachers import (
@@ -87,24 +88,27 @@ class BaselineConfig(TreeRunConfig):
 
     def _refuse_unread_sections(self) -> None:
         """A key of a section the method does not read (its options' ``read_by``), set away
-        from its default, is an error naming the sections it reads, not a no-op
-        (``baseline gbdt xgboost.n_trials=5``); so is a key of a section it reads that only
-        other methods or searches of the section read (its field's `read_with`:
-        ``baseline resnet deep.cross_layers=[2]``, ``gbdt.n_trials=5`` with the paper grid)."""
+        from its default, is an error naming the methods that do and the sections it reads
+        (`core.registry.check_unread`), not a no-op (``baseline gbdt xgboost.n_trials=5``); so
+        is a key of a section it reads that only other methods or searches of the section read
+        (its field's `read_with`: ``baseline resnet deep.cross_layers=[2]``, ``gbdt.n_trials=5``
+        with the paper grid)."""
         readers = section_readers(type(self))
+
+        def changed(name: str) -> list[str]:
+            section = getattr(self, name)
+            return changed_keys(name, section, type(section)())
+
+        check_unread(
+            choice="method",
+            chosen=[self.method],
+            readers=readers,
+            changed=changed,
+            shown=lambda name: f"{name}.*",
+        )
         for name, methods in readers.items():
             if self.method in methods:
                 check_read(name, getattr(self, name), method=self.method)
-                continue
-            section = getattr(self, name)
-            changed = changed_keys(name, section, type(section)())
-            if changed:
-                reads = [f"{n}.*" for n, m in readers.items() if self.method in m]
-                raise ValueError(
-                    f"{changed[0]}: {self.method} takes no {name}.* key (methods that do: "
-                    f"{', '.join(methods)}); the sections {self.method} reads: "
-                    f"{', '.join(reads) or 'none of them'}"
-                )
 
     def identity(self) -> RunIdentity:
         """gbdt-ssl is named after its encoder's run (``gbdt-ssl+simclr-rank``), so that two

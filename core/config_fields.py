@@ -6,7 +6,8 @@ it (`scarce_ltr.core.config`). nan is never allowed, and inf only at a closed in
 The bounds several stages share: `POSITIVE`, `NON_NEGATIVE`, `SEEDS`, `MAX_EPOCHS`, `MAX_TRIALS`;
 the values of the ``logger`` and ``metrics.policy`` keys: `LOGGERS`, `POLICIES`. What a user
 set in a section, against its defaults: `changed_keys`; a key that only some choices of a
-section's method or search read: `read_with`, `check_read`.
+section's method or search read: `read_with`, `check_read` (in the words of every refusal of an
+unread key, `core.registry.unread`).
 
 The sections several stages' configs hold: `MetricsConfig` (the cutoffs of NDCG, ERR and P
 reported, what a QG without a relevant item counts as) and `OptimizerConfig` (Adam or AdamW,
@@ -18,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from typing import Any
+
+from scarce_ltr.core.registry import either, unread
 
 POLICIES = ("skip", "one", "zero")
 LOGGERS = ("wandb", "none")
@@ -127,20 +130,17 @@ def check_read(prefix: str, options: Any, **choices: str) -> None:
             key, chosen = f"{prefix}.{reader.choice}", getattr(options, reader.choice)
         if chosen in reader.values:
             continue
-        value, default = getattr(options, f.name), _default(f)
+        value, default = getattr(options, f.name), field_default(f)
         if is_dataclass(value) and type(value) is type(default):
             changed = changed_keys(f"{prefix}.{f.name}", value, default)
         else:
             changed = [f"{prefix}.{f.name}={value}"] if value != default else []
         if changed:
-            *rest, last = reader.values
-            readers = f"{', '.join(rest)} or {last}" if rest else last
-            raise ValueError(
-                f"{changed[0]}: {key}={chosen} does not read it (read with {key}={readers})"
-            )
+            raise unread(changed[:1], f"{key}={chosen}", f"{key}={either(reader.values)}")
 
 
-def _default(f: Field) -> Any:
+def field_default(f: Field) -> Any:
+    """The default of a dataclass field (its factory's value for a list or a section)."""
     return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
 
 

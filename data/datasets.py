@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
 
+from scarce_ltr.core.config_fields import field_default
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.sizes import FLOAT32, check_fits, largest
 from scarce_ltr.data.formats import FORMATS
@@ -147,24 +148,21 @@ class DataConfig:
         not read it (or for the synthetic data, which reads no file) is an error naming the keys
         the chosen format reads, not a silent no-op; then the chosen format's own checks, and a
         file as ``data.path`` refused unless the format reads one (`DataFormat.one_file`)."""
-        chosen = FORMATS[self.format]
-        reads = () if self.name == "synthetic" else chosen.keys
-        defaults = {f.name: f for f in fields(self)}
-        for fmt in FORMATS.values():
-            for key in fmt.keys:
-                default = defaults[key].default
-                if default is MISSING:
-                    default = defaults[key].default_factory()  # type: ignore[misc]
-                if key in reads or getattr(self, key) == default:
-                    continue
-                if self.name == "synthetic":
-                    which = "the synthetic data set (generated) reads no file's keys"
-                else:
-                    own = ", ".join(["data.path", "data.splits", *(f"data.{k}" for k in reads)])
-                    which = f"data.format={self.format} does not read it; it reads {own}"
-                raise ValueError(f"data.{key}={getattr(self, key)}: {which} ({_readers(key)})")
-        if self.name == "synthetic":
+        schema = {f.name: f for f in fields(self)}
+
+        def changed(key: str) -> list[str]:
+            value = getattr(self, key)
+            return [] if value == field_default(schema[key]) else [f"data.{key}={value}"]
+
+        if self.name == "synthetic":  # generated: it reads no file, nor a format's keys
+            FORMATS.check_unread(
+                [], changed, prefix="data.", made="data=synthetic", also_read=["data.synthetic.*"]
+            )
             return
+        FORMATS.check_unread(
+            self.format, changed, prefix="data.", also_read=["data.path", "data.splits"]
+        )
+        chosen = FORMATS[self.format]
         chosen.options_of(self)
         if self.path and not chosen.one_file and Path(self.path).is_file():
             # UserError, not ValueError: the message stands as it is, with no config prefix.
@@ -377,12 +375,3 @@ def _same_width(
             split = split.with_features(np.hstack([np.asarray(split.features), pad]))
         out[name] = split
     return out
-
-
-def _readers(key: str) -> str:
-    """Who reads ``key``, for messages: ``data.qid is data.format=table's``, or, once two
-    formats read one key, ``data.qid is read by data.format=table and data.format=csv``."""
-    names = [f"data.format={name}" for name, fmt in FORMATS.items() if key in fmt.keys]
-    if len(names) == 1:
-        return f"data.{key} is {names[0]}'s"
-    return f"data.{key} is read by {' and '.join(names)}"

@@ -34,7 +34,7 @@ from scarce_ltr.data.teachers import (
 from scarce_ltr.finetune.heads import HEADS, check_head_size
 from scarce_ltr.finetune.joint import JointConfig
 from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
-from scarce_ltr.losses import LOSSES, option_keys, readers
+from scarce_ltr.losses import LOSSES
 from scarce_ltr.losses.base import BoundLoss, LossOptions
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig
@@ -83,23 +83,14 @@ class LossConfig:
     def check_taken(self, names: list[str], *, prefix: str = "") -> None:
         """A ``loss.<key>`` set away from its default that none of the losses ``names`` (the
         config's, and the search's when it searches) reads is an error naming the losses that
-        do and the keys these read, not a silent no-op (``prefix``: the section's, ``deep.``)."""
-        used = list(dict.fromkeys(names))
-        reads = [key for name in used for key in LOSSES[name].options.keys()]
-        for key in option_keys():
-            if key in reads or getattr(self, key) == _LOSS_DEFAULTS[key]:
-                continue
-            dotted = f"{prefix}loss.{key}"
-            listed = ", ".join(f"{prefix}loss.{k}" for k in dict.fromkeys(reads)) or "none of them"
-            if len(used) == 1:
-                said = f"{used[0]} takes no {dotted}"
-                whose = f"the keys {used[0]} reads"
-            else:
-                said = f"none of {', '.join(used)} takes {dotted}"
-                whose = "the keys they read"
-            raise ValueError(
-                f"{dotted}: {said} (losses that do: {', '.join(readers(key))}); {whose}: {listed}"
-            )
+        do and the keys these read (`core.registry.check_unread`), not a silent no-op
+        (``prefix``: the section's, ``deep.``)."""
+
+        def changed(key: str) -> list[str]:
+            value = getattr(self, key)
+            return [] if value == _LOSS_DEFAULTS[key] else [f"{prefix}loss.{key}={value}"]
+
+        LOSSES.check_unread(names, changed, prefix=f"{prefix}loss.")
 
     def build(self) -> BoundLoss:
         """The chosen loss with its options bound: ``f(scores, labels, *, mask)``. An option left

@@ -11,6 +11,7 @@ checks) and ``LOSS``, which binds them to its pure function ``f(scores, labels, 
 
 from __future__ import annotations
 
+from scarce_ltr.core.registry import Registry
 from scarce_ltr.losses import (
     approx_ndcg,
     lambdaloss,
@@ -24,35 +25,25 @@ from scarce_ltr.losses import (
 )
 from scarce_ltr.losses.base import Loss
 
-
-def loss_options(name: str) -> tuple[str, ...]:
-    """The keys of the ``loss`` section loss ``name`` reads (lambdarank: ``("sigma", "k")``;
-    softmax: none)."""
-    return LOSSES[name].options.keys()
-
-
-def option_keys() -> tuple[str, ...]:
-    """Every key some loss reads, in the order of `LOSSES` and their fields."""
-    return tuple(dict.fromkeys(key for loss in LOSSES.values() for key in loss.options.keys()))
-
-
-def readers(key: str) -> list[str]:
-    """The losses whose options hold ``key``."""
-    return [name for name, loss in LOSSES.items() if key in loss.options.keys()]
-
-
-LOSSES: dict[str, Loss] = {
-    loss.name: loss
-    for loss in (
-        lambdarank.LOSS,
-        ranknet.LOSS,
-        softmax.LOSS,
-        approx_ndcg.LOSS,
-        # allRank (Pobrotyn et al., 2020) and the classics it ships
-        neural_ndcg.LOSS,
-        lambdaloss.LOSS,
-        listmle.LOSS,
-        listnet.LOSS,
-        rmse.LOSS,
-    )
-}
+# `LOSSES.reads(name)`: the keys of the ``loss`` section loss ``name`` reads (lambdarank:
+# ``("sigma", "k")``; softmax: none); `.option_keys()`: every key some loss reads;
+# `.readers(key)`: the losses that do.
+LOSSES: Registry[Loss] = Registry(
+    "name",
+    {
+        loss.name: loss
+        for loss in (
+            lambdarank.LOSS,
+            ranknet.LOSS,
+            softmax.LOSS,
+            approx_ndcg.LOSS,
+            # allRank (Pobrotyn et al., 2020) and the classics it ships
+            neural_ndcg.LOSS,
+            lambdaloss.LOSS,
+            listmle.LOSS,
+            listnet.LOSS,
+            rmse.LOSS,
+        )
+    },
+    reads=lambda loss: loss.options.keys(),
+)

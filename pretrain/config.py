@@ -16,7 +16,7 @@ from scarce_ltr.core.sizes import check_fits, model_fits
 from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys
 from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig
-from scarce_ltr.pretrain.objectives import OBJECTIVES, option_keys, readers  # the methods
+from scarce_ltr.pretrain.objectives import OBJECTIVES  # the methods
 from scarce_ltr.pretrain.objectives.base import (
     ObjectiveOptions,
     check_probability,
@@ -210,17 +210,15 @@ class PretrainConfig(DeviceKeys, CommonConfig):
         model_fits(f"pretext.n_bins={bins}", out * n * bins, "the pretext head")
 
     def _refuse_unread(self) -> None:
-        """A key some method reads (`objectives.option_keys`), set away from its default for
-        a method that does not read it, is an error naming the keys it reads, not a no-op."""
-        reads = OBJECTIVES[self.method].options.keys()
-        for key in option_keys():
-            if key in reads or config_value(self, key) == _default(key):
-                continue
-            raise ValueError(
-                f"{key}: {self.method} takes no {key} (methods that do: "
-                f"{', '.join(readers(key))}); the keys {self.method} reads: "
-                f"{', '.join(reads) or 'none of them'}"
-            )
+        """A key some method reads (`OBJECTIVES`' options), set away from its default for a
+        method that does not read it, is an error naming the methods that do and the keys the
+        chosen one reads (`core.registry.check_unread`), not a no-op."""
+
+        def changed(key: str) -> list[str]:
+            value = config_value(self, key)
+            return [] if value == _default(key) else [f"{key}={value}"]
+
+        OBJECTIVES.check_unread(self.method, changed)
 
     @property
     def objective_options(self) -> ObjectiveOptions:

@@ -20,15 +20,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from scarce_ltr.core.registry import Registry
 from scarce_ltr.sweeps import local_executor, ray_executor
 from scarce_ltr.sweeps.executor_kind import Executor, ExecutorKind
 from scarce_ltr.sweeps.jobs import Job
 
-# The one list of executors (``executor=``), in the order its messages list them.
-EXECUTORS: dict[str, ExecutorKind] = {
-    local_executor.NAME: local_executor.KIND,
-    ray_executor.NAME: ray_executor.KIND,
-}
+# The one list of executors (``executor=``), in the order its messages list them; each reads
+# the sweep config's section of its options (`ExecutorKind.section`), if it has one.
+EXECUTORS: Registry[ExecutorKind] = Registry(
+    "executor",
+    {
+        local_executor.NAME: local_executor.KIND,
+        ray_executor.NAME: ray_executor.KIND,
+    },
+    reads=lambda kind: (kind.section,) if kind.section else (),
+    sections=True,
+)
 
 
 class ExecutorChoice(Protocol):
@@ -52,19 +59,14 @@ def options_of(cfg: ExecutorChoice, kind: ExecutorKind) -> Any:
 
 def check_executor_keys(cfg: ExecutorChoice) -> None:
     """Another executor's key set away from its default is an error naming the keys the chosen
-    executor reads, not a silent no-op (``ray.address=...`` with ``executor=local``)."""
-    chosen = EXECUTORS[cfg.executor]
-    for kind in EXECUTORS.values():
-        if kind is chosen or not kind.section or kind.section == chosen.section:
-            continue
-        changed = kind.changed_keys(getattr(cfg, kind.section))
-        if changed:
-            reads = ", ".join(["workers", *([f"{chosen.section}.*"] if chosen.section else [])])
-            raise ValueError(
-                f"{', '.join(changed)}: executor={cfg.executor} does not read "
-                f"{'them' if len(changed) > 1 else 'it'}; it reads {reads} "
-                f"({kind.section}.* is executor={kind.name}'s)"
-            )
+    executor reads (`core.registry.check_unread`), not a silent no-op (``ray.address=...`` with
+    ``executor=local``)."""
+
+    def changed(section: str) -> list[str]:
+        kind = next(kind for kind in EXECUTORS.values() if kind.section == section)
+        return kind.changed_keys(getattr(cfg, section))
+
+    EXECUTORS.check_unread(cfg.executor, changed, also_read=["workers"])
 
 
 def make_executor(cfg: ExecutorChoice, folder: Path, jobs: list[Job]) -> Executor:

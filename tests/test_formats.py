@@ -47,12 +47,13 @@ def test_every_format_key_is_a_data_key_with_the_same_default() -> None:
     ("overrides", "message"),
     [
         (["data=letor", "data.path=/x", "data.qid=query"],
-         r"data.qid=query: data.format=letor does not read it; it reads data.path, "
-         r"data.splits \(data.qid is data.format=table's\)"),
+         r"data.qid=query: data.format=letor does not read it \(read with data.format=table\); "
+         r"it reads data.path, data.splits$"),
         (["data=arrays", "data.path=/x", "data.split_column=part"],
          r"data.split_column=part: data.format=arrays does not read it"),
         (["data=ohsumed", "data.features=[f1]"], r"data.features=\['f1'\]: data.format=letor"),
-        (["data.label=grade"], r"data.label=grade: the synthetic data set \(generated\) reads no"),
+        (["data.label=grade"], r"data.label=grade: data=synthetic does not read it \(read with "
+                               r"data.format=table\); it reads data.synthetic.\*$"),
         (["data=table", "data.path=/x", "data.qid=''"], r"data.qid must name a column"),
     ],
 )  # fmt: skip
@@ -125,13 +126,13 @@ class _KeyedCsvOptions:
 
 def test_a_key_two_formats_read_is_named_with_both(monkeypatch) -> None:
     """Once a second format reads data.qid, the refusal names both readers in plain words
-    (it said "data.qid is data.format=table and data.format=csv's")."""
+    (it once said "data.qid is data.format=table and data.format=csv's")."""
     fmt = DataFormat("csv", _KeyedCsvOptions, pattern=".csv", kinds="CSV files",
                      find=_csv_find, load=_csv_load)  # fmt: skip
     monkeypatch.setitem(FORMATS, "csv", fmt)
     with pytest.raises(ValueError, match=re.escape(
-        "data.qid=q: data.format=letor does not read it; it reads data.path, data.splits "
-        "(data.qid is read by data.format=table and data.format=csv)"
+        "data.qid=q: data.format=letor does not read it (read with data.format=table or csv); "
+        "it reads data.path, data.splits"
     )):  # fmt: skip
         DataConfig(name="mine", format="letor", path="/x", qid="q")
 
@@ -139,8 +140,8 @@ def test_a_key_two_formats_read_is_named_with_both(monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("ray", "message"),
     [
-        (RayConfig(address="auto"), r"ray.address=auto: executor=local does not read it; it "
-                                    r"reads workers \(ray.\* is executor=ray's\)"),
+        (RayConfig(address="auto"), r"ray.address=auto: executor=local does not read it \(read "
+                                    r"with executor=ray\); it reads workers$"),
         (RayConfig(max_retries=1, resources={"default": {"num_cpus": 2}}),
          r"ray.resources=.*, ray.max_retries=1: executor=local does not read them"),
     ],

@@ -17,8 +17,11 @@ from omegaconf import OmegaConf
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.config_doc import field_docs
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.registry import either
 from scarce_ltr.finetune.config import FinetuneConfig, LossConfig
-from scarce_ltr.losses import LOSSES, option_keys, readers
+from scarce_ltr.losses import LOSSES
+
+option_keys, readers = LOSSES.option_keys, LOSSES.readers
 
 # What each loss reads of the loss section (docs/finetune.md's table).
 READS = {
@@ -88,10 +91,10 @@ def test_a_key_the_loss_does_not_read_is_refused_with_the_keys_it_reads(loss):
         with pytest.raises(UserError) as caught:
             _load("full", [f"loss.name={loss}", f"loss.{key}={value}"])
         said = str(caught.value)
-        users = ", ".join(readers(key))
-        assert f"loss.{key}: {loss} takes no loss.{key} (losses that do: {users}); " in said
-        listed = said.split(f"the keys {loss} reads: ")[1]
-        expected = ", ".join(f"loss.{k}" for k in READS[loss]) or "none of them"
+        made = f"loss.name={loss} does not read it (read with loss.name={either(readers(key))}); "
+        assert f": {made}" in said and f"loss.{key}=" in said.split(made)[0]
+        listed = said.split("; it reads ")[1]
+        expected = ", ".join(f"loss.{k}" for k in READS[loss]) or "no option of its own"
         assert listed == expected
 
 
@@ -99,8 +102,8 @@ def test_the_refusal_names_every_part_once():
     with pytest.raises(UserError) as caught:
         _load("full", ["loss.mu=3"])
     assert str(caught.value).endswith(
-        "loss.mu: lambdarank takes no loss.mu (losses that do: lambdaloss); "
-        "the keys lambdarank reads: loss.sigma, loss.k"
+        "loss.mu=3.0: loss.name=lambdarank does not read it (read with loss.name=lambdaloss); "
+        "it reads loss.sigma, loss.k"
     )
 
 
@@ -111,8 +114,8 @@ def test_a_key_a_searched_loss_reads_is_taken_and_one_none_reads_refused():
     with pytest.raises(UserError) as caught:
         _load("full", [*searched, "loss.mu=3"])
     assert str(caught.value).endswith(
-        "loss.mu: none of softmax, lambdarank takes loss.mu (losses that do: lambdaloss); "
-        "the keys they read: loss.sigma, loss.k"
+        "loss.mu=3.0: none of loss.name=softmax, lambdarank reads it (read with "
+        "loss.name=lambdaloss); they read loss.sigma, loss.k"
     )
 
 
@@ -122,8 +125,8 @@ def test_the_deep_baselines_name_their_section():
     with pytest.raises(UserError) as caught:
         load_config(BaselineConfig, ["method=resnet", "deep.loss.name=rmse", "deep.loss.k=4"])
     assert str(caught.value).endswith(
-        "deep.loss.k: rmse takes no deep.loss.k (losses that do: lambdarank, neural-ndcg, "
-        "lambdaloss); the keys rmse reads: none of them"
+        "deep.loss.k=4: deep.loss.name=rmse does not read it (read with deep.loss.name="
+        "lambdarank, neural-ndcg or lambdaloss); it reads no option of its own"
     )
 
 
@@ -179,7 +182,7 @@ def test_a_new_losss_keys_come_from_its_options(monkeypatch):
     monkeypatch.setitem(LOSSES, "scaled", Loss("scaled", MuOnly, scaled))
     assert LossConfig(name="scaled", mu=2.0).options == MuOnly(mu=2.0)
     assert readers("mu") == ["lambdaloss", "scaled"]
-    with pytest.raises(ValueError, match=r"loss\.k: scaled takes no .*reads: loss\.mu$"):
+    with pytest.raises(ValueError, match=r"loss\.k=2: loss\.name=scaled .*reads loss\.mu$"):
         LossConfig(name="scaled", k=2).check_taken(["scaled"])
-    with pytest.raises(ValueError, match=r"losses that do: lambdaloss, scaled\)"):
+    with pytest.raises(ValueError, match=r"read with loss\.name=lambdaloss or scaled\)"):
         LossConfig(name="softmax", mu=2.0).check_taken(["softmax"])

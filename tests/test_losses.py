@@ -347,13 +347,13 @@ def test_loss_config_passes_only_set_options() -> None:
 def test_an_option_no_loss_in_use_takes_is_refused() -> None:
     from scarce_ltr.finetune.config import LossConfig
 
-    # the pretraining objectives' form (tests/test_loss_options.py has every loss and key)
-    said = r"loss\.k: softmax takes no loss\.k \(losses that do: lambdarank, "
+    # every refusal's form, core.registry (tests/test_loss_options.py: every loss and key)
+    said = r"loss\.k=5: loss\.name=softmax does not read it \(read with loss\.name=lambdarank, "
     with pytest.raises(ValueError, match=said):
         LossConfig(name="softmax", k=5).check_taken(["softmax"])
     LossConfig(name="softmax", k=5).check_taken(["softmax", "lambdarank"])  # a searched loss's
     LossConfig(name="listnet", sigma=1.0).check_taken(["listnet"])  # the default: nothing set
-    said = r"deep\.loss\.mu: none of lambdarank, softmax takes deep\.loss\.mu"
+    said = r"deep\.loss\.mu=3\.0: none of deep\.loss\.name=lambdarank, softmax reads it"
     with pytest.raises(ValueError, match=said):
         LossConfig(mu=3.0).check_taken(["lambdarank", "softmax"], prefix="deep.")
 
@@ -363,11 +363,10 @@ def test_every_loss_option_is_a_loss_key() -> None:
     from dataclasses import fields
 
     from scarce_ltr.finetune.config import LossConfig
-    from scarce_ltr.losses import loss_options
 
     keys = {f.name for f in fields(LossConfig)} - {"name"}
-    assert loss_options("lambdarank") == ("sigma", "k") and loss_options("softmax") == ()
-    assert set().union(*(loss_options(name) for name in LOSSES)) == keys
+    assert LOSSES.reads("lambdarank") == ("sigma", "k") and LOSSES.reads("softmax") == ()
+    assert set().union(*(LOSSES.reads(name) for name in LOSSES)) == keys
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))

@@ -210,9 +210,9 @@ def test_seeded(method):
         ("rank-pretext", "pretext.n_tasks=-1", r"pretext\.n_tasks must be >= 0, got -1"),
         ("rank-pretext", "pretext.n_active=0", r"pretext\.n_active must be >= 1, got 0"),
         ("qg-bins", "augment.replace_p=1.5", r"augment\.replace_p must be in \[0, 1\]"),
-        ("rank-pretext", "pretext.n_bins=3", r"pretext\.n_bins: rank-pretext takes no"),
-        ("qg-bins", "augment.replace_source=qg", r"augment\.replace_source: qg-bins takes no"),
-        ("simclr-rank", "pretext.n_tasks=3", r"pretext\.n_tasks: simclr-rank takes no"),
+        ("rank-pretext", "pretext.n_bins=3", r"pretext\.n_bins=3: method=rank-pretext does not"),
+        ("qg-bins", "augment.replace_source=qg", r"augment\.replace_source=qg: method=qg-bins"),
+        ("simclr-rank", "pretext.n_tasks=3", r"pretext\.n_tasks=3: method=simclr-rank does not"),
     ],
 )
 def test_bad_options_are_refused_naming_the_key(method, setting, said):

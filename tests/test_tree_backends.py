@@ -119,16 +119,19 @@ def test_tree_runs_keep_their_folders_and_config_keys() -> None:
     ("method", "sections", "refused"),
     [
         # another backend's key: a silent no-op before
-        ("gbdt", {"xgboost": xgboost.XGBoostOptions(n_trials=5)}, "xgboost.n_trials=5: gbdt "
-         "takes no xgboost.* key (methods that do: xgboost); the sections gbdt reads: gbdt.*"),
+        ("gbdt", {"xgboost": xgboost.XGBoostOptions(n_trials=5)}, "xgboost.n_trials=5: "
+         "method=gbdt does not read it (read with method=xgboost); it reads gbdt.*"),
         ("resnet", {"catboost": catboost.CatBoostOptions(loss="QueryRMSE")},
-         "catboost.loss=QueryRMSE: resnet takes no catboost.* key"),
+         "catboost.loss=QueryRMSE: method=resnet does not read it"),
         # a nested section's key by its dotted name
         ("xgboost", {"deep": DeepBaselineOptions(encoder=EncoderConfig(width=64))},
-         "deep.encoder.width=64: xgboost takes no deep.* key (methods that do: resnet, deepfm, "
-         "dcnv2, dasalc); the sections xgboost reads: xgboost.*"),
-        ("dcnv2", {"gbdt": GBDTOptions(num_threads=1)}, "the sections dcnv2 reads: deep.*"),
-        ("gbdt", {"embedding": EmbeddingOptions(raw=False)}, "embedding.raw=False: gbdt takes"),
+         "deep.encoder.width=64: method=xgboost does not read it (read with method=resnet, "
+         "deepfm, dcnv2 or dasalc); it reads xgboost.*"),
+        ("dcnv2", {"gbdt": GBDTOptions(num_threads=1)}, "; it reads deep.*"),
+        ("gbdt", {"embedding": EmbeddingOptions(raw=False)}, "embedding.raw=False: method=gbdt"),
+        # every key set in the section is named
+        ("gbdt", {"xgboost": xgboost.XGBoostOptions(n_trials=5, max_rounds=9)},
+         "xgboost.n_trials=5, xgboost.max_rounds=9: method=gbdt does not read them"),
     ],
 )  # fmt: skip
 def test_a_section_the_method_does_not_read_is_refused(method, sections, refused) -> None:

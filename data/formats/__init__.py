@@ -10,12 +10,18 @@ format") lists what a new one touches.
 
 from __future__ import annotations
 
+from scarce_ltr.core.registry import Registry
 from scarce_ltr.data.formats import arrays, letor, table
 from scarce_ltr.data.formats.base import DataFormat
 
-# The one list of formats; the order is the one ``data.format``'s messages list.
-FORMATS: dict[str, DataFormat] = {
-    letor.NAME: letor.FORMAT,
-    arrays.NAME: arrays.FORMAT,
-    table.NAME: table.FORMAT,
-}
+# The one list of formats; the order is the one ``data.format``'s messages list. What each reads
+# (`DataFormat.keys`): the ``data.*`` keys of its options.
+FORMATS: Registry[DataFormat] = Registry(
+    "format",
+    {
+        letor.NAME: letor.FORMAT,
+        arrays.NAME: arrays.FORMAT,
+        table.NAME: table.FORMAT,
+    },
+    reads=lambda fmt: fmt.keys,
+)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scarce_ltr.core.registry import Registry
 from scarce_ltr.pretrain.encoders import build_encoder
 from scarce_ltr.pretrain.objectives.base import Objective
 from scarce_ltr.pretrain.objectives.dacl import DACL
@@ -34,26 +35,21 @@ def build_objective(cfg, *, n_features: int, features: np.ndarray | None = None)
     return objective.build(encoder, objective.options.of(cfg), n_features=n_features, **seed)
 
 
-def option_keys() -> tuple[str, ...]:
-    """Every key some objective reads, in the order of `OBJECTIVES` and their fields."""
-    return tuple(dict.fromkeys(k for o in OBJECTIVES.values() for k in o.options.keys()))
-
-
-def readers(key: str) -> list[str]:
-    """The methods whose options hold ``key``."""
-    return [name for name, o in OBJECTIVES.items() if key in o.options.keys()]
-
-
-OBJECTIVES: dict[str, type[Objective]] = {
-    "simclr-rank": SimCLRRank,
-    "simclr-sample": SimCLRSample,
-    "simclr": SimCLR,
-    "simsiam": SimSiam,
-    "scarf": SCARF,
-    "dacl": DACL,
-    "vime": VIME,
-    "subtab": SubTab,
-    # pretext tasks from the data's own structure (issue 60), not methods of the paper
-    "rank-pretext": RankPretext,
-    "qg-bins": QGBins,
-}
+# `OBJECTIVES.option_keys()`: every key some method reads; `.readers(key)`: the methods that do.
+OBJECTIVES: Registry[type[Objective]] = Registry(
+    "method",
+    {
+        "simclr-rank": SimCLRRank,
+        "simclr-sample": SimCLRSample,
+        "simclr": SimCLR,
+        "simsiam": SimSiam,
+        "scarf": SCARF,
+        "dacl": DACL,
+        "vime": VIME,
+        "subtab": SubTab,
+        # pretext tasks from the data's own structure (issue 60), not methods of the paper
+        "rank-pretext": RankPretext,
+        "qg-bins": QGBins,
+    },
+    reads=lambda objective: objective.options.keys(),
+)
