@@ -355,7 +355,7 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
         self._fitted()
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported: every QG counts the same in NDCG")
-        n = len(self._features(X))
+        n = self._features(X).shape[0]  # a sparse matrix has no len
         if qid is None and group is None:
             raise ValueError(
                 f"score needs qid (or group): NDCG is a mean over QGs. In scikit-learn's tools "

@@ -18,6 +18,7 @@ every fitted attribute ends in ``_``.
 from __future__ import annotations
 
 import json
+import shutil
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,7 +27,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from scarce_ltr import __version__
-from scarce_ltr.api import aliases
+from scarce_ltr.api import aliases, lightgbm_face
 from scarce_ltr.api.base import ESTIMATOR_FORMAT, NAN_TREES, Ranker, Workspace
 from scarce_ltr.api.inputs import MISSING_POLICIES
 from scarce_ltr.api.stages import StageCall
@@ -110,7 +111,10 @@ class PretrainedRanker(Ranker):
 
 
 class TreeRanker(Ranker):
-    """A baseline of ``./run.sh baseline``: the trees ``gbdt`` (the paper's grid),
+    """``lightgbm`` (the default): ``lightgbm.LGBMRanker`` itself, the same arguments training
+    the same model (`scarce_ltr.api.lightgbm_face`). Any other method is a baseline of
+    ``./run.sh baseline``, searched and early-stopped on vali: the trees ``gbdt`` (the paper's
+    grid),
     ``gbdt-optuna``, ``catboost``, ``xgboost``, the hybrid ``gbdt-ssl`` (LightGBM on the
     features and a pretrained encoder's embeddings: ``pretrained=`` as for `PretrainedRanker`,
     else an encoder pretrained in fit with ``pretrain_method``) and the other baselines.
@@ -120,7 +124,8 @@ class TreeRanker(Ranker):
 
     _parameter_constraints: ClassVar[dict] = {
         **Ranker._parameter_constraints,
-        "method": [StrOptions(set(BASELINES))],
+        "method": [StrOptions({lightgbm_face.METHOD, *BASELINES})],
+        "verbose": [Interval(Integral, -1, None, closed="left"), "boolean"],  # -1: LightGBM's
         "pretrain_method": [PRETRAINING],
         "n_estimators": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
@@ -130,7 +135,7 @@ class TreeRanker(Ranker):
 
     def __init__(
         self,
-        method: str = "gbdt",
+        method: str = lightgbm_face.METHOD,
         *,
         n_estimators: int | None = None,
         learning_rate: float | None = None,
@@ -157,7 +162,50 @@ class TreeRanker(Ranker):
         self.verbose = verbose
         self._set_config(config)
 
+    def fit(
+        self, X, y, qid=None, *, group=None, unlabeled=None, eval_set=None, eval_group=None,
+        eval_names=None, eval_at=None, eval_metric=None, sample_weight=None,
+        eval_sample_weight=None, init_score=None, eval_init_score=None, init_model=None,
+        feature_name="auto", categorical_feature="auto", callbacks=None, eval_X=None, eval_y=None,
+    ) -> TreeRanker:  # fmt: skip
+        """LightGBM's ``LGBMRanker.fit`` for ``lightgbm`` (every argument as LightGBM takes it;
+        ``qid=`` ids too); `Ranker.fit`, the stages, for the other methods."""
+        given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        if self.method != lightgbm_face.METHOD:
+            return super().fit(**given)
+        self._validate_params()
+        model, taken, n_groups = lightgbm_face.fit(self, **given)
+        self._reset()  # a refit keeps nothing of the fit before
+        workspace = Workspace(self.work_dir)
+        try:
+            lightgbm_face.adopt(self, model, taken, n_groups, workspace)
+        except BaseException:
+            shutil.rmtree(workspace.path, ignore_errors=True)
+            self._reset()
+            raise
+        return self
+
+    def predict(self, X, qid=None, *, group=None) -> np.ndarray:
+        """``[n_items]`` float64 scores in the input order (``lightgbm``: as
+        ``LGBMRanker.predict`` gives them, the input's dtype kept)."""
+        if self.method != lightgbm_face.METHOD:
+            return super().predict(X, qid, group=group)
+        return lightgbm_face.predict(self, X, qid, group)
+
+    def _features(self, X):
+        if self.method != lightgbm_face.METHOD:
+            return super()._features(X)
+        return lightgbm_face.predict_input(self, X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if self.method == lightgbm_face.METHOD:
+            tags.input_tags.categorical = True
+        return tags
+
     def config_params(self) -> dict[str, Any]:
+        if self.method == lightgbm_face.METHOD:  # LightGBM's parameters go to LGBMRanker
+            return lightgbm_face.own_config(self)
         defaults = {"data__transform": "none"} if self.method in NAN_TREES else {}
         return defaults | super().config_params()
 
@@ -203,7 +251,7 @@ class TreeRanker(Ranker):
 
     def _missing_policy(self) -> str:
         if self.missing is None:
-            return "keep" if self.method in NAN_TREES else "raise"
+            return "keep" if self.method in (*NAN_TREES, lightgbm_face.METHOD) else "raise"
         if self.missing == "keep" and self.method not in NAN_TREES:
             raise ValueError(f"{self.method} needs every value: missing='raise' or 'median'")
         return self.missing

@@ -209,9 +209,13 @@ class LightGBMAttributes:
 
     @property
     def n_estimators_(self) -> int | None:
-        """The rounds of the kept booster (early stopping's best; LightGBM's counts all)."""
-        self._fitted()
-        return self.best_iteration_
+        """The rounds of the booster (LightGBM's: its trees, which early stopping cuts to the
+        best round; the searched methods keep the chosen rounds); other models: the rounds
+        kept, or None."""
+        booster = booster_of(self._fitted())
+        if booster is not None:
+            return int(booster.current_iteration())
+        return getattr(self, "best_iteration_", None)
 
     n_iter_ = n_estimators_
 

@@ -253,7 +253,7 @@ def test_bad_input_gets_one_clear_message_and_leaves_no_run_folder(splits, tmp_p
     with pytest.raises(ValueError, match="unknown keyword 'epoch'"):
         PretrainedRanker(epoch=3, work_dir=work).fit(x, y, qid, eval_set=vali)
     with pytest.raises(ValueError, match="sets scarcity itself"):
-        TreeRanker(scarcity__fraction=0.5, work_dir=work).fit(x, y, qid, eval_set=vali)
+        TreeRanker("gbdt", scarcity__fraction=0.5, work_dir=work).fit(x, y, qid, eval_set=vali)
     # a value a stage refuses: its one message, and the fit's folder is gone
     with pytest.raises(UserError, match="gbdt.max_rounds"):
         TreeRanker("gbdt", gbdt__max_rounds=-1, work_dir=work).fit(x, y, qid, eval_set=vali)

@@ -177,14 +177,14 @@ def test_aliases_are_the_config_keys_lightgbm_names_stand_for() -> None:
     assert (config["gbdt__grid"], config["gbdt__min_data_in_leaf"]) == ("full", [5])
     assert config["gbdt__num_leaves"] == [31] and config["gbdt__feature_fraction"] == [1.0]
     assert TreeRanker("catboost", n_estimators=50).config_params()["catboost__max_rounds"] == 50
-    seed = TreeRanker(random_state=np.random.RandomState(0)).config_params()["seed"]
+    seed = TreeRanker("gbdt", random_state=np.random.RandomState(0)).config_params()["seed"]
     assert seed == np.random.RandomState(0).randint(np.iinfo(np.int32).max)
     with pytest.raises(ValueError, match="set twice"):
-        TreeRanker(n_estimators=5, num_iterations=6).config_params()
+        TreeRanker("gbdt", n_estimators=5, num_iterations=6).config_params()
     with pytest.raises(ValueError, match="random_state and seed"):
-        TreeRanker(random_state=1, seed=2).config_params()
+        TreeRanker("gbdt", random_state=1, seed=2).config_params()
     with pytest.raises(ValueError, match="class_weight: a ranker has no classes"):
-        TreeRanker(class_weight="balanced").config_params()
+        TreeRanker("gbdt", class_weight="balanced").config_params()
     with pytest.raises(ValueError, match="boosting keywords"):
         TreeRanker("resnet", n_estimators=5).config_params()
 
