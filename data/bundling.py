@@ -20,6 +20,26 @@ def write_run_bundle(
 ) -> Path:
     """``<run>/bundle/``: ``model`` (its ``kind`` and description) and ``files`` beside the
     fitted transform, the feature count and indices, the label setting and the vali metric."""
+    setting = run.identity.setting
+    keys = run.identity.report_keys() | {"folder": str(run.folder.resolve())}
+    return write_model_bundle(
+        run.folder, prepared, metrics, model, files, setting=setting, run=keys
+    )
+
+
+def write_model_bundle(
+    folder: Path,
+    prepared: PreparedData,
+    metrics: dict,
+    model: dict,
+    files: dict[str, bytes],
+    *,
+    setting: str,
+    run: dict | None,
+) -> Path:
+    """``<folder>/bundle/`` as `write_run_bundle` writes it, for a model trained in a run
+    (``run``: its identity's keys and folder) or in memory (None); ``setting``: the label
+    setting's tag; ``metrics``: the vali metrics it was chosen on (``{"vali": {...}}``)."""
     transform, arrays = prepared.transform.to_bundle()
     files = dict(files)
     if arrays:
@@ -34,7 +54,7 @@ def write_run_bundle(
         "feature_indices": list(range(1, prepared.n_features + 1)),  # LETOR's 1-based indices
         "transform": transform | {"file": TRANSFORM_FILE if arrays else None},
         "outliers": outliers,  # the rule that names a new file's outlier QGs (raw features)
-        "label_setting": run.identity.setting,
+        "label_setting": setting,
         "selection": {
             "split": "vali",
             "metric": SELECTION_METRIC,
@@ -42,8 +62,8 @@ def write_run_bundle(
             "val_labels": metrics.get("val_labels"),
             "policy": metrics.get("policy"),
         },
-        "run": run.identity.report_keys() | {"folder": str(run.folder.resolve())},
+        "run": run,
     }
     if prepared.feature_names is not None:  # a table's columns: predict matches them by name
         manifest["feature_names"] = list(prepared.feature_names)
-    return write_bundle(run.folder, manifest, files)
+    return write_bundle(folder, manifest, files)

@@ -12,7 +12,8 @@ ensemble, data-info) passes them on, through a transform fitted on the finite va
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -57,25 +58,47 @@ MISSING = ("raise", "keep")
 def prepare_data(cfg: CommonConfig, *, missing: str = "raise") -> PreparedData:
     """``cfg``: a stage's config (every stage's extends `CommonConfig`);
     ``missing``: ``raise`` refuses a missing feature value, ``keep`` keeps it as NaN (see the
-    module docstring)."""
+    module docstring). The data set ``cfg.data`` names, read, then `prepare_splits`."""
     if missing not in MISSING:
         raise ValueError(f"missing must be one of {', '.join(MISSING)}, got {missing!r}")
     loaded = load_data(cfg.data)
-    raw = loaded.splits
+    check_missing(loaded, missing=missing, outliers=cfg.data.outliers.method)
+    files = {s: str(path) for s in ("train", "vali") if (path := split_file(cfg.data, s))}
+    return prepare_splits(cfg, loaded.splits, files=files, feature_names=loaded.feature_names)
+
+
+def prepare_splits(
+    cfg: CommonConfig,
+    splits: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    files: dict[str, str] | None = None,
+    feature_names: list[str] | None = None,
+) -> PreparedData:
+    """In-memory splits as a stage trains on them: ``splits`` holds raw ``train`` and ``vali``
+    (and ``test``: without one, vali stands in and no QG is an outlier); ``labeled``
+    (``[n_train_groups]`` bool): the labeled train QGs, None: ``cfg.scarcity``'s seeded draw.
+    The missing values are the caller's to check (`check_missing` for a data set's files)."""
+    absent = [s for s in ("train", "vali") if s not in splits]
+    if absent:
+        raise ValueError(f"data needs a {absent[0]} split (a RankingSplit); got {sorted(splits)}")
+    raw = dict(splits)
     out_cfg = cfg.data.outliers
-    check_missing(loaded, missing=missing, outliers=out_cfg.method)
+    method = out_cfg.method
+    if "test" not in raw:
+        raw["test"], method = replace(raw["vali"], name="test"), "none"
     # The knn detector works in the transformed space; the histogram one on raw values.
     transform = fit_transform(cfg.data.transform, raw["train"], clip=cfg.data.clip)
     train, vali, test = (transform(raw[s]) for s in ("train", "vali", "test"))
     reference = {
         "histogram": np.asarray(raw["vali"].features),
         "knn": train.features,
-    }.get(out_cfg.method)
+    }.get(method)
     try:
         test_outliers, outlier_info = detect_outlier_groups(
-            method=out_cfg.method,
+            method=method,
             reference=reference,
-            split=raw["test"] if out_cfg.method == "histogram" else test,
+            split=raw["test"] if method == "histogram" else test,
             target_share=out_cfg.target_share,
             gap=out_cfg.gap,
             qids=out_cfg.qids,
@@ -87,12 +110,11 @@ def prepare_data(cfg: CommonConfig, *, missing: str = "raise") -> PreparedData:
     except ValueError as exc:
         raise UserError(f"data.outliers: {exc}") from None
     bounds = None
-    if out_cfg.method == "histogram":
+    if method == "histogram":
         options = dict(n_bins=out_cfg.n_bins, max_tail_share=out_cfg.max_tail_share)
         lower, upper = histogram_bounds(reference, gap=outlier_info["gap"], **options)
         bounds = {"lower": lower, "upper": upper}
-    labels = apply_scarcity(train, vali, cfg.scarcity, seed=cfg.seed)
-    files = {s: str(path) for s in ("train", "vali") if (path := split_file(cfg.data, s))}
+    labels = apply_scarcity(train, vali, cfg.scarcity, seed=cfg.seed, labeled=labeled)
     return PreparedData(
         train=labels.train,
         vali=labels.vali,
@@ -102,8 +124,8 @@ def prepare_data(cfg: CommonConfig, *, missing: str = "raise") -> PreparedData:
         outlier_info=outlier_info,
         transform=transform,
         outlier_bounds=bounds,
-        files=files,
-        feature_names=loaded.feature_names,
+        files=files or {},
+        feature_names=feature_names,
     )
 
 

@@ -126,10 +126,26 @@ def binarize_labels(
 
 
 def apply_scarcity(
-    train: RankingSplit, vali: RankingSplit, config: ScarcityConfig, *, seed: int
+    train: RankingSplit,
+    vali: RankingSplit,
+    config: ScarcityConfig,
+    *,
+    seed: int,
+    labeled: np.ndarray | None = None,
 ) -> LabelSetting:
+    """The label setting of ``config`` on ``train`` and ``vali``; ``labeled`` (``[n_train_groups]``
+    bool): the train QGs that carry labels, given (an estimator's, a notebook's) instead of drawn
+    at ``config.fraction``."""
     fraction, seed = config.fraction, config.label_seed(seed)
-    train_mask = draw_groups(train.n_groups, fraction, seed=seed, stream=_TRAIN_STREAM)
+    if labeled is None:
+        train_mask = draw_groups(train.n_groups, fraction, seed=seed, stream=_TRAIN_STREAM)
+    else:
+        train_mask = np.array(labeled, dtype=bool, copy=True)
+        if train_mask.shape != (train.n_groups,):
+            raise ValueError(
+                f"labeled must be a [n_groups] bool mask over train's {train.n_groups} QGs, "
+                f"got shape {train_mask.shape}"
+            )
     if config.val == "same":
         vali_mask = draw_groups(vali.n_groups, fraction, seed=seed, stream=_VALI_STREAM)
     else:

@@ -72,7 +72,7 @@ RESULT_KEYS = (
 class Candidate:
     """One point of a grid: where it trains, at which rate, and how its model is built."""
 
-    folder: Path  # ``grid/<name>/``, or the run folder for a grid of one rate
+    folder: Path | None  # ``grid/<name>/``, the run folder for a grid of one rate; None: memory
     lr: float
     keys: dict  # the point's own keys, first in its result: ``{"lr": 1e-3}``
     # ``(model, spec, source)`` of a fresh model, called just after seeding
@@ -154,7 +154,7 @@ def run_grid(
 
 
 def train_grid(
-    run_folder: Path,
+    run_folder: Path | None,
     training: GridTraining,
     candidates: Sequence[Candidate],
     *,
@@ -178,30 +178,33 @@ def train_grid(
 
 
 def train_point(training: GridTraining, candidate: Candidate, *, in_grid: bool) -> TrainedPoint:
-    """Train ``candidate`` in its folder; a grid point finished before is read back instead."""
-    grid_point = GridPoint(candidate.folder)
-    finished = grid_point.result() if in_grid else None
+    """Train ``candidate`` in its folder; a grid point finished before is read back instead.
+    A candidate without a folder trains in memory: no checkpoint, no ``model.pt``."""
+    grid_point = None if candidate.folder is None else GridPoint(candidate.folder)
+    finished = grid_point.result() if in_grid and grid_point is not None else None
     if finished is not None:
         return TrainedPoint(candidate, finished)
     cfg = training.cfg
     seed_everything(cfg.seed)  # every point starts from the same model and data order
     model, spec, source = candidate.build()
-    candidate.folder.mkdir(parents=True, exist_ok=True)
+    if candidate.folder is not None:
+        candidate.folder.mkdir(parents=True, exist_ok=True)
     try:
         fitted = _fit_point(training, candidate, model)
     except TrialPruned as stop:  # finished as pruned: no model to keep, never chosen
         values = _fit_values(stop.fitted) | {BEST_VALI: math.nan}
         result = candidate.keys | {key: values[key] for key in training.result_keys}
         result[PRUNED] = True
-        if in_grid:
+        if in_grid and grid_point is not None:
             grid_point.finish(result | training.point_extra)
         return TrainedPoint(candidate, result)
     data = {"name": cfg.data.name, "transform": cfg.data.transform}
     data["n_features"] = training.prepared.n_features
-    save_model(candidate.folder, model, spec=spec, data=data, source=source)
+    if candidate.folder is not None:
+        save_model(candidate.folder, model, spec=spec, data=data, source=source)
     values = _fit_values(fitted)
     result = candidate.keys | {key: values[key] for key in training.result_keys}
-    if in_grid:  # done on its own, so an interrupted grid resumes after it
+    if in_grid and grid_point is not None:  # done on its own: an interrupted grid resumes after it
         grid_point.finish(result | training.point_extra)
     return TrainedPoint(candidate, result, model, spec, source)
 
@@ -217,7 +220,7 @@ def _fit_point(training: GridTraining, candidate: Candidate, model: nn.Module) -
         metrics_cfg=cfg.metrics,
         runtime=training.runtime,
         seed=cfg.seed,
-        checkpoint=candidate.folder / CHECKPOINT,
+        checkpoint=None if candidate.folder is None else candidate.folder / CHECKPOINT,
         log=candidate.log,
         meta=training.meta,
         desc=candidate.desc,

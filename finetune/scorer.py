@@ -42,16 +42,22 @@ class TorchScorer:
 
     def score(self, raw: RankingSplit, transform: FeatureTransform) -> np.ndarray:
         """``[n_items]`` float64 scores of raw features, transformed and scored piece by piece."""
-        runtime = Runtime(device=torch.device("cpu"))
-        scores = np.zeros(raw.n_items, dtype=np.float64)
-        buffer = None
-        for rows, piece in pieces.pieces_of(raw, self.item_budget):
-            buffer = pieces.piece_buffer(buffer, piece)
-            split = transform(piece, out=buffer)
-            scores[rows] = predict(
-                self.module, split, runtime=runtime, item_budget=self.item_budget
-            )
-        return scores
+        return score_raw(self.module, raw, transform, item_budget=self.item_budget)
+
+
+def score_raw(
+    module: torch.nn.Module, raw: RankingSplit, transform: FeatureTransform, *, item_budget: int
+) -> np.ndarray:
+    """``[n_items]`` float64 scores of raw features on the CPU, transformed and scored piece by
+    piece of ``item_budget`` items: a bundle's scores, and an in-memory ranker's the same."""
+    runtime = Runtime(device=torch.device("cpu"))
+    scores = np.zeros(raw.n_items, dtype=np.float64)
+    buffer = None
+    for rows, piece in pieces.pieces_of(raw, item_budget):
+        buffer = pieces.piece_buffer(buffer, piece)
+        split = transform(piece, out=buffer)
+        scores[rows] = predict(module, split, runtime=runtime, item_budget=item_budget)
+    return scores
 
 
 def built_like(build: Callable[[], torch.nn.Module], state: dict[str, torch.Tensor]):

@@ -22,32 +22,44 @@ loss, input noise and head size; the vali-best trial is kept and scores test onc
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 from torch import nn
 
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.seeding import seed_everything
+from scarce_ltr.core.tracking import Tracker
 from scarce_ltr.data.pipeline import (
     PreparedData,
     prepare_data,
+    prepare_splits,
     require_labeled_vali,
     require_relevant_labels,
 )
+from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.finetune import search
+from scarce_ltr.finetune.building import build_ranker
 from scarce_ltr.finetune.combine import build_combined
-from scarce_ltr.finetune.config import FinetuneConfig
-from scarce_ltr.finetune.grid import BEST_VALI, Candidate, GridTraining, TrainedPoint, run_grid
+from scarce_ltr.finetune.config import COMBINE, FinetuneConfig
+from scarce_ltr.finetune.fitted import FinetunedRanker
+from scarce_ltr.finetune.grid import (
+    BEST_VALI,
+    Candidate,
+    GridTraining,
+    TrainedPoint,
+    run_grid,
+    train_grid,
+)
 from scarce_ltr.finetune.loop import CHECKPOINT
-from scarce_ltr.finetune.model import Ranker, count_parameters, head_on, ranker_spec
+from scarce_ltr.finetune.model import count_parameters
 from scarce_ltr.finetune.run_settings import check_identity, checkpoint_meta, run_identity
-from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.pretrain.checkpoint import Encoder
 from scarce_ltr.search.trial_folders import GridPoint
 
 
@@ -82,6 +94,57 @@ def main(cfg: FinetuneConfig, run: Run) -> Outcome:
         ]
         report = partial(_report, cfg=cfg, prepared=prepared, runtime=runtime, identity=identity)
         return run_grid(run, training, candidates, report=report)
+    finally:
+        runtime.close()
+
+
+def fit(
+    cfg: FinetuneConfig,
+    data: Mapping[str, RankingSplit],
+    encoder: Encoder | None = None,
+    labeled: np.ndarray | None = None,
+    *,
+    run: Run | None = None,
+) -> FinetunedRanker:
+    """Finetune on in-memory splits: ``data`` holds raw ``train`` and ``vali`` `RankingSplit`s
+    (``test`` optional), transformed as ``cfg.data.transform`` says (fit on train); ``encoder``:
+    a pretrained `Encoder` (``scarce_ltr.pretrain.train.fit``'s), in place of ``cfg.pretrained``
+    (None: what ``cfg.pretrained`` names, a run folder or a fresh encoder); ``labeled``: the
+    labeled train QGs, ``[n_groups]`` bool (None: ``cfg.scarcity``'s seeded draw). Each point of
+    ``lrs`` trains, the vali-best is returned, nothing scored on test. No file is written unless
+    ``run`` is given (a started `core.runs.Run`: each point's checkpoint and ``model.pt`` there,
+    an interrupted fit resumed; its report and bundle are the caller's). The same config,
+    splits, encoder and labels give the command's model, bit for bit."""
+    if encoder is not None:
+        if cfg.strategy == COMBINE:
+            raise ValueError("encoder: combine finetunes the models of runs=[...], not an encoder")
+        named = f"<in memory: {encoder.method}>" if encoder.folder is None else encoder.folder
+        cfg = replace(cfg, pretrained=str(named))  # its name in records; `encoder` trains
+    if cfg.search.on and run is None:
+        raise UserError(
+            "search.n_trials: a search keeps its trials and study in a run folder; give run= "
+            "(or run ./run.sh finetune)"
+        )
+    seed_everything(cfg.seed)
+    runtime = cfg.runtime()
+    try:
+        prepared = prepare_splits(cfg, data, labeled=labeled)
+        require_relevant_labels(prepared)
+        require_labeled_vali(prepared)
+        tracker, identity = Tracker(), run_identity(cfg)
+        training = _training(cfg, prepared, runtime, tracker, identity)
+        out_dir = None if run is None else run.folder
+        folders = {
+            point: None if out_dir is None else _point_folder(cfg, out_dir, *point)
+            for point in grid_points(cfg)
+        }
+        candidates = [
+            _candidate(cfg, prepared, lr, folder, l2sp=alpha, log=lambda row: None, encoder=encoder)
+            for (lr, alpha), folder in folders.items()
+        ]
+        chosen = train_grid(out_dir, training, candidates)[0]
+        return FinetunedRanker(chosen.model, chosen.spec, prepared, cfg.eval_item_budget,
+                               chosen.result, chosen.source)  # fmt: skip
     finally:
         runtime.close()
 
@@ -264,10 +327,11 @@ def _candidate(
     cfg: FinetuneConfig,
     prepared: PreparedData,
     lr: float,
-    folder: Path,
+    folder: Path | None,
     *,
     log: Callable[[dict], None],
     l2sp: float | None = None,
+    encoder: Encoder | None = None,
 ) -> Candidate:
     """The rate ``lr`` (and L2-SP alpha ``l2sp``, default ``cfg.l2sp``) as a grid point: its
     model built fresh (pretrained encoder, new head), its epochs given to ``log``."""
@@ -277,7 +341,7 @@ def _candidate(
         folder=folder,
         lr=lr,
         keys={"lr": lr} | _point_keys(cfg, lr, alpha),
-        build=partial(_build, cfg, prepared),
+        build=partial(_build, cfg, prepared, encoder),
         desc=f"finetune {cfg.strategy}{' ' + label if label else ''}",
         log=log,
         options=cfg.train_options(lr, alpha),
@@ -294,12 +358,14 @@ def _grid_log(
     return lambda row: tracker.log(row | label, step=index * epochs + row["epoch"])
 
 
-def _build(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[nn.Module, dict, dict]:
+def _build(
+    cfg: FinetuneConfig, prepared: PreparedData, encoder: Encoder | None = None
+) -> tuple[nn.Module, dict, dict]:
     """A fresh model (the pretrained encoder loaded again, a new head) and its source."""
     if cfg.strategy == "combine":
         model, spec, source = build_combined(cfg, prepared)
     else:
-        model, spec, source = build_ranker(cfg, prepared)
+        model, spec, source = build_ranker(cfg, prepared, encoder)
     label_seed = cfg.scarcity.label_seed(cfg.seed)
     source |= {"label_setting": cfg.scarcity.tag, "seed": cfg.seed, "label_seed": label_seed}
     return model, spec, source
@@ -318,53 +384,3 @@ def pretraining_name(cfg: FinetuneConfig, source: dict) -> str | None:
 def _grid_row(result: dict) -> dict:
     keys = ("lr", "l2sp", BEST_VALI, "best_epoch", "epochs_trained")
     return {k: result[k] for k in keys if k in result}
-
-
-def build_ranker(cfg: FinetuneConfig, prepared: PreparedData) -> tuple[Ranker, dict, dict]:
-    """``(model, spec, source)``: the encoder (pretrained or fresh) with a new head."""
-    if cfg.from_scratch:
-        encoder_cfg = cfg.encoder
-        # Piecewise-linear embeddings take their bins from the train items (features only).
-        encoder = build_encoder(
-            encoder_cfg, n_features=prepared.n_features, features=prepared.train.features
-        )
-        source: dict = {"pretrained": None, "method": None}
-    else:
-        encoder, encoder_cfg, source = load_pretrained(cfg, prepared)
-    head = head_on(encoder, cfg.head, hidden=cfg.head_hidden, dropout=cfg.head_dropout)
-    spec = ranker_spec(
-        n_features=prepared.n_features,
-        encoder=encoder_cfg,
-        head=cfg.head,
-        hidden=cfg.head_hidden,
-        dropout=cfg.head_dropout,
-    )
-    return Ranker(encoder=encoder, head=head), spec, source
-
-
-def load_pretrained(cfg: FinetuneConfig, prepared: PreparedData):
-    """The pretrained encoder of ``cfg.pretrained``, checked against the data."""
-    from scarce_ltr.pretrain.checkpoint import load_pretrained_encoder
-
-    path = Path(cfg.pretrained)
-    encoder, info = load_pretrained_encoder(path)
-    if info["n_features"] != prepared.n_features:
-        raise UserError(
-            f"pretrained={cfg.pretrained}: the encoder takes {info['n_features']} features; "
-            f"data {cfg.data.name} has {prepared.n_features}"
-        )
-    encoder_cfg = info["encoder_config"]
-    if cfg.encoder not in (EncoderConfig(), encoder_cfg):
-        raise UserError(
-            f"encoder.* keys were set, but the encoder comes from pretrained={cfg.pretrained} "
-            f"({encoder_cfg}); leave them out, or use pretrained=none"
-        )
-    data = info.get("data", {})
-    if data.get("transform") not in (None, cfg.data.transform):
-        print(
-            f"warning: the encoder was pretrained on features with transform "
-            f"{data.get('transform')}; this run uses {cfg.data.transform}",
-            file=sys.stderr,
-        )
-    source = {"pretrained": str(path.resolve()), "method": info.get("method")}
-    return encoder, encoder_cfg, source

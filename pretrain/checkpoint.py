@@ -11,9 +11,10 @@ folder, no encoder yet, an unreadable or foreign file) is one `UserError`.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from scarce_ltr.core.checkpointing import (
@@ -30,6 +31,56 @@ ENCODER_FILE = "encoder.pt"
 _KEYS = ("method", "n_features", "encoder_config", "state_dict", "data")
 
 
+@dataclass(eq=False)
+class Encoder:
+    """A pretrained encoder in memory: what `scarce_ltr.pretrain.train.fit` returns and
+    `scarce_ltr.finetune.train.fit` finetunes; `save` writes it as ``encoder.pt``, `load` reads
+    one back. ``state``: its weights on the CPU, as ``encoder.pt`` holds them."""
+
+    method: str
+    n_features: int
+    config: EncoderConfig
+    state: dict
+    data: dict = field(default_factory=dict)  # {"name", "transform"} it was pretrained on
+    epochs: int | None = None
+    folder: Path | None = None  # where it was saved or loaded from; None: in memory only
+
+    @classmethod
+    def of(cls, encoder: nn.Module, **info) -> Encoder:
+        state = {k: v.detach().cpu().clone() for k, v in encoder.state_dict().items()}
+        return cls(state=state, **info)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> Encoder:
+        """The encoder of a pretraining run folder (`load_pretrained_encoder`'s checks)."""
+        with torch.random.fork_rng(devices=[]):  # building it draws; the caller's stream stays
+            module, info = load_pretrained_encoder(run_dir)
+        return cls.of(
+            module, method=info["method"], n_features=info["n_features"],
+            config=info["encoder_config"], data=info["data"], epochs=info["epochs"],
+            folder=Path(run_dir),
+        )  # fmt: skip
+
+    def module(self) -> nn.Module:
+        """A fresh copy on the CPU, in eval mode, built as `load_pretrained_encoder` builds it
+        (the same random draws before its weights are loaded: a ranker finetuned on it equals
+        one finetuned on its ``encoder.pt``)."""
+        encoder = build_encoder(self.config, n_features=self.n_features)
+        load_module_state(encoder, self.state, path=self.folder or Path("."), what="the encoder")
+        return encoder.eval()
+
+    def save(self, run_dir: str | Path) -> Path:
+        """``<run_dir>/encoder.pt`` (the folder made if needed); ``pretrained=<run_dir>``
+        finetunes it from the command line."""
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        data = self.data or {"name": "", "transform": ""}
+        path = _write(Path(run_dir) / ENCODER_FILE, self.state, method=self.method,
+                      n_features=self.n_features, encoder_config=self.config, data=data,
+                      epochs=self.epochs or 0)  # fmt: skip
+        self.folder = Path(run_dir)
+        return path
+
+
 def save_encoder(
     run_dir: Path,
     encoder: nn.Module,
@@ -40,8 +91,15 @@ def save_encoder(
     data: dict,
     epochs: int,
 ) -> Path:
-    path = Path(run_dir) / ENCODER_FILE
     state = {k: v.detach().cpu().clone() for k, v in encoder.state_dict().items()}
+    return _write(Path(run_dir) / ENCODER_FILE, state, method=method, n_features=n_features,
+                  encoder_config=encoder_config, data=data, epochs=epochs)  # fmt: skip
+
+
+def _write(
+    path: Path, state: dict, *, method: str, n_features: int, encoder_config: EncoderConfig,
+    data: dict, epochs: int,
+) -> Path:  # fmt: skip
     save_checkpoint(
         path,
         {

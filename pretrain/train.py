@@ -16,8 +16,8 @@ after every epoch); `_Pretraining` is what its steps do.
 from __future__ import annotations
 
 import os
-import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -25,23 +25,26 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from scarce_ltr.core.collectives import sync_batchnorm
 from scarce_ltr.core.device import Runtime
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.optim import make_optimizer, set_learning_rate
+from scarce_ltr.core.optim import set_learning_rate
 from scarce_ltr.core.progress import eta
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.core.seeding import derive_seed, generator
-from scarce_ltr.core.tracking import ProgressBar
+from scarce_ltr.core.tracking import ProgressBar, Tracker
 from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.batching import DeviceSplit
-from scarce_ltr.data.pipeline import prepare_data
+from scarce_ltr.data.pipeline import PreparedData, prepare_data, prepare_splits
 from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.pretrain.checkpoint import save_encoder
+from scarce_ltr.pretrain.checkpoint import Encoder
 from scarce_ltr.pretrain.config import PretrainConfig
 from scarce_ltr.pretrain.monitor import Monitor
-from scarce_ltr.pretrain.objectives import OBJECTIVES, build_objective
+from scarce_ltr.pretrain.objectives import OBJECTIVES
 from scarce_ltr.pretrain.objectives.base import Objective
+from scarce_ltr.pretrain.parts import build as _build
+from scarce_ltr.pretrain.parts import chosen_encoder, save_chosen
+from scarce_ltr.pretrain.parts import device_split as _device_split
+from scarce_ltr.pretrain.parts import ssl_val as _ssl_val
 from scarce_ltr.pretrain.pretraining_set import (
     check_pretraining_set,
     fake_group_split,
@@ -49,7 +52,7 @@ from scarce_ltr.pretrain.pretraining_set import (
     pretraining_split,
 )
 from scarce_ltr.pretrain.report import log_epoch, pretrain_report
-from scarce_ltr.pretrain.ssl_val import SslVal, ssl_val_split
+from scarce_ltr.pretrain.ssl_val import SslVal
 from scarce_ltr.pretrain.training_state import (
     Progress,
     resume_training_state,
@@ -68,6 +71,7 @@ class SimulatedCrash(RuntimeError):
 class PretrainResult:
     objective: Objective
     outcome: Outcome
+    encoder: Encoder | None = None  # the chosen encoder (None on DDP ranks but the first)
 
 
 def main(cfg: PretrainConfig, run: Run) -> Outcome:
@@ -76,18 +80,65 @@ def main(cfg: PretrainConfig, run: Run) -> Outcome:
 
 
 def pretrain(cfg: PretrainConfig, run: Run) -> PretrainResult:
-    """Train and return the objective too (tests look at its weights)."""
+    """The command's pretraining: the data set ``cfg.data`` names, read and prepared
+    (`data.pipeline.prepare_data`), trained in ``run`` (resumed from its checkpoint), and
+    ``encoder.pt`` written; the objective too (tests look at its weights)."""
     runtime = cfg.runtime()
     try:
-        return _fit(cfg, run, runtime)
+        torch.manual_seed(cfg.seed)
+        trained = _train(cfg, prepare_data(cfg), runtime, run)
+        split, objective, progress = trained.split, trained.objective, trained.progress
+        report = pretrain_report(cfg, split, objective, runtime, progress, done=True)
+        outcome, encoder = Outcome(report), None
+        if runtime.is_main:  # rank 0 writes the encoder; the command line then finishes the run
+            encoder = chosen_encoder(cfg, objective, progress, n_features=split.n_features)
+            outcome = save_chosen(run, encoder, progress, report)
+        runtime.barrier()
+        return PretrainResult(objective, outcome, encoder)
     finally:
         runtime.close()
 
 
-def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
-    out_dir = the_run.folder
-    torch.manual_seed(cfg.seed)
-    prepared = prepare_data(cfg)
+def fit(
+    cfg: PretrainConfig,
+    data: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    run: Run | None = None,
+) -> Encoder:
+    """Pretrain on in-memory splits: ``data`` holds raw ``train`` and ``vali`` `RankingSplit`s
+    (``test`` optional), transformed as ``cfg.data.transform`` says (fit on train);
+    ``labeled``: the labeled train QGs (``[n_groups]`` bool; None: ``cfg.scarcity``'s draw; only
+    the monitor's probes read labels). No file is written unless ``run`` is given (a started
+    `core.runs.Run`: checkpoints there, resumed from, and ``encoder.pt``; its finish is the
+    caller's). The same config, splits and labels give the command's encoder, bit for bit."""
+    runtime = cfg.runtime()
+    try:
+        torch.manual_seed(cfg.seed)
+        trained = _train(cfg, prepare_splits(cfg, data, labeled=labeled), runtime, run)
+        progress = trained.progress
+        n_features = trained.split.n_features
+        encoder = chosen_encoder(cfg, trained.objective, progress, n_features=n_features)
+        if run is not None and runtime.is_main:
+            encoder.save(run.folder)
+        runtime.barrier()
+        return encoder
+    finally:
+        runtime.close()
+
+
+@dataclass(frozen=True)
+class _Trained:
+    split: RankingSplit  # the pretraining set
+    objective: Objective
+    progress: Progress
+
+
+def _train(
+    cfg: PretrainConfig, prepared: PreparedData, runtime: Runtime, the_run: Run | None
+) -> _Trained:
+    """The objective trained on ``prepared``'s pretraining set for ``cfg.n_epochs``; in
+    ``the_run``'s folder (checkpoint, report so far, tracker), or in memory alone (None)."""
     split = pretraining_split(
         prepared, include_vali=cfg.include_vali, pool_fraction=cfg.pool_fraction, seed=cfg.seed
     )
@@ -96,9 +147,11 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     if objective.needs_training_items:  # SCARF's marginals: the whole pretraining set
         items = np.ascontiguousarray(split.features, dtype=np.float32)
         objective.set_training_items(torch.from_numpy(items).to(runtime.device))
-    progress = resume_training_state(
-        out_dir / CHECKPOINT, objective, optimizer, cfg, split.n_features
-    )
+    progress = Progress()
+    if the_run is not None:
+        progress = resume_training_state(
+            the_run.folder / CHECKPOINT, objective, optimizer, cfg, split.n_features
+        )
     check_pretraining_set(
         split,
         _batcher(split, cfg, runtime, epoch=progress.epoch),
@@ -113,7 +166,11 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     monitor = None
     if runtime.is_main and cfg.monitor.enabled:
         monitor = Monitor(prepared, split, cfg.monitor, seed=cfg.seed)
-    tracker = the_run.open_tracker(asdict(cfg), run_id=progress.wandb_id, enabled=runtime.is_main)
+    tracker = Tracker()  # in memory: nothing logged
+    if the_run is not None:
+        tracker = the_run.open_tracker(
+            asdict(cfg), run_id=progress.wandb_id, enabled=runtime.is_main
+        )
     progress.wandb_id = tracker.run_id
     if progress.epoch == 0 and monitor is not None:
         progress.initial = _measure(monitor, objective, cfg, runtime)
@@ -135,62 +192,11 @@ def _fit(cfg: PretrainConfig, the_run: Run, runtime: Runtime) -> PretrainResult:
     )
     # one phase, no early stopping (the SSL-Val choice keeps its best epoch); saved every epoch
     train_phases(task, progress, [cfg.n_epochs], patience=None, cadence=Cadence(0, phase_end=False))
-    report = pretrain_report(cfg, split, objective, runtime, progress, done=True)
-    outcome = Outcome(report)
-    if runtime.is_main:  # rank 0 writes the encoder; the command line then finishes the run
-        outcome = _save_encoder(the_run, cfg, split, objective, progress, report)
-    runtime.barrier()
-    return PretrainResult(objective, outcome)
-
-
-def _build(cfg: PretrainConfig, split: RankingSplit, runtime: Runtime):
-    """The objective (encoder + heads) on the device, and its Adam optimizer. The pretraining
-    items are the data piecewise-linear embeddings take their bins from."""
-    try:
-        objective = build_objective(cfg, n_features=split.n_features, features=split.features)
-    except ValueError as exc:
-        raise UserError(f"pretrain {cfg.method}: {exc}") from None
-    if objective.sync_batchnorm:
-        objective = sync_batchnorm(objective, runtime.device)
-    objective.to(runtime.device)
-    optimizer = make_optimizer(
-        objective.parameters(),
-        name=cfg.optimizer.name,
-        lr=cfg.optimizer.lr,
-        weight_decay=cfg.optimizer.weight_decay,
-    )
-    return objective, optimizer
-
-
-def _ssl_val(cfg: PretrainConfig, prepared) -> SslVal | None:
-    if cfg.ssl_val == "none":
-        return None
-    return SslVal(
-        ssl_val_split(prepared, method=cfg.method),
-        item_budget=cfg.item_budget,
-        max_list_len=cfg.max_list_len,
-        seed=cfg.seed,
-        fake_groups=OBJECTIVES[cfg.method].fake_groups,
-    )
+    return _Trained(split, objective, progress)
 
 
 def _measure(monitor: Monitor, objective: Objective, cfg: PretrainConfig, runtime) -> dict:
     return monitor.measure(objective, device=runtime.device, policy=cfg.metrics.policy)
-
-
-def _device_split(split: RankingSplit, cfg: PretrainConfig, runtime: Runtime):
-    """The pretraining items held on the training device, for batches gathered there
-    (``gather_on_device``; null: on CUDA when they take at most a quarter of its memory), or
-    None: batches collated on the host, as for methods that regroup the items every epoch."""
-    if cfg.gather_on_device is False or OBJECTIVES[cfg.method].fake_groups:
-        return None
-    if cfg.gather_on_device is None:
-        if runtime.device.type != "cuda":
-            return None
-        total = torch.cuda.get_device_properties(runtime.device).total_memory
-        if DeviceSplit.nbytes(split) > total // 4:
-            return None
-    return DeviceSplit.of(split, runtime.device)
 
 
 def _batcher(
@@ -236,7 +242,7 @@ class _Pretraining:
     process, the checkpoint, the report so far and the tracker's row written."""
 
     cfg: PretrainConfig
-    the_run: Run
+    the_run: Run | None  # None: in memory, nothing saved
     runtime: Runtime
     split: RankingSplit
     objective: Objective
@@ -281,9 +287,11 @@ class _Pretraining:
         return False  # nothing is chosen on vali here: `Choice` keeps the SSL-Val-best encoder
 
     def end_phase(self, position: Position) -> None:
-        """The last epoch's weights stay; `_save_encoder` loads the SSL-Val-chosen encoder."""
+        """The last epoch's weights stay; `parts.chosen_encoder` loads the SSL-Val-chosen one."""
 
     def save(self, position: Position, *, in_phase: bool) -> None:
+        if self.the_run is None:  # in memory: no checkpoint, no report, nothing logged
+            return
         if self.runtime.is_main:
             cfg, split, progress, objective = self.cfg, self.split, self.progress, self.objective
             folder = self.the_run.folder
@@ -358,28 +366,3 @@ def _train_epoch(
 
 def _monitor_due(cfg: PretrainConfig, epoch: int) -> bool:
     return (epoch + 1) % cfg.monitor.every == 0 or epoch + 1 == cfg.n_epochs
-
-
-def _save_encoder(the_run: Run, cfg: PretrainConfig, split, objective, progress, report) -> Outcome:
-    out_dir = the_run.folder
-    if cfg.ssl_val != "none" and progress.choice.state is not None:
-        # The SSL-Val-best epoch's weights, not the last one's, are what finetuning loads.
-        objective.encoder.load_state_dict(progress.choice.state)
-        print(
-            f"pretrain: encoder of epoch {progress.choice.epoch} (lowest SSL-Val loss "
-            f"{progress.choice.loss:.4f}) of {progress.epoch}",
-            file=sys.stderr,
-        )
-    save_encoder(
-        out_dir,
-        objective.encoder,
-        method=cfg.method,
-        n_features=split.n_features,
-        encoder_config=cfg.encoder,
-        data={"name": cfg.data.name, "transform": cfg.data.transform},
-        epochs=progress.epoch,
-    )
-    last = progress.history[-1].get("monitor", {}) if progress.history else {}
-    loss = report["loss_curve"][-1] if report["loss_curve"] else None
-    print(f"pretrain: wrote {out_dir / 'encoder.pt'}", file=sys.stderr)
-    return Outcome(report, {"loss": loss, **last})
