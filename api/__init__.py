@@ -8,6 +8,15 @@ it calls the command line (`scarce_ltr.cli`).
 
 from scarce_ltr.api.base import PretrainedEncoder
 from scarce_ltr.api.estimators import PretrainedRanker, TreeRanker, load_estimator
+from scarce_ltr.api.scoring import NDCGScorer, ndcg_scorer
 from scarce_ltr.serving.predict_table import predict_table
 
-__all__ = ["PretrainedEncoder", "PretrainedRanker", "TreeRanker", "load_estimator", "predict_table"]
+__all__ = [
+    "NDCGScorer",
+    "PretrainedEncoder",
+    "PretrainedRanker",
+    "TreeRanker",
+    "load_estimator",
+    "ndcg_scorer",
+    "predict_table",
+]

@@ -31,6 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from scarce_ltr import __version__
 from scarce_ltr.api import aliases, inputs, lgbm
 from scarce_ltr.api.layout import holdout, train_split
+from scarce_ltr.api.scoring import looks_across_qg
 from scarce_ltr.api.stages import SCHEMAS, StageCall, leaves, route, run_stage
 from scarce_ltr.baselines.config import MISSING_AS_NAN
 from scarce_ltr.core.files import file_error, temp_folder_beside
@@ -333,11 +334,18 @@ class Ranker(lgbm.LightGBMAttributes, BaseEstimator):
     def predict(self, X, qid=None, *, group=None) -> np.ndarray:
         """``[n_items]`` float64 scores of raw ``X``, in the input order; ``qid`` (any
         hashable ids) in any order, or LightGBM's ``group`` sizes (neither: all rows are one
-        QG). A DataFrame's columns are matched by name."""
+        QG, refused where a score depends on the QG: attention, qg-standardize). A
+        DataFrame's columns are matched by name."""
         ranker = self._fitted()
         features = self._features(X)
         n = len(features)
         if qid is None and group is None:
+            why = looks_across_qg(ranker)  # a tree or an MLP scores each item alone
+            if why is not None:
+                raise ValueError(
+                    f"predict needs qid (or group): {why}, so all rows as one QG would be "
+                    "silently wrong scores; pass the QG of each row"
+                )
             qids = np.zeros(n, dtype=np.int64)
         else:
             qids = inputs.codes(inputs.query_ids(qid, group, n))[0]
