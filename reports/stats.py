@@ -11,9 +11,11 @@ Rows are the done rows of `reports.results` (one per data set, model, label sett
 - Validation-best member of a group (paper 4.1.1: "GBDT" is the best of the GBDTs, "pretrained
   DL" the best of the pretrained rankers, ...): for each (data set, label setting, group), the
   member model with the highest validation NDCG@k (``select_k``, 5 by default), averaged over its
-  seeds, is chosen; ties go to the member with more seeds, then to the first name in
-  alphabetical order. Test metrics never enter the choice. The same member then stands for the
-  group in every seed of that setting, and the group's numbers are that member's test numbers.
+  seeds, is chosen (`search.selection.select_best`, the rule of every choice on vali: a member
+  without a finite vali mean ranks below every other); ties go to the member with more seeds,
+  then to the first name in alphabetical order. Test metrics never enter the choice. The same
+  member then stands for the group in every seed of that setting, and the group's numbers are
+  that member's test numbers.
 - Tuned methods (paper A.2.3): the variants of a model (``simclr-rank@zero0.1+full``,
   ``simclr-rank@noise1+full``, and ``simclr-rank+full`` itself when the sweep has it) are the
   candidates of ``simclr-rank+full``; by the same rule, on validation only, one of them stands
@@ -53,6 +55,7 @@ from scipy import stats as scipy_stats
 from scarce_ltr.core.metrics import PRIMARY, compared_metrics
 from scarce_ltr.core.run_identity import GROUPS
 from scarce_ltr.models.names import ModelName
+from scarce_ltr.search.selection import select_best
 
 REFERENCE_GROUP = "gbdt"
 CHALLENGER_GROUP = "pretrained-dl"
@@ -187,8 +190,11 @@ def choose_members(models: list[dict]) -> dict[tuple[str, str, str], str]:
 
 
 def choose_best(entries: list[dict]) -> dict:
-    """The validation-best of some `model_table` entries, by the member rule (module docstring)."""
-    return min(entries, key=_selection_key)
+    """The validation-best of some `model_table` entries, by the member rule (module docstring):
+    `search.selection.select_best`, every stage's choice, of their mean vali, over the entries
+    ordered by the rule's ties (more seeds first, then by name), so its first of ties is theirs."""
+    ordered = sorted(entries, key=_tie_order)
+    return ordered[select_best([entry["vali_mean"] for entry in ordered])]
 
 
 def group_table(models: list[dict], chosen: dict[tuple[str, str, str], str]) -> list[dict]:
@@ -442,9 +448,9 @@ def _moments(entry: dict) -> dict:
     }
 
 
-def _selection_key(entry: dict) -> tuple:
-    vali = entry["vali_mean"]
-    return (-vali if math.isfinite(vali) else math.inf, -len(finite(entry["vali"])), entry["model"])
+def _tie_order(entry: dict) -> tuple:
+    """Among equal mean vali scores, the member with more finite vali seeds, then by name."""
+    return -len(finite(entry["vali"])), entry["model"]
 
 
 def _group_order(item: tuple) -> tuple:

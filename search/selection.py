@@ -1,7 +1,9 @@
 """The one rule every choice on validation follows: the highest score wins, the first of ties,
 and NaN (nothing could be scored) ranks below every real score.
 
-Only validation scores come in: nothing about test can move a choice.
+Only validation scores come in: nothing about test can move a choice. A caller with a tie rule
+of its own lists its candidates in that order, and the first of ties is its choice (the report's
+group member, `reports.stats.choose_best`: more seeds first, then by name).
 """
 
 from __future__ import annotations

@@ -266,3 +266,38 @@ def test_crossfit_keeps_the_plain_vali_of_trials_on_other_qgs(tmp_path, capsys) 
     assert chosen["crossfit"]["uncorrected"] == ["gbdt-optuna"]
     select._warn_uncorrected([chosen])
     assert "runs of gbdt-optuna chose among trials before" in capsys.readouterr().err
+
+
+def _entry(model: str, vali: list) -> dict:
+    return {"model": model, "vali": vali, "vali_mean": stats.mean_std(vali)[0]}
+
+
+def _old_member_rule(entries: list[dict]) -> dict:
+    """The report's own rule before it went through `search.selection.select_best`."""
+
+    def key(entry: dict) -> tuple:
+        vali = entry["vali_mean"]
+        seeds = -len(stats.finite(entry["vali"]))
+        return (-vali if np.isfinite(vali) else np.inf, seeds, entry["model"])
+
+    return min(entries, key=key)
+
+
+def test_the_reports_group_member_is_searchs_choice_with_its_ties_and_nan() -> None:
+    nan = float("nan")
+    # the highest mean vali; a tie to the member with more seeds, then to the first name
+    assert stats.choose_best([_entry("b", [0.4]), _entry("a", [0.5])])["model"] == "a"
+    tied = [_entry("c", [0.5, 0.5]), _entry("b", [0.5]), _entry("a", [0.5, nan])]
+    assert stats.choose_best(tied)["model"] == "c"
+    assert stats.choose_best(tied[1:])["model"] == "a"
+    # no finite vali ranks below every score, as search.selection.select_best has it
+    assert stats.choose_best([_entry("a", [nan]), _entry("z", [0.1])])["model"] == "z"
+    assert stats.choose_best([_entry("b", [nan]), _entry("a", [None])])["model"] == "a"
+    # bit for bit the report's rule before: many random tables with ties and NaN
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        entries = [
+            _entry(name, [float(v) if v < 0.8 else nan for v in rng.integers(0, 10, n) / 10])
+            for name, n in zip("edcba", rng.integers(1, 4, 5), strict=True)
+        ][: rng.integers(1, 6)]
+        assert stats.choose_best(entries) is _old_member_rule(entries)
