@@ -352,6 +352,7 @@ def test_a_wheel_installs_and_predicts_in_a_fresh_environment(runs, tmp_path) ->
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert str(purelib) in done.stderr.splitlines()[0]  # the wheel's copy, not the checkout
+    assert (purelib / "scarce_ltr" / "py.typed").is_file()  # its type hints ship (PEP 561)
     rows = np.loadtxt(out, delimiter=",", skiprows=1)
     with np.load(runs["gbdt"] / "scores.npz") as saved:
         np.testing.assert_array_equal(rows[:, 2], saved["test"])
