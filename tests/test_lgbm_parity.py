@@ -18,6 +18,8 @@ import scipy.sparse as sp
 
 from scarce_ltr import load_ranker
 from scarce_ltr.api import TreeRanker, load_estimator
+from scarce_ltr.serving.export import ExportConfig
+from scarce_ltr.serving.export import main as export_main
 
 N_GROUPS, SIZE, WIDTH = 40, 20, 10
 
@@ -156,6 +158,10 @@ def test_the_face_is_a_project_ranker(tmp_path) -> None:
     x32 = XT.astype(np.float32)
     assert np.array_equal(load_ranker(tmp_path / "saved").predict(x32), theirs.predict(x32))
     assert ours.commands_ == [] and ours.score(XV, YV, group=GV) > 0
+    # ./run.sh export format=lightgbm: a model.txt any LightGBM loads, LightGBM's scores
+    done = export_main(ExportConfig(run=str(tmp_path / "saved"), format="lightgbm",
+                                    out=str(tmp_path / "model.txt")))  # fmt: skip
+    assert np.array_equal(lgb.Booster(model_file=done["out"]).predict(XT), expected)
     with pytest.raises(ValueError, match="unlabeled"):
         TreeRanker().fit(X, Y, group=G, unlabeled=(XV, np.zeros(len(XV))))
 
