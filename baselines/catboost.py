@@ -22,13 +22,21 @@ import inspect
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.tree_run import Report, TreeRunConfig, run_tree_backend, section_of
+from scarce_ltr.baselines.fitted import FittedTrees
+from scarce_ltr.baselines.tree_run import (
+    Report,
+    TreeRunConfig,
+    fit_tree_backend,
+    run_tree_backend,
+    section_of,
+)
 from scarce_ltr.baselines.tuning import SearchOptions, check_in_child, check_labels, require_backend
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
@@ -261,6 +269,19 @@ def main(cfg: TreeRunConfig, run: Run) -> Outcome:
     options = section_of(cfg, CatBoostOptions)
     backend = CatBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, options.search)
+
+
+def fit(
+    cfg: TreeRunConfig,
+    splits: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    run: Run | None = None,
+) -> FittedTrees:
+    """The search of `main` on in-memory splits; the vali-best model (`baselines.run.fit`)."""
+    options = section_of(cfg, CatBoostOptions)
+    backend = CatBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
+    return fit_tree_backend(cfg, splits, backend, options.search, labeled=labeled, run=run)
 
 
 FAMILY = ModelFamily(

@@ -6,28 +6,69 @@ the baseline families (``FAMILY`` of ``<family>/family.py``, or of a tree backen
 ``xgboost.py``: `BASELINE_FAMILIES`); `main` hands it the run
 the command line started (`core.runs.Run.execute`: lock, config, the skip of a finished run).
 The command line refuses a ``method=`` override that contradicts the name.
+
+`fit` trains the same on in-memory splits, the labeled train QGs given as a mask, and returns
+the fitted ranker (`baselines.fitted.FittedTrees` for the trees, finetuning's
+`FinetunedRanker` for the deep baselines: each scores raw features and ``save``s the bundle a
+run writes); no file is written unless ``run=`` is given. What still needs files: gbdt-ssl's
+encoder (``pretrained=``, a run folder), a taught run's teacher (``gbdt.teacher=``,
+``teacher=``: a finished run's scores), and a search kept in storage (``<section>.storage``)
+needs ``run=``; the deep baselines' search (``deep.search.n_trials``) runs as a command only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import numpy as np
+
+from scarce_ltr.baselines import catboost, xgboost
 from scarce_ltr.baselines.catboost import FAMILY as CATBOOST
 from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.baselines.deep import train as deep
 from scarce_ltr.baselines.deep.family import FAMILY as DEEP
+from scarce_ltr.baselines.fitted import FittedTrees
+from scarce_ltr.baselines.gbdt import train as lightgbm
 from scarce_ltr.baselines.gbdt.family import FAMILY as LIGHTGBM
+from scarce_ltr.baselines.hybrid import train as hybrid
 from scarce_ltr.baselines.hybrid.family import FAMILY as HYBRID
 from scarce_ltr.baselines.xgboost import FAMILY as XGBOOST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ModelFamily
 from scarce_ltr.core.runs import Outcome, Run
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.finetune.fitted import FinetunedRanker
 
 
 def main(cfg: BaselineConfig, run: Run) -> Outcome:
     """Train ``cfg.method`` in ``run``; its report."""
+    _check_method(cfg)
+    return BASELINES[cfg.method](cfg, run)
+
+
+def fit(
+    cfg: BaselineConfig,
+    splits: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    run: Run | None = None,
+) -> FittedTrees | FinetunedRanker:
+    """Train ``cfg.method`` on in-memory splits: ``splits`` holds raw ``train`` and ``vali``
+    `RankingSplit`s (``test`` optional: without one, nothing is an outlier), transformed as
+    ``cfg.data.transform`` says (fit on train); ``labeled``: the labeled train QGs,
+    ``[n_groups]`` bool (None: ``cfg.scarcity``'s seeded draw). The vali-best model of the
+    method's search, nothing scored on test; the same config, splits and labels give the
+    command's model, bit for bit. ``run``: a started `core.runs.Run` whose folder keeps what
+    the search keeps there (a deep grid's checkpoints, a stored study's default name); its
+    report and bundle are the caller's. See the module docstring for what needs files."""
+    _check_method(cfg)
+    return FITS[cfg.method](cfg, splits, labeled=labeled, run=run)
+
+
+def _check_method(cfg: BaselineConfig) -> None:
     if cfg.method not in BASELINES:
         raise UserError(f"unknown baseline method '{cfg.method}'; known: {', '.join(BASELINES)}")
-    return BASELINES[cfg.method](cfg, run)
 
 
 # Every baseline family, in the order messages and --help list their names.
@@ -35,4 +76,16 @@ BASELINE_FAMILIES: tuple[ModelFamily, ...] = (LIGHTGBM, HYBRID, CATBOOST, XGBOOS
 # Command-line name -> entry point. The config section of a family: `BaselineConfig`.
 BASELINES: dict[str, Callable[[BaselineConfig, Run], dict]] = {
     name: family.train for family in BASELINE_FAMILIES for name in family.names
+}
+# Command-line name -> its training on in-memory splits (`fit`).
+FITS: dict[str, Callable[..., Any]] = {
+    name: train
+    for family, train in (
+        (LIGHTGBM, lightgbm.fit),
+        (HYBRID, hybrid.fit),
+        (CATBOOST, catboost.fit),
+        (XGBOOST, xgboost.fit),
+        (DEEP, deep.fit),
+    )
+    for name in family.names
 }

@@ -4,7 +4,8 @@ A backend (`TreeBackend`: LightGBM in `baselines.gbdt.search`, CatBoost, XGBoost
 labels, its search space, one early-stopped fit, its predictions and its model files. This
 module does the rest the same way for every backend:
 
-- `prepare_tree_data`: the data and the checks every tree run makes;
+- `prepare_tree_data`: the data and the checks every tree run makes (`prepare_tree_splits`:
+  the same of in-memory splits, with the labeled train QGs given as a mask);
 - `search`: the run's search strategy (`search.strategies.SEARCHES`: ``optuna`` and every
   strategy drawing from a backend's space for every backend, ``paper-grid`` for a backend
   with a ``grid()``: LightGBM's), each fit scored with the project's NDCG@5 of the labeled
@@ -14,22 +15,26 @@ module does the rest the same way for every backend:
   the run's `Outcome` (`tree_outcome`), with which the command line writes ``report.json`` and
   ``DONE``.
 
-`run_tree_backend` chains them for a backend searched on one feature set (CatBoost, XGBoost).
-LightGBM's own extras, more feature sets (PCA) and a second search on pseudo-labels
-(`baselines.gbdt.train`) or on encoder embeddings (`baselines.hybrid.train`), run the same
-steps once per candidate and choose among the candidates on vali.
+`fit_backend` searches a backend on one feature set (CatBoost, XGBoost) and returns the
+vali-best fit as a `baselines.fitted.FittedTrees`, in memory; `fit_tree_backend` does so on
+in-memory splits (`scarce_ltr.baselines.run.fit`), `run_tree_backend` on the data set of a
+run's config and writes the run from the same object. LightGBM's own extras, more feature sets
+(PCA) and a second search on pseudo-labels (`baselines.gbdt.train`) or on encoder embeddings
+(`baselines.hybrid.train`), run the same steps once per candidate and choose among the
+candidates on vali.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from scarce_ltr.baselines.fitted import Bundle, FittedTrees
 from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
@@ -45,6 +50,7 @@ from scarce_ltr.data.evaluation import (
 from scarce_ltr.data.pipeline import (
     PreparedData,
     prepare_data,
+    prepare_splits,
     require_labeled_vali,
     require_relevant_labels,
 )
@@ -86,7 +92,6 @@ def section_of(cfg: TreeRunConfig, options: type[Section]) -> Section:
 
 
 Report = Callable[[int, float], None]  # (round, the backend's vali NDCG@5); may raise Pruned
-Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and its files
 
 
 class TreeBackend(Searchable, Protocol):
@@ -127,6 +132,35 @@ def prepare_tree_data(
     values (NaN) kept for the trees that split on them (`TreeRunConfig.keeps_missing`), refused
     for the others."""
     prepared = prepare_data(cfg, missing="keep" if cfg.keeps_missing else "raise")
+    return checked_tree_data(prepared, check_labels)
+
+
+def prepare_tree_splits(
+    cfg: TreeRunConfig,
+    splits: Mapping[str, RankingSplit],
+    labeled: np.ndarray | None,
+    check_labels: Callable[[RankingSplit, str], None],
+) -> PreparedData:
+    """In-memory raw splits (``train``, ``vali``, ``test`` optional) as `prepare_tree_data`
+    prepares a data set's, ``labeled`` (``[n_train_groups]`` bool; None: ``cfg.scarcity``'s
+    draw) the labeled train QGs; NaN refused unless the trees take it."""
+    if not cfg.keeps_missing:
+        for name, split in splits.items():
+            bad = np.isnan(np.asarray(split.features, dtype=np.float32))
+            if bad.any():
+                row, column = (int(i[0]) for i in np.nonzero(bad))
+                raise ValueError(
+                    f"data: {name} has a missing value (NaN) at item {row}, feature {column}; "
+                    f"{cfg.method} needs every value (fill them in, or use a tree that splits "
+                    "on NaN: gbdt, gbdt-optuna, gbdt-pseudo, catboost, xgboost)"
+                )
+    return checked_tree_data(prepare_splits(cfg, splits, labeled=labeled), check_labels)
+
+
+def checked_tree_data(
+    prepared: PreparedData, check_labels: Callable[[RankingSplit, str], None]
+) -> PreparedData:
+    """``prepared``, after the checks every tree run makes (see `prepare_tree_data`)."""
     require_relevant_labels(prepared)
     require_labeled_vali(prepared)
     check_labels(prepared.labels.labeled_train(), "train (labeled QGs)")
@@ -170,16 +204,13 @@ def search(
     return chosen.search(backend, seed=seed, train=train, on_trial=on_trial, study=study)
 
 
-def score_and_save(
-    run: Run, prepared: PreparedData, predict: Callable[[np.ndarray], np.ndarray], features
-) -> tuple[np.ndarray, np.ndarray]:
+def score_and_save(run: Run, fitted: FittedTrees) -> tuple[np.ndarray, np.ndarray]:
     """The chosen model's vali and test scores, saved (``scores.npz``) with its scores on every
-    train item (for a later run that takes this one as its teacher); ``features(name)`` is the
-    split the model reads (raw features, or with PCA or embedding columns)."""
-    vali_scores = predict(features("vali").features)
-    test_scores = predict(features("test").features)
-    train_scores = predict(features("train").features)
-    save_scores(run.folder, prepared, vali_scores, test_scores, train=train_scores)
+    train item (for a later run that takes this one as its teacher), each on the columns the
+    model reads (raw features, or with PCA or embedding columns)."""
+    vali_scores, test_scores = fitted.scores("vali"), fitted.scores("test")
+    train_scores = fitted.scores("train")
+    save_scores(run.folder, fitted.prepared, vali_scores, test_scores, train=train_scores)
     return vali_scores, test_scores
 
 
@@ -249,14 +280,32 @@ def search_store(options: Any, folder: Path, section: str) -> StudyStore | None:
     return StudyStore.of(options.storage, options.study_name, folder, key=f"{section}.storage")
 
 
-def run_tree_backend(cfg: TreeRunConfig, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
-    """Search with ``strategy`` on the labeled train QGs, choose on vali, score vali and test
-    once, write the run (see the module docstring)."""
-    start = time.perf_counter()
-    prepared = prepare_tree_data(cfg, backend.check_labels)
+def tree_study(options: Any, run: Run | None, section: str) -> StudyStore | None:
+    """`search_store` of an in-memory fit: the run's when ``run`` is given; a study kept in
+    storage needs one (its default name and owner are the run folder's)."""
+    if run is not None:
+        return search_store(options, run.folder, section)
+    if options.storage:
+        raise UserError(
+            f"{section}.storage: a stored study belongs to a run folder; give run= "
+            "(or run ./run.sh baseline), or leave the storage out"
+        )
+    return None
+
+
+def fit_backend(
+    cfg: TreeRunConfig,
+    prepared: PreparedData,
+    backend: TreeBackend,
+    strategy: str,
+    *,
+    study: StudyStore | None,
+    on_trial: Callable[[TrialResult], None] = lambda result: None,
+) -> FittedTrees:
+    """Search with ``strategy`` on the labeled train QGs of ``prepared``; the vali-best fit
+    (its search `outcome` kept for the run's report)."""
     labels = prepared.labels
     train, labeled_vali = labels.labeled_train(), labels.labeled_vali()
-    tracker = run.open_tracker(asdict(cfg))
 
     def score_vali(model: Any) -> tuple[float, np.ndarray]:
         scores = backend.predict(model, prepared.vali.features)
@@ -267,24 +316,64 @@ def run_tree_backend(cfg: TreeRunConfig, run: Run, backend: TreeBackend, strateg
         strategy,
         seed=cfg.seed,
         train=trainer(backend, train, labeled_vali, score_vali),
-        on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
-        study=search_store(backend.options, run.folder, backend.options.section),
+        on_trial=on_trial,
+        study=study,
     )
     model, best = outcome.best_model, outcome.best_result
-    write_trials(run.folder, prepared, [result.vali_per_group for result in outcome.results])
-    scores = score_and_save(
-        run, prepared, lambda x: backend.predict(model, x), lambda name: getattr(prepared, name)
+    return FittedTrees(
+        method=cfg.method,
+        prepared=prepared,
+        predict_matrix=lambda features: backend.predict(model, features),
+        bundle=lambda: backend.bundle(model),
+        selected=best.as_dict(),
+        vali_ndcg=best.vali_ndcg,
+        outcome=outcome,
     )
+
+
+def fit_tree_backend(
+    cfg: TreeRunConfig,
+    splits: Mapping[str, RankingSplit],
+    backend: TreeBackend,
+    strategy: str,
+    *,
+    labeled: np.ndarray | None,
+    run: Run | None,
+) -> FittedTrees:
+    """`fit_backend` on in-memory splits (see `prepare_tree_splits`); no file written unless
+    ``run`` is given (a study kept in storage is named after it)."""
+    prepared = prepare_tree_splits(cfg, splits, labeled, backend.check_labels)
+    study = tree_study(backend.options, run, backend.options.section)
+    return fit_backend(cfg, prepared, backend, strategy, study=study)
+
+
+def run_tree_backend(cfg: TreeRunConfig, run: Run, backend: TreeBackend, strategy: str) -> Outcome:
+    """The data set of ``cfg``, `fit_backend`, then the run: vali and test scored once,
+    the trials, report and bundle written (see the module docstring)."""
+    start = time.perf_counter()
+    prepared = prepare_tree_data(cfg, backend.check_labels)
+    tracker = run.open_tracker(asdict(cfg))
+    fitted = fit_backend(
+        cfg,
+        prepared,
+        backend,
+        strategy,
+        study=search_store(backend.options, run.folder, backend.options.section),
+        on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
+    )
+    outcome = fitted.outcome
+    write_trials(run.folder, prepared, [result.vali_per_group for result in outcome.results])
+    scores = score_and_save(run, fitted)
     report = tree_report(
         cfg,
         prepared,
         scores,
-        selected=best.as_dict(),
+        selected=fitted.selected,
         trials=("trials", [result.as_dict() for result in outcome.results]),
         n_features=prepared.n_features,
-        n_trees=best.rounds,
+        n_trees=outcome.best_result.rounds,
         seconds_fitting=sum(r.seconds for r in outcome.results),
         search=strategy,
         **backend.describe(),
     )
-    return write_tree_run(run, prepared, report, backend.bundle(model), start=start)
+    return write_tree_run(run, prepared, report, fitted.bundle(), start=start)

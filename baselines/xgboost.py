@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,7 +26,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.tree_run import Report, TreeRunConfig, run_tree_backend, section_of
+from scarce_ltr.baselines.fitted import FittedTrees
+from scarce_ltr.baselines.tree_run import (
+    Report,
+    TreeRunConfig,
+    fit_tree_backend,
+    run_tree_backend,
+    section_of,
+)
 from scarce_ltr.baselines.tuning import (
     SearchOptions,
     check_in_child,
@@ -262,6 +270,19 @@ def main(cfg: TreeRunConfig, run: Run) -> Outcome:
     options = section_of(cfg, XGBoostOptions)
     backend = XGBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
     return run_tree_backend(cfg, run, backend, options.search)
+
+
+def fit(
+    cfg: TreeRunConfig,
+    splits: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    run: Run | None = None,
+) -> FittedTrees:
+    """The search of `main` on in-memory splits; the vali-best model (`baselines.run.fit`)."""
+    options = section_of(cfg, XGBoostOptions)
+    backend = XGBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
+    return fit_tree_backend(cfg, splits, backend, options.search, labeled=labeled, run=run)
 
 
 FAMILY = ModelFamily(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
@@ -35,22 +36,27 @@ from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
 from scarce_ltr.baselines.deep.models import MODEL_KINDS, build_model
 from scarce_ltr.core.device import Runtime
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.evaluation import selection_rule
 from scarce_ltr.data.pipeline import (
     PreparedData,
     prepare_data,
+    prepare_splits,
     require_labeled_vali,
     require_relevant_labels,
 )
+from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.finetune import search
 from scarce_ltr.finetune.config import Phase
+from scarce_ltr.finetune.fitted import FinetunedRanker
 from scarce_ltr.finetune.grid import (
     RESULT_KEYS,
     Candidate,
     GridTraining,
     TrainedPoint,
     run_grid,
+    train_grid,
 )
 from scarce_ltr.finetune.model import count_parameters, ranker_spec
 from scarce_ltr.search.trial_folders import GridPoint
@@ -115,28 +121,69 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
         prepared = prepare_data(cfg)
         require_relevant_labels(prepared)
         require_labeled_vali(prepared)
-        layout = None
-        if cfg.method not in ("resnet", "dasalc"):  # the models with field embeddings
-            layout = detect_fields(prepared.train.features, max_values=options.max_categories)
+        layout = _layout(cfg, prepared)
         report = partial(
             _report, cfg=cfg, prepared=prepared, runtime=runtime, layout=layout, start=start
         )
         if options.search.on:
             return _search(run, cfg, prepared, runtime, tracker, layout=layout, report=report)
-        training = _training(cfg, prepared, runtime)
-        candidates = [
-            _candidate(cfg, point, run.folder, train=prepared.train.features, layout=layout)
-            for point in grid(cfg.method, options)
-        ]
         return run_grid(
             run,
-            training,
-            candidates,
+            _training(cfg, prepared, runtime),
+            _candidates(cfg, prepared, run.folder, layout),
             report=report,
             on_point=lambda i, result: tracker.log({"grid": result}, step=i),
         )
     finally:
         runtime.close()
+
+
+def fit(
+    cfg: BaselineConfig,
+    splits: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    run: Run | None = None,
+) -> FinetunedRanker:
+    """`main`'s grid on in-memory splits (`baselines.run.fit`): every point trained, the
+    vali-best returned, nothing scored on test; no file written unless ``run`` is given (each
+    point's checkpoint and ``model.pt`` in its ``grid/<point>/``, an interrupted fit resumed).
+    ``teacher=`` still names a finished run (its train scores are read from its folder)."""
+    options = cfg.deep
+    if options.search.on:
+        raise UserError(
+            "deep.search.n_trials: a search keeps its trials and study as a run's files; run "
+            f"./run.sh baseline {cfg.method} (fit trains the grid of deep.lrs)"
+        )
+    runtime = options.runtime()
+    try:
+        prepared = prepare_splits(cfg, splits, labeled=labeled)
+        require_relevant_labels(prepared)
+        require_labeled_vali(prepared)
+        folder = None if run is None else run.folder
+        candidates = _candidates(cfg, prepared, folder, _layout(cfg, prepared))
+        chosen = train_grid(folder, _training(cfg, prepared, runtime), candidates)[0]
+        return FinetunedRanker(chosen.model, chosen.spec, prepared, options.eval_item_budget,
+                               chosen.result, chosen.source)  # fmt: skip
+    finally:
+        runtime.close()
+
+
+def _layout(cfg: BaselineConfig, prepared: PreparedData) -> FieldLayout | None:
+    """The categorical fields of the models with field embeddings (DeepFM, DCNv2)."""
+    if cfg.method in ("resnet", "dasalc"):
+        return None
+    return detect_fields(prepared.train.features, max_values=cfg.deep.max_categories)
+
+
+def _candidates(
+    cfg: BaselineConfig, prepared: PreparedData, folder: Path | None, layout: FieldLayout | None
+) -> list[Candidate]:
+    train = prepared.train.features
+    return [
+        _candidate(cfg, point, folder, train=train, layout=layout)
+        for point in grid(cfg.method, cfg.deep)
+    ]
 
 
 def _training(cfg: BaselineConfig, prepared: PreparedData, runtime: Runtime) -> GridTraining:
@@ -224,18 +271,19 @@ def _search(
 def _candidate(
     cfg: BaselineConfig,
     point: dict,
-    run_folder: Path,
+    run_folder: Path | None,
     *,
     train: np.ndarray,
     layout: FieldLayout | None,
 ) -> Candidate:
-    """A grid point in ``grid/<point>/``, e.g. ``grid/lr=0.05,cross_layers=2/``; ``train``: the
-    train items, for an encoder that learns from them when built (piecewise-linear bins)."""
+    """A grid point in ``grid/<point>/``, e.g. ``grid/lr=0.05,cross_layers=2/`` (no folder
+    without ``run_folder``: in memory); ``train``: the train items, for an encoder that learns
+    from them when built (piecewise-linear bins)."""
     name = ",".join(f"{k}={v:g}" for k, v in point.items())
     spec = model_spec(cfg.method, point, cfg.deep, n_features=train.shape[1], layout=layout)
     source = {"pretrained": None, "method": cfg.method, "label_setting": cfg.scarcity.tag}
     return Candidate(
-        folder=GridPoint.within(run_folder, name).folder,
+        folder=None if run_folder is None else GridPoint.within(run_folder, name).folder,
         lr=point["lr"],
         keys={"name": name, **point},
         build=lambda: (build_model(spec, features=train), spec, source | {"seed": cfg.seed}),

@@ -21,14 +21,22 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.baselines.fitted import Bundle, FittedTrees
 from scarce_ltr.baselines.gbdt.config import LIGHTGBM_METHODS, PCA_METHODS, PSEUDO_METHODS
+from scarce_ltr.baselines.gbdt.fitted import (
+    Features,
+    LightGBMOutcome,
+    fitted_lightgbm,
+    save_chosen,
+    with_pca,
+)
 from scarce_ltr.baselines.gbdt.grid import (
     GridOutcome,
     LightGBMBackend,
@@ -43,21 +51,19 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     check_labels,
     min_data_cap,
 )
-from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
 from scarce_ltr.baselines.tree_run import (
-    Bundle,
     prepare_tree_data,
-    score_and_save,
+    prepare_tree_splits,
     search_store,
     tree_report,
+    tree_study,
     write_tree_run,
 )
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Outcome, Run, run_model
 from scarce_ltr.core.tracking import Tracker
-from scarce_ltr.data.evaluation import vali_selection_scores, write_trials
+from scarce_ltr.data.evaluation import vali_selection_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
 from scarce_ltr.data.teachers import (
@@ -66,7 +72,6 @@ from scarce_ltr.data.teachers import (
     teacher_train_scores,
     with_pseudo_labels,
 )
-from scarce_ltr.search.selection import select_best
 from scarce_ltr.search.studies import StudyStore
 
 # A LightGBM run keeps its booster beside report.json too (tools and tests read it there).
@@ -98,53 +103,65 @@ class RunTeacher:
     scores: np.ndarray  # [n_train_items]
 
 
-class Features:
-    """The splits' features with the first ``k`` PCA components appended (k = 0: as they are)."""
-
-    def __init__(self, prepared: PreparedData, ks: list[int], *, seed: int) -> None:
-        self.prepared, self.pca, self.projections = prepared, None, {}
-        if ks:
-            n_items, n_features = prepared.train.features.shape
-            if max(ks) > min(n_items, n_features):
-                raise UserError(
-                    f"gbdt.pca_components asks for {max(ks)} components; the data has "
-                    f"{n_features} features and {n_items} train items"
-                )
-            self.pca = PCAFeatures(prepared.train.features, max_components=max(ks), seed=seed)
-            for name in ("train", "vali", "test"):
-                split = getattr(prepared, name)
-                self.projections[name] = self.pca.projection(split.features)
-
-    def split(self, name: str, k: int) -> RankingSplit:
-        split = getattr(self.prepared, name)
-        if k == 0:
-            return split
-        return self.pca.append(split, k, self.projections[name])
-
-
 def main(cfg: BaselineConfig, run: Run) -> Outcome:
-    """Train, select on vali, evaluate once on test, write the run directory."""
+    """The data set of ``cfg``, `fit_prepared`, then the run: vali and test scored once by the
+    chosen model, the run directory written."""
     start = time.perf_counter()
-    if cfg.method not in VARIANTS:
-        raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
-    variant = VARIANTS[cfg.method]
+    _check_method(cfg)
     prepared = prepare_lightgbm_data(cfg)
+    tracker = run.open_tracker(asdict(cfg))
+    study = search_store(cfg.gbdt, run.folder, "gbdt")
+    fitted = fit_prepared(cfg, prepared, tracker=tracker, study=study)
+    outcome: LightGBMOutcome = fitted.outcome
+    scores = save_chosen(run, fitted)
+    report = _report(cfg, prepared, outcome.backend, outcome.candidates, outcome.chosen, scores)
+    if (teacher := outcome.teacher) is not None:
+        report["teacher"] = {"run": str(Path(teacher.run).resolve()), "model": teacher.model}
+    log_rounds(tracker, report["rounds_vali_ndcg@5"])
+    return write_tree_run(run, prepared, report, fitted.bundle(), keep=KEPT_FILES, start=start)
+
+
+def fit(
+    cfg: BaselineConfig,
+    splits: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    run: Run | None = None,
+) -> FittedTrees:
+    """`main`'s search on in-memory splits (`baselines.run.fit`); ``gbdt.teacher`` still names
+    a finished run (its train scores are read from its folder)."""
+    _check_method(cfg)
+    check_rounds(cfg)
+    prepared = prepare_tree_splits(cfg, splits, labeled, check_labels)
+    study = tree_study(cfg.gbdt, run, "gbdt")
+    return fit_prepared(cfg, prepared, tracker=Tracker(), study=study)
+
+
+def fit_prepared(
+    cfg: BaselineConfig, prepared: PreparedData, *, tracker: Tracker, study: StudyStore | None
+) -> FittedTrees:
+    """Every candidate's search (one per PCA size; with pseudo-labels, the teacher's, then
+    the student's), each fit logged to ``tracker``; the vali-best of them all."""
+    variant = VARIANTS[cfg.method]
     teacher = _run_teacher(cfg, prepared)
     ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
     training = BoosterOptions.from_config(cfg)
     backend = LightGBMBackend(cfg.gbdt, training)
-    tracker = run.open_tracker(asdict(cfg))
     fit_args = (training, variant, tracker, teacher)
-    study = search_store(cfg.gbdt, run.folder, "gbdt")
     candidates = _fit_all(cfg, prepared, features, ks or [0], *fit_args, study=study)
-    chosen, scores = save_chosen(run, prepared, backend, features, candidates)
-    report = _report(cfg, prepared, backend, candidates, chosen, scores)
-    if teacher is not None:
-        report["teacher"] = {"run": str(Path(teacher.run).resolve()), "model": teacher.model}
-    log_rounds(tracker, report["rounds_vali_ndcg@5"])
-    bundle = with_pca(backend.bundle(chosen.outcome.best_fit), features.pca, chosen.k)
-    return write_tree_run(run, prepared, report, bundle, keep=KEPT_FILES, start=start)
+
+    def bundle(chosen: Candidate) -> Bundle:
+        return with_pca(backend.bundle(chosen.outcome.best_fit), features.pca, chosen.k)
+
+    return fitted_lightgbm(
+        cfg, prepared, backend, features, candidates, bundle=bundle, teacher=teacher
+    )
+
+
+def _check_method(cfg: BaselineConfig) -> None:
+    if cfg.method not in VARIANTS:
+        raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
 
 
 def log_rounds(tracker: Tracker, curve: list[float]) -> None:
@@ -164,9 +181,13 @@ def _run_teacher(cfg: BaselineConfig, prepared: PreparedData) -> RunTeacher | No
 
 def prepare_lightgbm_data(cfg: BaselineConfig) -> PreparedData:
     """The tree pipeline's prepared data, once ``epochs`` is known to leave a boosting round."""
+    check_rounds(cfg)
+    return prepare_tree_data(cfg, check_labels)
+
+
+def check_rounds(cfg: BaselineConfig) -> None:
     if cfg.gbdt.rounds(cfg.epochs) < 1:
         raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
-    return prepare_tree_data(cfg, check_labels)
 
 
 def _fit_all(
@@ -194,48 +215,6 @@ def _fit_all(
 
         args = (training, variant, on_point, teacher)
         return [_fit_features(cfg, prepared, features, k, *args, study=study) for k in ks]
-
-
-def save_chosen(
-    run: Run,
-    prepared: PreparedData,
-    backend: LightGBMBackend,
-    features,
-    candidates: list,
-) -> tuple:
-    """The vali-best candidate and its ``(vali, test)`` scores, saved; with PCA columns, the
-    chosen PCA beside them (``pca.npz``).
-
-    `features` is any feature set with ``split(name, k)`` and ``pca`` (raw + PCA columns, or
-    raw + embedding columns), `candidates` any with ``k`` and a grid ``outcome``. The
-    choice is the vali-best of every candidate's final grid together, whose per-QG vali scores
-    are kept (``trials.npz``).
-    """
-    chosen = candidates[select_best([c.outcome.best_result.vali_ndcg for c in candidates])]
-    model = chosen.outcome.best_fit
-    per_trial = [r.vali_per_group for c in candidates for r in c.outcome.results]
-    write_trials(run.folder, prepared, per_trial)
-    scores = score_and_save(
-        run,
-        prepared,
-        lambda x: backend.predict(model, x),
-        lambda name: features.split(name, chosen.k),
-    )
-    if chosen.k:
-        pca = features.pca.pca
-        data = npz_bytes(mean=pca.mean_, components=pca.components_[: chosen.k])
-        atomic_write_bytes(run.folder / "pca.npz", data)
-    return chosen, scores
-
-
-def with_pca(bundle: Bundle, pca: PCAFeatures | None, k: int | None) -> Bundle:
-    """A LightGBM bundle with the PCA whose first ``k`` components the booster reads after the
-    features (none when ``k`` is 0)."""
-    description, files = bundle
-    if k and pca is not None:
-        description["pca"] = {"file": "pca.npz", "k": int(k)}
-        files["pca.npz"] = npz_bytes(**pca.projector.to_arrays())
-    return description, files
 
 
 def _fit_features(

@@ -17,21 +17,36 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.baselines.fitted import Bundle, FittedTrees, plain
+from scarce_ltr.baselines.gbdt.fitted import LightGBMOutcome, fitted_lightgbm, save_chosen
 from scarce_ltr.baselines.gbdt.grid import GridOutcome, LightGBMBackend, PointResult, run_search
 from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     BoosterOptions,
     Fit,
     RankingData,
+    check_labels,
 )
 from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
-from scarce_ltr.baselines.gbdt.train import KEPT_FILES, prepare_lightgbm_data, save_chosen
-from scarce_ltr.baselines.hybrid.embedding_features import SPLITS, Embeddings, compute_embeddings
-from scarce_ltr.baselines.tree_run import Bundle, search_store, tree_report, write_tree_run
+from scarce_ltr.baselines.gbdt.train import KEPT_FILES, check_rounds, prepare_lightgbm_data
+from scarce_ltr.baselines.hybrid.embedding_features import (
+    SPLITS,
+    Embeddings,
+    compute_embeddings,
+    embed_split,
+)
+from scarce_ltr.baselines.tree_run import (
+    prepare_tree_splits,
+    search_store,
+    tree_report,
+    tree_study,
+    write_tree_run,
+)
 from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import npz_bytes
@@ -54,10 +69,20 @@ class Candidate:
 
 
 class EmbeddingFeatures:
-    """Each split's features with a candidate's embedding columns appended."""
+    """Each split's features with a candidate's embedding columns appended; ``item_budget``:
+    the items of a batch of whole QGs the encoder embeds a new split in (`columns`)."""
 
-    def __init__(self, prepared: PreparedData, embeddings: Embeddings, ks: list[int], *, seed: int):
+    def __init__(
+        self,
+        prepared: PreparedData,
+        embeddings: Embeddings,
+        ks: list[int],
+        *,
+        seed: int,
+        item_budget: int,
+    ) -> None:
         self.prepared, self.embeddings, self.pca, self.projections = prepared, embeddings, None, {}
+        self.item_budget = item_budget
         if ks:
             self.pca = PCAFeatures(embeddings.train, max_components=max(ks), seed=seed)
             self.projections = {s: self.pca.projection(getattr(embeddings, s)) for s in SPLITS}
@@ -73,35 +98,93 @@ class EmbeddingFeatures:
     def width(self, k: int | None) -> int:
         return self.embeddings.dim if k is None else k
 
+    def columns(self, k: int | None) -> Callable[[RankingSplit], RankingSplit]:
+        """What `split` makes of a prepared split, for any transformed split (a new file's):
+        its items embedded by the encoder on the CPU, in batches of whole QGs."""
+        encoder, budget, pca = self.embeddings.encoder, self.item_budget, self.pca
+        if k == 0:
+            return plain
+        if encoder is None:
+            raise ValueError("gbdt-ssl: the embeddings came without their encoder; none embeds")
+
+        def extend(split: RankingSplit) -> RankingSplit:
+            embedding = embed_split(encoder, split, item_budget=budget)
+            extra = embedding if k is None else pca.projection(embedding)[:, :k]
+            features = np.hstack([np.asarray(split.features, dtype=np.float32), extra])
+            return split.with_features(np.ascontiguousarray(features))
+
+        return extend
+
 
 def main(cfg: BaselineConfig, run: Run) -> Outcome:
-    """Embed, train every candidate's grid, select on vali, evaluate once on test, write."""
+    """The data set of ``cfg``, `fit_prepared` (the embeddings cached as ``embedding.cache``
+    says), then the run: vali and test scored once by the chosen model, the run written."""
     start = time.perf_counter()
-    if not cfg.pretrained or cfg.pretrained.lower() in ("none", "null"):
-        raise UserError("gbdt-ssl needs pretrained=<pretraining or finetuning run dir>")
+    _check_pretrained(cfg)
     prepared = prepare_lightgbm_data(cfg)
+    tracker = run.open_tracker(asdict(cfg))
+    study = search_store(cfg.gbdt, run.folder, "gbdt")  # one study per candidate, named after it
+    fitted = fit_prepared(cfg, prepared, tracker, study=study, cache=cfg.embedding.cache)
+    outcome: LightGBMOutcome = fitted.outcome
+    scores = save_chosen(run, fitted)
+    backend, candidates, chosen = outcome.backend, outcome.candidates, outcome.chosen
+    report = _report(cfg, prepared, backend, outcome.features, candidates, chosen, scores)
+    return write_tree_run(run, prepared, report, fitted.bundle(), keep=KEPT_FILES, start=start)
+
+
+def fit(
+    cfg: BaselineConfig,
+    splits: Mapping[str, RankingSplit],
+    *,
+    labeled: np.ndarray | None = None,
+    run: Run | None = None,
+) -> FittedTrees:
+    """`main`'s search on in-memory splits (`baselines.run.fit`). The encoder still comes from
+    the run folder ``pretrained=`` names; the embeddings are computed, never read from nor
+    written to its cache (keyed on a data set's config, not on these splits)."""
+    _check_pretrained(cfg)
+    check_rounds(cfg)
+    prepared = prepare_tree_splits(cfg, splits, labeled, check_labels)
+    study = tree_study(cfg.gbdt, run, "gbdt")
+    return fit_prepared(cfg, prepared, Tracker(), study=study, cache=False)
+
+
+def fit_prepared(
+    cfg: BaselineConfig,
+    prepared: PreparedData,
+    tracker: Tracker,
+    *,
+    study: StudyStore | None,
+    cache: bool,
+) -> FittedTrees:
+    """Embed every split, search each candidate's features, keep the vali-best of them all."""
     embeddings = compute_embeddings(
-        cfg.pretrained,
-        prepared,
-        cfg.data,
-        item_budget=cfg.embedding.item_budget,
-        cache=cfg.embedding.cache,
+        cfg.pretrained, prepared, cfg.data, item_budget=cfg.embedding.item_budget, cache=cache
     )
     # PCA sizes above the embedding's width (or the train items) are left out.
     options = cfg.embedding.candidates(min(embeddings.dim, prepared.train.n_items))
-    features = EmbeddingFeatures(prepared, embeddings, [k for _, k in options if k], seed=cfg.seed)
+    ks = [k for _, k in options if k]
+    budget = cfg.embedding.item_budget
+    features = EmbeddingFeatures(prepared, embeddings, ks, seed=cfg.seed, item_budget=budget)
     training = BoosterOptions.from_config(cfg)
     backend = LightGBMBackend(cfg.gbdt, training)
-    tracker = run.open_tracker(asdict(cfg))
-    study = search_store(cfg.gbdt, run.folder, "gbdt")  # one study per candidate, named after it
     candidates = [
         _fit(cfg, prepared, features, n, k, training, tracker, study=study and study.part(n))
         for n, k in options
     ]
-    chosen, scores = save_chosen(run, prepared, backend, features, candidates)
-    report = _report(cfg, prepared, backend, features, candidates, chosen, scores)
-    bundle = _bundle(cfg, features, chosen, backend.bundle(chosen.outcome.best_fit))
-    return write_tree_run(run, prepared, report, bundle, keep=KEPT_FILES, start=start)
+
+    def bundle(chosen: Candidate) -> Bundle:
+        return _bundle(cfg, features, chosen, backend.bundle(chosen.outcome.best_fit))
+
+    return fitted_lightgbm(
+        cfg, prepared, backend, features, candidates, bundle=bundle,
+        selected=lambda chosen: {"embedding": chosen.name},
+    )  # fmt: skip
+
+
+def _check_pretrained(cfg: BaselineConfig) -> None:
+    if not cfg.pretrained or cfg.pretrained.lower() in ("none", "null"):
+        raise UserError("gbdt-ssl needs pretrained=<pretraining or finetuning run dir>")
 
 
 def _bundle(
