@@ -1,9 +1,10 @@
 """Train from Python on arrays, DataFrames and sparse matrices (docs/estimators.md).
 
 `PretrainedRanker` (pretraining + finetuning) and `TreeRanker` (the baselines: LightGBM, its
-Optuna search, CatBoost, XGBoost, the hybrid gbdt-ssl) run the same stage code as ``./run.sh``
-on the arrays they are given; `load_estimator` reads back what ``save`` wrote. The top layer:
-it calls the command line (`scarce_ltr.cli`).
+Optuna search, CatBoost, XGBoost, the hybrid gbdt-ssl) call the stages' functions
+(`pretrain.fit`, `finetune.fit`, `baselines.fit`) on the arrays they are given, in memory, with
+the configs ``./run.sh`` composes; `load_estimator` reads back what ``save`` wrote. Below the
+command line: it imports no `scarce_ltr.cli`.
 """
 
 from scarce_ltr.api.base import PretrainedEncoder

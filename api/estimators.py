@@ -6,10 +6,10 @@
     >>> ranker.score(X_test, y_test, qid_test)          # mean NDCG@5 (policy skip)
     >>> ranker.save("my-ranker")                        # the run's model bundle (+ columns)
 
-One code path: `fit` writes the arrays as a `data=arrays` data set (`layout`) in a folder of its
-own and runs the stages as ``./run.sh`` does (`stages.run_stage`: the config composed, the
-keywords set as Python values, `scarce_ltr.cli.run_stage`; the equivalent argv recorded in
-``commands_``); `predict` scores with the run's model bundle (`scarce_ltr.serving.ranker`).
+One code path: `fit` composes each stage's config as ``./run.sh`` does (`stages.StageConfig`:
+the stage's file, the keywords set as Python values; the argv recorded in ``commands_``) and
+calls the stage's function on the arrays in memory (`pretrain.fit`, `finetune.fit`,
+`baselines.fit`), the labeled QGs as a mask; `predict` scores with the model it returned.
 Keywords are config keys (docs/estimators.md), and LightGBM's names for them
 (`scarce_ltr.api.aliases`); both estimators are scikit-learn estimators (`base.Ranker`), and
 every fitted attribute ends in ``_``.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,11 +27,12 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from scarce_ltr import __version__
+from scarce_ltr import __version__, baselines, finetune
 from scarce_ltr.api import aliases, lightgbm_face
-from scarce_ltr.api.base import ESTIMATOR_FORMAT, NAN_TREES, Ranker, Workspace
+from scarce_ltr.api.base import ESTIMATOR_FORMAT, NAN_TREES, PretrainedEncoder, Ranker, Workspace
+from scarce_ltr.api.fit_data import FitData
 from scarce_ltr.api.inputs import MISSING_POLICIES
-from scarce_ltr.api.stages import StageCall
+from scarce_ltr.api.stages import StageConfig
 from scarce_ltr.baselines.run import BASELINES
 from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
@@ -84,30 +86,26 @@ class PretrainedRanker(Ranker):
             raise ValueError("missing='keep' is for the trees; deep models take raise or median")
         return super()._missing_policy()
 
-    def _stages(self, source: Path | None) -> tuple[str, ...]:
+    def _stages(self, source: PretrainedEncoder | None) -> tuple[str, ...]:
         pretrains = source is None and self.method is not None
         return ("pretrain", "finetune") if pretrains else ("finetune",)
 
     def _run_stages(
         self,
-        workspace: Workspace,
-        common: dict[str, Any],
+        data: FitData,
         overrides: dict[str, list[tuple[str, Any]]],
-        fraction: float,
-        log: Path | None,
+        source: PretrainedEncoder | None,
+        folder: Path | None,
     ) -> None:
-        source = self.pretrained_source_
         if source is None and self.method is not None:
-            source = workspace.path / "pretrain"
-            self._stage(log, StageCall("pretrain", str(self.method), common,
-                                       overrides["pretrain"], source))  # fmt: skip
-        self.pretrain_run_ = source
-        self.encoder_ = self._encoder_handle(source, workspace)
-        self.run_ = workspace.path / "finetune"
-        given = common | {"scarcity.fraction": fraction, "pretrained": str(source or "none")}
-        self.report_ = self._stage(
-            log, StageCall("finetune", self.strategy, given, overrides["finetune"], self.run_)
-        )
+            source = self._pretrain(str(self.method), data, overrides, folder)
+        self.encoder_ = source
+        self.pretrain_run_ = None if source is None else source.folder
+        given = {"scarcity.fraction": data.fraction, "pretrained": _named(source)}
+        step = StageConfig("finetune", self.strategy, given, overrides["finetune"])
+        cfg, run = self._stage_config(step, folder)
+        encoder = None if source is None else source.encoder  # None: cfg.pretrained's folder
+        self._adopt(finetune.fit(cfg, data.splits, encoder, data.labeled, run=run), run)
 
 
 class TreeRanker(Ranker):
@@ -263,32 +261,42 @@ class TreeRanker(Ranker):
             return None
         return super()._pretrained_source()
 
-    def _stages(self, source: Path | None) -> tuple[str, ...]:
+    def _stages(self, source: PretrainedEncoder | None) -> tuple[str, ...]:
         pretrains = self.method == "gbdt-ssl" and source is None
         return ("pretrain", "baseline") if pretrains else ("baseline",)
 
     def _run_stages(
         self,
-        workspace: Workspace,
-        common: dict[str, Any],
+        data: FitData,
         overrides: dict[str, list[tuple[str, Any]]],
-        fraction: float,
-        log: Path | None,
+        source: PretrainedEncoder | None,
+        folder: Path | None,
     ) -> None:
-        source = self.pretrained_source_
-        given = common | {"scarcity.fraction": fraction}
-        if self.method == "gbdt-ssl":
-            if source is None:
-                source = workspace.path / "pretrain"
-                self._stage(log, StageCall("pretrain", self.pretrain_method, common,
-                                           overrides["pretrain"], source))  # fmt: skip
-            given["pretrained"] = str(source)
-        self.pretrain_run_ = source
-        self.encoder_ = self._encoder_handle(source, workspace)
-        self.run_ = workspace.path / "baseline"
-        self.report_ = self._stage(
-            log, StageCall("baseline", self.method, given, overrides["baseline"], self.run_)
-        )
+        given: dict[str, Any] = {"scarcity.fraction": data.fraction}
+        with tempfile.TemporaryDirectory(prefix="scarce-ltr-encoder-") as spare:
+            if self.method == "gbdt-ssl":
+                if source is None:
+                    source = self._pretrain(self.pretrain_method, data, overrides, folder)
+                # gbdt-ssl reads its encoder from a run folder (baselines.hybrid): an encoder in
+                # memory alone is saved there for the fit's length
+                given["pretrained"] = str(source.folder or _saved(source, Path(spare)))
+            self.encoder_ = source
+            self.pretrain_run_ = None if source is None else source.folder
+            step = StageConfig("baseline", self.method, given, overrides["baseline"])
+            cfg, run = self._stage_config(step, folder)
+            self._adopt(baselines.fit(cfg, data.splits, labeled=data.labeled, run=run), run)
+
+
+def _named(source: PretrainedEncoder | None) -> str:
+    """``pretrained=`` of the finetuning config: the encoder's folder, or none (one in memory
+    is handed to `finetune.fit`, which names it)."""
+    return "none" if source is None or source.folder is None else str(source.folder)
+
+
+def _saved(source: PretrainedEncoder, spare: Path) -> Path:
+    """An in-memory encoder written as a pretraining run's ``encoder.pt`` in ``spare``."""
+    source.encoder.save(spare)
+    return spare
 
 
 def load_estimator(path: str | Path) -> Ranker:

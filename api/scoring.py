@@ -5,7 +5,8 @@ scores each fold's estimator by its mean NDCG@k over the fold's QGs (`core.metri
 gain 2^y - 1, the project's convention), with ``qid`` (or ``group``) routed to it by
 scikit-learn's metadata routing (``sklearn.set_config(enable_metadata_routing=True)``); the
 scorer requests both itself. It scores any ranker whose ``predict`` takes ``(X, qid)``
-(`PretrainedRanker`, `TreeRanker`) or ``(X)`` (``lightgbm.LGBMRanker``).
+(`PretrainedRanker`, `TreeRanker`) or ``(X)`` (``lightgbm.LGBMRanker``). `Scores` is the
+estimators' own ``predict`` and ``score``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from sklearn.utils.metadata_routing import MetadataRequest
 
 from scarce_ltr.api import inputs
+from scarce_ltr.api.stages import leaves
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.data.ranking_split import QidGroups
 
@@ -73,6 +75,86 @@ class NDCGScorer:
         for name in ("qid", "group"):
             request.score.add_request(param=name, alias=True)
         return request
+
+
+class Scores:
+    """``predict`` and ``score`` of a `scarce_ltr.api.base.Ranker` (``ranker_`` its model)."""
+
+    def predict(self, X, qid=None, *, group=None) -> np.ndarray:
+        """``[n_items]`` float64 scores of raw ``X``, in the input order; ``qid`` (any
+        hashable ids) in any order, or LightGBM's ``group`` sizes (neither: all rows are one
+        QG, refused where a score depends on the QG: attention, qg-standardize). A
+        DataFrame's columns are matched by name."""
+        ranker = self._fitted()
+        features = self._features(X)
+        n = len(features)
+        if qid is None and group is None:
+            why = looks_across_qg(ranker)  # a tree or an MLP scores each item alone
+            if why is not None:
+                raise ValueError(
+                    f"predict needs qid (or group): {why}, so all rows as one QG would be "
+                    "silently wrong scores; pass the QG of each row"
+                )
+            qids = np.zeros(n, dtype=np.int64)
+        else:
+            qids = inputs.codes(inputs.query_ids(qid, group, n))[0]
+        groups = QidGroups(qids)
+        scores = ranker.predict(features[groups.order], groups.item_qids())
+        return groups.to_input_order(scores)
+
+    def score(self, X, y, qid=None, *, group=None, sample_weight=None) -> float:
+        """Mean NDCG@5 over the QGs of ``(X, y, qid)`` (`scarce_ltr.core.metrics`: gain
+        2^y - 1, QGs without a relevant item skipped unless ``metrics__policy`` says).
+        ``qid`` is required: scikit-learn's tools pass it with metadata routing.
+        ``sample_weight``: scikit-learn's score argument; None only (QGs count the same).
+        When no QG has a relevant item and the policy skips them, there is no NDCG to average:
+        a `ValueError`, never a NaN (GridSearchCV would rank it silently)."""
+        self._fitted()
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported: every QG counts the same in NDCG")
+        n = self._features(X).shape[0]  # a sparse matrix has no len
+        if qid is None and group is None:
+            raise ValueError(
+                f"score needs qid (or group): NDCG is a mean over QGs. In scikit-learn's tools "
+                f"(GridSearchCV, cross_val_score, Pipeline) route it: sklearn.set_config("
+                f"enable_metadata_routing=True) and {type(self).__name__}(...)"
+                ".set_score_request(qid=True)"
+            )
+        labels = inputs.as_labels(y, n)
+        qids = inputs.codes(inputs.query_ids(qid, group, n))[0]
+        groups = QidGroups(qids)
+        scores = self.predict(X, qids)[groups.order]
+        config = getattr(self, "_config", None) or self.config_params()
+        policy = dict(leaves(config)).get("metrics.policy", "skip")
+        value = mean_ndcg(scores, labels[groups.order], groups.offsets, k=5, policy=policy)
+        if np.isnan(value):  # policy skip, and every QG skipped: DESIGN.md's "no defined NDCG"
+            raise ValueError(
+                f"score: none of the {groups.n_groups} QGs of y has a relevant item (label > 0), "
+                "so NDCG@5 is undefined for each and metrics__policy='skip' (the default) leaves "
+                "every one out; score QGs that have one, or fit with metrics__policy='zero' "
+                "(scikit-learn's ndcg_score: 0) or 'one' (LightGBM's: 1) to count them"
+            )
+        return value
+
+    def _features(self, X) -> np.ndarray:
+        names = getattr(self, "feature_names_in_", None)
+        columns = None if names is None else [str(n) for n in names]
+        features = inputs.as_features(
+            X,
+            arg="X",
+            columns=columns if inputs.is_dataframe(X) else None,
+            categories=getattr(self, "categories_", None) or {},
+        )
+        if features.values.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {features.values.shape[1]} features; the ranker was fit on "
+                f"{self.n_features_in_}"
+            )
+        values = features.values
+        if self.medians_ is not None:
+            values = inputs.impute(values, self.medians_)
+        inputs.check_missing(inputs.Features(values, features.names), self.missing_)
+        return values
 
 
 def ndcg_scorer(k: int = 5, *, policy: str = "skip") -> NDCGScorer:

@@ -1,30 +1,31 @@
-"""Estimator keywords as config keys, and the stages run with them.
+"""Estimator keywords as config keys, and each stage's config composed with them.
 
 A keyword is a config key with ``__`` for the dot (``optimizer__lr=1e-4`` is
 ``optimizer.lr``); a mapping value stands for its keys (``gbdt__params={"max_bin": 63}``).
 `route` sends each key, with its Python value, to the stage whose config holds it
-(docs/estimators.md has the table). A `StageCall` composes the stage's config as ``./run.sh``
-does (`scarce_ltr.cli.compose_named`: the stage's file, ``data=arrays``) with the keys set last,
-no value turned into a string and parsed back, and runs it through `scarce_ltr.cli.run_stage`,
-the code of the commands; its `record` is the ``./run.sh`` argv that runs the same.
+(docs/estimators.md has the table). A `StageConfig` composes the stage's config as ``./run.sh``
+does (`core.config.load_config` on the stage's file and ``data=arrays``) with the keys set last,
+no value turned into a string and parsed back; the estimators hand it to the stage's function
+(`pretrain.fit`, `finetune.fit`, `baselines.fit`). Its `record` is the ``./run.sh`` argv.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
-from scarce_ltr import cli
+from omegaconf import DictConfig
+
 from scarce_ltr.baselines.config import BaselineConfig
+from scarce_ltr.core.config import CONFIG_ROOT, available, load_config
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.pretrain.config import PretrainConfig
+from scarce_ltr.pretrain.presets import preset_overrides, split_preset
 
 SCHEMAS = {"pretrain": PretrainConfig, "finetune": FinetuneConfig, "baseline": BaselineConfig}
 COMMON = frozenset(f.name for f in fields(CommonConfig))
@@ -127,52 +128,43 @@ def render(value: Any) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+# Where each stage's named config lives, and the key that receives its name (as ``./run.sh
+# <stage> <name>`` gives it: `scarce_ltr.cli.STAGES`' ``config_folder`` and ``name_key``).
+NAME_KEYS = {"pretrain": "method", "finetune": "strategy", "baseline": "method"}
+
+
 @dataclass(frozen=True)
-class StageCall:
+class StageConfig:
     """One stage of a fit: ``./run.sh <stage> <name>`` on ``data=arrays``, with the keys the
-    estimator sets (``given``: where the data and runs are, which QGs are labeled) and the
-    user's keywords; ``run_dir`` last."""
+    estimator sets (``given``: which QGs are labeled, which encoder) and the user's keywords.
+    `compose` builds its config as the command line does; `record` is the argv."""
 
     stage: str  # pretrain | finetune | baseline
-    name: str  # configs/<stage>/<name>.yaml
+    name: str  # configs/<stage>/<name>.yaml (pretraining: also <method>@<preset>)
     given: dict[str, Any]
     keywords: list[tuple[str, Any]]  # `route`'s
-    run_dir: Path
 
-    @property
-    def values(self) -> dict[str, Any]:
-        return {**self.given, **dict(self.keywords), "run_dir": str(self.run_dir)}
+    def compose(self) -> tuple[Any, DictConfig]:
+        """The typed config and its resolved YAML: the schema <- ``configs/data/arrays.yaml``
+        <- ``configs/<stage>/<name>.yaml`` (<- a pretraining preset's keys) <- ``given`` and the
+        keywords as Python values, checked by `core.config.load_config`, the loader of the
+        command line (`cli.compose_named` composes the same; a test holds them equal)."""
+        name, preset = split_preset(self.name)
+        names = available(self.stage)
+        if name not in names:
+            raise UserError(f"unknown {self.stage} '{name}'; valid: {', '.join(names)}")
+        keys = preset_overrides(self.name) if preset is not None else []  # pretraining's alone
+        return load_config(
+            SCHEMAS[self.stage],
+            [f"{NAME_KEYS[self.stage]}={name}", *keys, "data=arrays"],
+            stage_file=CONFIG_ROOT / self.stage / f"{name}.yaml",
+            values={**self.given, **dict(self.keywords)},
+        )
 
     @property
     def record(self) -> list[str]:
-        """The ``./run.sh`` argv that runs the same: ``ranker.commands_``."""
-        given = [
-            f"{k}={v!r}" if isinstance(v, float) else f"{k}={v}" for k, v in self.given.items()
-        ]
+        """The ``./run.sh`` argv of the same config (``ranker.commands_``), but for the data
+        (``data.path=``: fit's arrays) and the labeled QGs (fit's, a mask, not a draw)."""
+        given = [f"{k}={render(v)}" for k, v in self.given.items() if k != "scarcity.fraction"]
         keywords = [f"{k}={render(v)}" for k, v in self.keywords]
-        return [self.stage, self.name, "data=arrays", *given, *keywords, f"run_dir={self.run_dir}"]
-
-
-def run_stage(call: StageCall, log: Path | None, *, progress: bool = False) -> dict | None:
-    """``call``'s config composed as the command line composes it, run by
-    `scarce_ltr.cli.run_stage`: stdout and stderr into ``log`` (appended, after the ``$
-    ./run.sh`` line of its record) when given; ``progress``: stderr (the stages' progress bars
-    and lines, warnings) stays on the terminal."""
-    if log is None:
-        return _run(call)
-    with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.ExitStack() as stack:
-        if not progress:
-            stack.enter_context(contextlib.redirect_stderr(out))
-        print(f"$ ./run.sh {' '.join(call.record)}", flush=True)
-        try:
-            return _run(call)
-        finally:
-            out.flush()
-            sys.stdout.flush()
-
-
-def _run(call: StageCall) -> dict | None:
-    stage = cli.STAGES[call.stage]
-    return cli.run_stage(
-        stage, cli.compose_named(stage, call.name, ["data=arrays"], values=call.values)
-    )
+        return [self.stage, self.name, "data=arrays", *given, *keywords]

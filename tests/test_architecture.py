@@ -22,7 +22,7 @@ PACKAGE = "scarce_ltr"
 # Bottom to top (docs/architecture.md): a module imports from its own layer or below.
 LAYERS = (
     "core", "search", "data", "losses", "pretrain", "finetune", "baselines", "models", "ensembles",
-    "families", "serving", "reports", "sweeps", "cli", "api",
+    "families", "serving", "reports", "sweeps", "api", "cli",
 )  # fmt: skip
 NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")
 

@@ -14,16 +14,16 @@ from sklearn.base import clone
 from tiny import tiny_data
 
 import scarce_ltr
-from scarce_ltr.api import PretrainedRanker, TreeRanker, load_estimator
+from scarce_ltr.api import PretrainedRanker, TreeRanker, fit_data, lgbm, load_estimator
 from scarce_ltr.api.inputs import as_features
-from scarce_ltr.api.layout import drawn_mask, labeled_fraction
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.data.arrays import read_arrays, write_arrays
+from scarce_ltr.data.arrays import write_arrays
 from scarce_ltr.data.cache import load_split
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.letor import write_letor
+from scarce_ltr.data.scarcity import ScarcityConfig, apply_scarcity
 from scarce_ltr.data.stage_config import CommonConfig
 
 DATA = [*tiny_data(), "logger=none"]
@@ -50,10 +50,15 @@ def arrays(split, rows=None):
     return np.asarray(split.features)[rows], np.asarray(split.labels)[rows], qid[rows]
 
 
+def drawn_mask(split, fraction: float, seed: int = 0) -> np.ndarray:
+    """``[n_groups]`` bool: the train QGs ``./run.sh`` labels at ``fraction`` (its draw)."""
+    return apply_scarcity(split, split, ScarcityConfig(fraction=fraction), seed=seed).train_labeled
+
+
 def at_fraction(split, fraction: float, seed: int = 0):
     """``(X, y, qid)`` of the QGs ``./run.sh`` labels at ``fraction``, and ``(X_u, qid_u)`` of
     the others."""
-    mask = drawn_mask(split.n_groups, fraction, seed=seed)[split.group_index]
+    mask = drawn_mask(split, fraction, seed=seed)[split.group_index]
     x, y, qid = arrays(split)
     return (x[mask], y[mask], qid[mask]), (x[~mask], qid[~mask])
 
@@ -85,7 +90,7 @@ def test_an_estimator_gives_the_scores_of_the_run_sh_commands(splits, tmp_path) 
     again = PretrainedRanker(pretrained=ranker.encoder_, **finetune_keys)
     again.fit(*arrays(train), eval_set=arrays(vali))
     assert [c[0] for c in again.commands_] == ["finetune"]
-    assert again.pretrain_run_ == ranker.pretrain_run_
+    assert again.encoder_ is ranker.encoder_ and again.pretrain_run_ is None  # in memory
     assert clone(again).pretrained is ranker.encoder_  # clone shares the encoder, not a copy
 
 
@@ -195,9 +200,9 @@ def test_sparse_and_float64_inputs_give_the_arrays_of_the_letor_cache(splits, tm
     csr = sparse.csr_matrix(x.astype(np.float64))
     assert_same_bits(as_features(csr).values, np.asarray(cached.features))
     assert_same_bits(as_features(x.astype(np.float64)).values, x)
-    TreeRanker("gbdt", work_dir=tmp_path / "work", **GBDT).fit(csr, y, qid, eval_set=arrays(vali))
-    (written,) = (tmp_path / "work").glob("fit-*/data/train")
-    split = read_arrays(written, name="train")
+    tree = TreeRanker("gbdt", **GBDT)
+    sets = lgbm.eval_sets(arrays(vali), None, None)
+    split = fit_data.read(tree, csr, y, qid, None, None, sets, "auto", {}).train  # fit's train
     for key in ("features", "labels", "offsets", "qids"):
         assert_same_bits(np.asarray(getattr(split, key)), np.asarray(getattr(cached, key)))
 
@@ -272,13 +277,6 @@ def test_data_arrays_reads_folders_of_npy_arrays(splits, tmp_path, capsys) -> No
     (tmp_path / "d" / "test" / "features.npy").unlink()
     with pytest.raises(UserError, match=r"missing folders of \.npy arrays:\n.*test/"):
         run(["data-info", "data=arrays", f"data.path={tmp_path / 'd'}"])
-
-
-def test_labeled_fraction_takes_exactly_the_labeled_qgs() -> None:
-    for n in (1, 7, 30, 1000, 99991):
-        for n_labeled in {min(k, n) for k in (1, 2, n // 3 or 1, n // 20 or 1, n)}:
-            fraction = labeled_fraction(n_labeled, n)
-            assert 0 < fraction <= 1 and drawn_mask(n, fraction, seed=3).sum() == n_labeled
 
 
 FAST_TREES = {

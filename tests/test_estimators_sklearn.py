@@ -295,7 +295,7 @@ def test_progress_is_shown_unless_verbose_is_false(data, capfd) -> None:
     (x, y, qid), vali = data["train"], data["vali"]
     TreeRanker("gbdt", **{**FAST, "verbose": True}).fit(x, y, qid, eval_set=vali)
     shown = capfd.readouterr()
-    assert "TreeRanker: ./run.sh baseline gbdt" in shown.err and "gbdt: fit 1/1" in shown.err
+    assert "TreeRanker: baseline gbdt" in shown.err and "gbdt: fit 1/1" in shown.err
     assert "run folder" not in shown.out  # the stage's report stays in its log
     TreeRanker("gbdt", **FAST).fit(x, y, qid, eval_set=vali)
     shown = capfd.readouterr()
@@ -403,8 +403,9 @@ def test_a_save_killed_while_removing_the_earlier_one_leaves_the_new_one_whole(
     )
 
 
-def test_load_estimator_on_a_run_bundle_says_what_scores_it(fitted) -> None:
-    for folder in (fitted.run_, fitted.run_ / "bundle"):
+def test_load_estimator_on_a_run_bundle_says_what_scores_it(data, tmp_path) -> None:
+    kept = TreeRanker("gbdt", work_dir=tmp_path, **FAST).fit(*data["train"], eval_set=data["vali"])
+    for folder in (kept.run_, kept.run_ / "bundle"):  # work_dir keeps the stage's run folder
         with pytest.raises(ValueError) as error:
             load_estimator(folder)
         message = str(error.value)
