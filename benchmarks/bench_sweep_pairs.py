@@ -33,6 +33,11 @@ def cells(sweep: Path, data: str) -> dict[tuple[str, str], dict[tuple[int, int],
     return found
 
 
+def _vali(report: dict) -> float:
+    """The vali NDCG@5 the run chose on: a deep run's best epoch, a tree's kept model."""
+    return report.get("best_vali_ndcg@5", report["metrics"]["vali"]["ndcg@5"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", required=True, help="the sweep's folder")
@@ -50,12 +55,12 @@ def main() -> None:
             if at != setting or not units:
                 continue
             test = [runs[u]["metrics"]["test"]["ndcg@5"] for u in units]
-            vali = [runs[u]["best_vali_ndcg@5"] for u in units]
+            vali = [_vali(runs[u]) for u in units]
             cpu = np.mean([runs[u].get("cpu_seconds", np.nan) for u in units])
             margin = vali_margin = "-"
             if model != args.base:
                 margin = paired(test, [base[u]["metrics"]["test"]["ndcg@5"] for u in units])
-                base_vali = [base[u]["best_vali_ndcg@5"] for u in units]
+                base_vali = [_vali(base[u]) for u in units]
                 vali_margin = f"{np.mean(vali) - np.mean(base_vali):+.4f}"
             print(
                 f"| `{model}` | {len(units)} | {np.mean(test):.4f} | {margin} | "
