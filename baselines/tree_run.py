@@ -4,7 +4,7 @@ A backend (`TreeBackend`: LightGBM in `baselines.gbdt.search`, CatBoost, XGBoost
 labels, its search space, one early-stopped fit, its predictions and its model files. This
 module does the rest the same way for every backend:
 
-- `prepare_tree_data`: the data and the checks every tree run makes (`prepare_tree_splits`:
+- `prepare_tree_data`: the data and the checks every tree run makes (`baselines.tree_fit`:
   the same of in-memory splits, with the labeled train QGs given as a mask);
 - `search`: the run's search strategy (`search.strategies.SEARCHES`: ``optuna`` and every
   strategy drawing from a backend's space for every backend, ``paper-grid`` for a backend
@@ -16,9 +16,10 @@ module does the rest the same way for every backend:
   ``DONE``.
 
 `fit_backend` searches a backend on one feature set (CatBoost, XGBoost) and returns the
-vali-best fit as a `baselines.fitted.FittedTrees`, in memory; `fit_tree_backend` does so on
-in-memory splits (`scarce_ltr.baselines.run.fit`), `run_tree_backend` on the data set of a
-run's config and writes the run from the same object. LightGBM's own extras, more feature sets
+vali-best fit as a `baselines.fitted.FittedTrees`, in memory;
+`baselines.tree_fit.fit_tree_backend` does so on in-memory splits
+(`scarce_ltr.baselines.run.fit`), `run_tree_backend` on the data set of a run's config and
+writes the run from the same object. LightGBM's own extras, more feature sets
 (PCA) and a second search on pseudo-labels (`baselines.gbdt.train`) or on encoder embeddings
 (`baselines.hybrid.train`), run the same steps once per candidate and choose among the
 candidates on vali.
@@ -27,7 +28,7 @@ candidates on vali.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -50,7 +51,6 @@ from scarce_ltr.data.evaluation import (
 from scarce_ltr.data.pipeline import (
     PreparedData,
     prepare_data,
-    prepare_splits,
     require_labeled_vali,
     require_relevant_labels,
 )
@@ -133,28 +133,6 @@ def prepare_tree_data(
     for the others."""
     prepared = prepare_data(cfg, missing="keep" if cfg.keeps_missing else "raise")
     return checked_tree_data(prepared, check_labels)
-
-
-def prepare_tree_splits(
-    cfg: TreeRunConfig,
-    splits: Mapping[str, RankingSplit],
-    labeled: np.ndarray | None,
-    check_labels: Callable[[RankingSplit, str], None],
-) -> PreparedData:
-    """In-memory raw splits (``train``, ``vali``, ``test`` optional) as `prepare_tree_data`
-    prepares a data set's, ``labeled`` (``[n_train_groups]`` bool; None: ``cfg.scarcity``'s
-    draw) the labeled train QGs; NaN refused unless the trees take it."""
-    if not cfg.keeps_missing:
-        for name, split in splits.items():
-            bad = np.isnan(np.asarray(split.features, dtype=np.float32))
-            if bad.any():
-                row, column = (int(i[0]) for i in np.nonzero(bad))
-                raise ValueError(
-                    f"data: {name} has a missing value (NaN) at item {row}, feature {column}; "
-                    f"{cfg.method} needs every value (fill them in, or use a tree that splits "
-                    "on NaN: gbdt, gbdt-optuna, gbdt-pseudo, catboost, xgboost)"
-                )
-    return checked_tree_data(prepare_splits(cfg, splits, labeled=labeled), check_labels)
 
 
 def checked_tree_data(
@@ -280,19 +258,6 @@ def search_store(options: Any, folder: Path, section: str) -> StudyStore | None:
     return StudyStore.of(options.storage, options.study_name, folder, key=f"{section}.storage")
 
 
-def tree_study(options: Any, run: Run | None, section: str) -> StudyStore | None:
-    """`search_store` of an in-memory fit: the run's when ``run`` is given; a study kept in
-    storage needs one (its default name and owner are the run folder's)."""
-    if run is not None:
-        return search_store(options, run.folder, section)
-    if options.storage:
-        raise UserError(
-            f"{section}.storage: a stored study belongs to a run folder; give run= "
-            "(or run ./run.sh baseline), or leave the storage out"
-        )
-    return None
-
-
 def fit_backend(
     cfg: TreeRunConfig,
     prepared: PreparedData,
@@ -329,22 +294,6 @@ def fit_backend(
         vali_ndcg=best.vali_ndcg,
         outcome=outcome,
     )
-
-
-def fit_tree_backend(
-    cfg: TreeRunConfig,
-    splits: Mapping[str, RankingSplit],
-    backend: TreeBackend,
-    strategy: str,
-    *,
-    labeled: np.ndarray | None,
-    run: Run | None,
-) -> FittedTrees:
-    """`fit_backend` on in-memory splits (see `prepare_tree_splits`); no file written unless
-    ``run`` is given (a study kept in storage is named after it)."""
-    prepared = prepare_tree_splits(cfg, splits, labeled, backend.check_labels)
-    study = tree_study(backend.options, run, backend.options.section)
-    return fit_backend(cfg, prepared, backend, strategy, study=study)
 
 
 def run_tree_backend(cfg: TreeRunConfig, run: Run, backend: TreeBackend, strategy: str) -> Outcome:

@@ -27,10 +27,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from scarce_ltr.baselines.fitted import FittedTrees
+from scarce_ltr.baselines.tree_fit import fit_tree_backend
 from scarce_ltr.baselines.tree_run import (
     Report,
     TreeRunConfig,
-    fit_tree_backend,
     run_tree_backend,
     section_of,
 )

@@ -32,6 +32,7 @@ KEYS = {
     "gbdt": LIGHTGBM,  # the paper grid
     "gbdt-optuna": [*LIGHTGBM, "gbdt.n_trials=3"],
     "gbdt-pca": [*LIGHTGBM, "gbdt.pca_components=[2,3]"],
+    "gbdt-pseudo": LIGHTGBM,  # its own GBDT pseudo-labels the unlabeled QGs
     "catboost": ["catboost.num_threads=1", "catboost.max_rounds=15",
                  "catboost.early_stopping_rounds=5", "catboost.n_trials=2"],
     "xgboost": ["xgboost.num_threads=1", "xgboost.max_rounds=15",
@@ -153,7 +154,7 @@ def test_bad_in_memory_inputs_are_one_clear_error(tmp_path: Path, monkeypatch) -
         baselines.fit(cfg, data, labeled=np.ones(3, dtype=bool))
     storage = f"gbdt.storage=sqlite:///{tmp_path / 's.db'}"
     stored = config("gbdt-optuna", *KEYS["gbdt-optuna"], storage)
-    with pytest.raises(UserError, match=r"gbdt.storage: a stored study belongs to a run folder"):
+    with pytest.raises(UserError, match=r"gbdt.storage: .* give gbdt.study_name=<name>, or run="):
         baselines.fit(stored, data)
     searched = config("resnet", *KEYS["resnet"], "deep.search.n_trials=2")
     with pytest.raises(UserError, match="deep.search.n_trials: a search keeps its trials"):
@@ -164,3 +165,20 @@ def test_bad_in_memory_inputs_are_one_clear_error(tmp_path: Path, monkeypatch) -
     with pytest.raises(ValueError, match=r"vali has a missing value \(NaN\) at item 3, feature 1"):
         baselines.fit(config("gbdt-pca", *LIGHTGBM, "gbdt.pca_components=[2]"), nan_data)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_stored_study_of_an_in_memory_fit_is_named_by_study_name(tmp_path: Path) -> None:
+    """The storage is the one file a fit without ``run=`` writes, when asked; fitting again
+    under the same name rebuilds the study (as a run's rerun does), never doubles it."""
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    cfg = config("gbdt-optuna", *KEYS["gbdt-optuna"], f"gbdt.storage={url}", "gbdt.study_name=nb")
+    splits = load_dataset(cfg.data)
+    data = {"train": splits["train"], "vali": splits["vali"]}
+    first = baselines.fit(cfg, data).selected
+    again = baselines.fit(cfg, data).selected
+    assert first == again | {"seconds": first["seconds"]}
+    study = optuna.load_study(study_name="nb", storage=url)
+    assert len(study.trials) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["studies.db"]

@@ -51,12 +51,11 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     check_labels,
     min_data_cap,
 )
+from scarce_ltr.baselines.tree_fit import prepare_tree_splits, tree_study
 from scarce_ltr.baselines.tree_run import (
     prepare_tree_data,
-    prepare_tree_splits,
     search_store,
     tree_report,
-    tree_study,
     write_tree_run,
 )
 from scarce_ltr.core.errors import UserError

@@ -40,11 +40,10 @@ from scarce_ltr.baselines.hybrid.embedding_features import (
     compute_embeddings,
     embed_split,
 )
+from scarce_ltr.baselines.tree_fit import prepare_tree_splits, tree_study
 from scarce_ltr.baselines.tree_run import (
-    prepare_tree_splits,
     search_store,
     tree_report,
-    tree_study,
     write_tree_run,
 )
 from scarce_ltr.core.bundle import tensors_bytes
