@@ -120,10 +120,10 @@ def fit(
             raise ValueError("encoder: combine finetunes the models of runs=[...], not an encoder")
         named = f"<in memory: {encoder.method}>" if encoder.folder is None else encoder.folder
         cfg = replace(cfg, pretrained=str(named))  # its name in records; `encoder` trains
-    if cfg.search.on and run is None:
+    if cfg.search.on:  # fit trains the lrs grid; the search is the command's (`main`)
         raise UserError(
-            "search.n_trials: a search keeps its trials and study in a run folder; give run= "
-            "(or run ./run.sh finetune)"
+            "search.n_trials: a recipe search keeps its trials and study in a run folder and "
+            "runs as the command: ./run.sh finetune ... search.n_trials=N (fit trains the lrs grid)"
         )
     seed_everything(cfg.seed)
     runtime = cfg.runtime()
