@@ -174,11 +174,12 @@ class TreeRanker(Ranker):
         self._validate_params()
         model, taken, n_groups = lightgbm_face.fit(self, **given)
         self._reset()  # a refit keeps nothing of the fit before
-        workspace = Workspace(self.work_dir)
+        folder = None if self.work_dir is None else Workspace(self.work_dir).path
         try:
-            lightgbm_face.adopt(self, model, taken, n_groups, workspace)
+            lightgbm_face.adopt(self, model, taken, n_groups, folder)
         except BaseException:
-            shutil.rmtree(workspace.path, ignore_errors=True)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
             self._reset()
             raise
         return self

@@ -80,7 +80,7 @@ class InMemory:
 def write_bundle(ranker: Any, folder: Path) -> None:
     """``ranker``'s bundle files into the empty ``folder`` (a fit's in memory, or a bundle
     folder's copied)."""
-    if isinstance(ranker, InMemory):
+    if ranker.folder is None:  # in memory (`InMemory`, the LightGBM face's booster)
         ranker.write(folder)
         return
     for name, data in bundle_files(ranker).items():
@@ -92,7 +92,7 @@ def write_bundle(ranker: Any, folder: Path) -> None:
 def bundle_files(ranker: Any) -> dict[str, bytes]:
     """``{relative path: bytes}`` of ``ranker``'s bundle (in memory: written to a temporary
     folder and read back, removed at once)."""
-    if isinstance(ranker, InMemory):
+    if ranker.folder is None:
         with tempfile.TemporaryDirectory(prefix="scarce-ltr-bundle-") as tmp:
             ranker.write(Path(tmp))
             return _read_files(Path(tmp))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -113,22 +114,42 @@ def fit(est: Any, X, y, qid=None, *, group=None, unlabeled=None, eval_set=None, 
     return model, X, len(sizes)
 
 
-def adopt(est: Any, model: Any, X, n_groups: int, workspace: Any) -> None:
-    """``est``'s fitted attributes from the fitted ``LGBMRanker``: its booster written as the
-    run's model bundle in ``workspace`` (read back as ``ranker_``), LightGBM's attributes."""
-    from scarce_ltr.serving.ranker import load_ranker
+class BoosterModel:
+    """The fitted booster as the estimators read a bundle, in memory (`api.fitted`'s face):
+    ``kind`` lightgbm on raw features; `write` puts its bundle in a folder."""
 
+    folder = None
+    kind = METHOD
+    transform = None  # raw features: nothing fitted before the booster
+
+    def __init__(self, booster: Any, manifest: dict) -> None:
+        self.model = SimpleNamespace(booster=booster, pca=None, embedding=None)
+        self.manifest = manifest
+        self.n_features = manifest["n_features"]
+
+    def predict(self, features: np.ndarray, qids: np.ndarray | None = None) -> np.ndarray:
+        return np.asarray(self.model.booster.predict(features), dtype=np.float64)
+
+    def write(self, folder: Path) -> None:
+        text = self.model.booster.model_to_string().encode()
+        write_bundle(folder, self.manifest, {"model.txt": text})
+
+
+def adopt(est: Any, model: Any, X, n_groups: int, folder: Path | None) -> None:
+    """``est``'s fitted attributes from the fitted ``LGBMRanker``: its booster as the model in
+    memory (``ranker_``; its bundle also written in ``folder``, a fit folder of ``work_dir``),
+    LightGBM's attributes."""
     booster = model.booster_
     names = [str(c) for c in X.columns] if inputs.is_dataframe(X) else None
-    folder = Path(workspace.path) / _FOLDER
-    folder.mkdir(exist_ok=True)
-    write_bundle(folder, _manifest(model, names), {"model.txt": booster.model_to_string().encode()})
-    est.workspace_ = workspace
-    est.run_ = folder
+    est.ranker_ = BoosterModel(booster, _manifest(model, names))
+    est.run_ = None
+    if folder is not None:
+        est.run_ = folder / _FOLDER
+        est.run_.mkdir()
+        est.ranker_.write(est.run_)
     est.commands_ = []  # no ./run.sh stage: LightGBM itself trained it
     est.report_ = None
-    est.pretrained_source_ = est.pretrain_run_ = est.encoder_ = None
-    est.ranker_ = load_ranker(folder)
+    est.pretrain_run_ = est.encoder_ = None
     est.n_features_in_ = int(model.n_features_in_)
     if names is not None:
         est.feature_names_in_ = np.asarray(names, dtype=object)

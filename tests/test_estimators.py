@@ -342,3 +342,37 @@ def test_the_readme_from_python_section_runs(tmp_path, monkeypatch, capsys) -> N
     expected = deep.predict(test[namespace["features"]], test.qid)
     np.testing.assert_array_equal(namespace["scores"], expected)
     assert (tmp_path / "my-ranker" / "bundle.json").is_file()
+
+
+def test_a_fit_without_work_dir_writes_no_file(splits, tmp_path, monkeypatch) -> None:
+    """The stages run in memory: fit and predict write nothing to the working folder, the runs'
+    and the cache's folders or the temporary folder (``TMPDIR``)."""
+    import tempfile
+
+    empty = {name: tmp_path / name for name in ("cwd", "runs", "cache", "tmp")}
+    for folder in empty.values():
+        folder.mkdir()
+    monkeypatch.chdir(empty["cwd"])
+    monkeypatch.setenv("LTR_RUNS_DIR", str(empty["runs"]))
+    monkeypatch.setenv("LTR_CACHE_DIR", str(empty["cache"]))
+    monkeypatch.setenv("TMPDIR", str(empty["tmp"]))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    (labeled, unlabeled), vali = at_fraction(splits["train"], 0.5), arrays(splits["vali"])
+    x_test, _, qid_test = arrays(splits["test"])
+    for ranker in (
+        PretrainedRanker("simclr-rank", "full", **DEEP),
+        TreeRanker("gbdt", **GBDT),
+        TreeRanker(n_estimators=5, verbose=-1),
+    ):
+        given = {} if ranker.method == "lightgbm" else {"unlabeled": unlabeled}  # LGBMRanker's
+        ranker.fit(*labeled, eval_set=vali, **given)
+        assert np.isfinite(ranker.predict(x_test, qid_test)).all() and ranker.run_ is None
+    written = {name: sorted(p for p in folder.rglob("*") if not _torch_own(p, folder))
+               for name, folder in empty.items()}  # fmt: skip
+    assert written == {name: [] for name in empty}
+
+
+def _torch_own(path: Path, folder: Path) -> bool:
+    """torch's compiler cache folder, which torch makes in TMPDIR on first use, empty."""
+    top = path.relative_to(folder).parts[0]
+    return top.startswith("torchinductor_") and not any(p.is_file() for p in path.rglob("*"))

@@ -123,3 +123,22 @@ def test_an_estimator_composes_its_config_and_runs_it_without_the_command_line(
          f"run_dir={tmp_path / 'cli'}"])  # fmt: skip
     with np.load(tmp_path / "cli" / "scores.npz") as saved:
         np.testing.assert_array_equal(ranker.predict(xv, qv), saved["test"])
+
+
+@pytest.mark.parametrize(
+    ("stage", "name"), [("pretrain", "simclr@released"), ("finetune", "lp"), ("baseline", "gbdt")]
+)
+def test_an_estimator_stage_config_is_the_command_lines(stage: str, name: str) -> None:
+    """`api.stages.StageConfig` composes without the command line what ``./run.sh <stage>
+    <name> data=arrays`` composes (a preset's keys too), the keywords set last."""
+    from scarce_ltr import cli
+    from scarce_ltr.api.stages import StageConfig
+
+    keys = [
+        ("seed", 3),
+        ("logger", "none"),
+        *([("pretrained", "none")] if stage == "finetune" else []),
+    ]
+    cfg, resolved = StageConfig(stage, name, {}, keys).compose()
+    composed = cli.compose_named(cli.STAGES[stage], name, ["data=arrays"], values=dict(keys))
+    assert cfg == composed.cfg and resolved == composed.resolved
