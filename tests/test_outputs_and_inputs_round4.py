@@ -304,14 +304,14 @@ def fitted():
 
 def test_save_names_the_users_path_and_leaves_no_temp_folder(fitted, tmp_path, monkeypatch) -> None:
     """Before: ``[Errno 1] Operation not permitted: '/sys/.x.lz4nnw65.tmp'``, a temp name."""
-    from scarce_ltr.api import base
+    from scarce_ltr.api import saving
 
     target = tmp_path / "saved"
 
-    def full(src, dst, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+    def full(ranker, folder):  # the bundle's files written into the temp folder beside target
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder))
 
-    monkeypatch.setattr(base.shutil, "copytree", full)
+    monkeypatch.setattr(saving, "write_bundle", full)
     with pytest.raises(OSError, match="No space left on device") as caught:
         fitted.save(target)
     message = str(caught.value)
