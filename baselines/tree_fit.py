@@ -70,9 +70,10 @@ def refuse_missing(cfg: TreeRunConfig, splits: Mapping[str, RankingSplit]) -> No
 def tree_study(options: Any, run: Run | None, section: str) -> StudyStore | None:
     """`search_store` of an in-memory fit: the run's when ``run`` is given; else a study kept
     in storage is named by ``<section>.study_name`` (a run folder names it by default) and owned
-    by the in-memory fits, so that a fit of that name again rebuilds it as a run's rerun does."""
+    by the in-memory fits, so that a fit of that name again continues it as a run's rerun
+    does (`search.studies`)."""
     if run is not None:
-        return search_store(options, run.folder, section)
+        return search_store(options, run, section)
     if not options.storage:
         return None
     if not options.study_name:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -252,10 +251,11 @@ def tree_outcome(report: dict, *, start: float) -> Outcome:
     return Outcome(report, summary)
 
 
-def search_store(options: Any, folder: Path, section: str) -> StudyStore | None:
+def search_store(options: Any, run: Run, section: str) -> StudyStore | None:
     """Where the search of a backend's ``section`` (``options``: its ``storage`` and
-    ``study_name``) keeps its study for the run in ``folder``; None: in memory."""
-    return StudyStore.of(options.storage, options.study_name, folder, key=f"{section}.storage")
+    ``study_name``) records its study for ``run`` (its folder and identity name it); None: in
+    memory only."""
+    return StudyStore.of(options.storage, options.study_name, run, key=f"{section}.storage")
 
 
 def fit_backend(
@@ -307,7 +307,7 @@ def run_tree_backend(cfg: TreeRunConfig, run: Run, backend: TreeBackend, strateg
         prepared,
         backend,
         strategy,
-        study=search_store(backend.options, run.folder, backend.options.section),
+        study=search_store(backend.options, run, backend.options.section),
         on_trial=lambda result: tracker.log({"trial": result.as_dict()}),
     )
     outcome = fitted.outcome

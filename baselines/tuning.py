@@ -46,10 +46,12 @@ class SearchOptions:
     # told in trial order, reproducible for a given n_jobs (search.trial_batches); 1: one by one
     n_jobs: int = 1
     params: dict[str, Any] = field(default_factory=dict)  # any backend parameter, every trial
-    # an Optuna RDB URL (sqlite:///studies.db) the search's study is mirrored into, for
-    # optuna.load_study and optuna-dashboard (search.studies); null: in memory only
+    # an Optuna RDB URL (sqlite:///studies.db) the search's study is recorded in, for
+    # optuna.load_study and optuna-dashboard, and continued by a search of the same name
+    # (search.studies); null: in memory only
     storage: str | None = None
-    study_name: str | None = None  # the study's name in storage; null: the run folder's
+    # the study's name in storage; null: the run folder below the runs root (search.studies)
+    study_name: str | None = None
 
     def __post_init__(self) -> None:
         check_search(f"{self.section}.search", self.search)

@@ -26,9 +26,9 @@ CONFIG = "config.yaml"
 # runs and logs (device, AMP, the tracker), how many items it scores at once (a QG's scores do not
 # depend on the others in its batch), where pretraining batches are gathered (the same batches),
 # whether its checkpoints are kept once it finished, its folder (moved or copied), and where a
-# search's Optuna study is mirrored (``storage``, ``study_name``: `search.studies` rebuilds it from
-# the run folder; the same trials, the same choice). A free key is one of these at the top of a
-# stage's config, of a family's section (``deep.device``) or of a section's search
+# search's Optuna study is recorded (``storage``, ``study_name``: `search.studies` draws in
+# memory and only records; the same trials, the same choice). A free key is one of these at
+# the top of a stage's config, of a family's section (``deep.device``) or of a section's search
 # (`FREE_SECTIONS`: ``deep.search.storage``), never inside a pass-through mapping of a backend's
 # own options (``xgboost.params.device`` is a setting).
 FREE_KEYS = (

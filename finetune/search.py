@@ -229,6 +229,7 @@ def run_search(
             pruner=make_pruner(space) if pruning else None,
             first=space.first[:n_trials],
             study_name=f"search-seed{cfg.seed}" if pruning else None,  # Hyperband hashes it
+            n_trials=n_trials,
         )
     results: list[dict] = []
     trainings: list[GridTraining] = []
@@ -401,19 +402,11 @@ def _train_batch(
 
 
 def _store(run: Run, cfg: CommonConfig, space: Space) -> StudyStore | None:
-    """Where the study is kept (``search.storage`` or ``deep.search.storage``: `search.studies`,
-    rebuilt from the trials in the run folder); None: in memory."""
+    """Where the study is recorded (``search.storage`` or ``deep.search.storage``:
+    `search.studies`, continued by a later search of the same name); None: in memory only."""
     prefix = _prefix(cfg, space).rstrip(".")
     config = space.config
-    if config.storage is not None and config.pruner == "hyperband":
-        # Hyperband's brackets hash the study's name, and a stored study is named after its
-        # run: the mirror would change which trials are pruned, and storage is a free key.
-        raise UserError(
-            f"{prefix}.pruner=hyperband with {prefix}.storage: Hyperband's brackets follow the "
-            "study's name, so a stored study would prune other trials than the same search in "
-            f"memory; use {prefix}.pruner=median or halving with a storage"
-        )
-    return StudyStore.of(config.storage, config.study_name, run.folder, key=f"{prefix}.storage")
+    return StudyStore.of(config.storage, config.study_name, run, key=f"{prefix}.storage")
 
 
 def _prefix(cfg: CommonConfig, space: Space) -> str:

@@ -106,10 +106,12 @@ class SearchConfig:
     # median: the trials that finish unpruned before the median may stop any (Optuna's
     # n_startup_trials): the fewer, the sooner TPE sees mostly stopped trials
     prune_startup: int = 5
-    # an Optuna RDB URL (sqlite:///studies.db) the study is mirrored into, for
-    # optuna.load_study and optuna-dashboard (search.studies); null: in memory only
+    # an Optuna RDB URL (sqlite:///studies.db) the study is recorded in, for
+    # optuna.load_study and optuna-dashboard, and continued by a search of the same name
+    # (search.studies); null: in memory only
     storage: str | None = None
-    study_name: str | None = None  # the study's name in storage; null: the run folder's
+    # the study's name in storage; null: the run folder below the runs root (search.studies)
+    study_name: str | None = None
     # trials trained at once, each in a child process with its share of torch's threads:
     # asked and told in trial order, reproducible for a given n_jobs (search.trial_batches;
     # finetune.trial_pool); 1 (the default): one after another, the search as it always was

@@ -1,19 +1,17 @@
 """The one study loop every Optuna search of the project runs: the tree backends'
 (`strategies.study.optuna_search`) and the deep rankers' (`finetune.search.run_search`).
 
-`start_study` opens the study, maximizing the vali score (`studies.create_study`: in memory or
-mirrored into a storage), and enqueues its first points (the defaults, the fixed recipe's), so
-they are its first trials. `run_study` runs its trials in batches (`trial_batches.batches`): each
-trial of a batch is asked in trial order and drawn by the caller (``draw``), the batch trains at
-once (``train``), then, in trial order, the caller settles each trained trial (``settle``: its
-score or pruned, after what must come first, such as its epochs reported to the pruner), the
-study is told it (pruned; completed with its score; failed when the score is not finite: the
-sampler learns nothing from it) and the caller sees it (``on_trial``). Without a study (a run
-that trains another run's chosen recipe) nothing is asked or told: ``draw`` gets None.
-
-What differs stays with the caller, as arguments: how a trial is drawn, trained (threads, child
-processes, a trial read back from its folder) and kept (`trials.keep_if_best`,
-`selection.select_best`), and what it reports.
+`start_study` opens the study, maximizing the vali score, in memory (`studies.create_study`;
+with a storage, recorded there as well: `studies.StoredStudy`), and enqueues its first points
+(the defaults, the fixed recipe's), so they are its first trials. `run_study` runs its trials in
+batches (`trial_batches.batches`): each trial of a batch is asked in trial order and drawn by
+the caller (``draw``), the batch trains at once (``train``), then, in trial order, the caller
+settles each trained trial (``settle``: its score or pruned, after what must come first, such
+as its epochs reported to the pruner), the study is told it (pruned; completed with its score;
+failed when the score is not finite: the sampler learns nothing from it) and the caller sees it
+(``on_trial``). A stored study checks or records each trial once it is drawn and once it is
+told (`StoredStudy.drawn`, `StoredStudy.ended`). Without a study (a run that trains another
+run's chosen recipe) nothing is asked or told: ``draw`` gets None.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from scarce_ltr.search.studies import StudyStore, create_study
+from scarce_ltr.search.studies import StoredStudy, StudyStore, create_study
 from scarce_ltr.search.trial_batches import batches
 
 Drawn = TypeVar("Drawn")  # an asked trial as the caller drew it
@@ -44,17 +42,19 @@ def start_study(
     pruner: Any = None,
     first: Iterable[dict] = (),
     study_name: str | None = None,
+    n_trials: int = 0,
 ) -> Any:
     """A study maximizing the vali score, drawn by ``sampler``, pruned by ``pruner`` (None:
-    Optuna's default, which a trial that reports nothing never meets), kept in ``store``
-    (None: in memory), its first trials ``first`` in order. ``study_name``: a fixed name for an
-    in-memory study (Hyperband's brackets hash it; a stored study is named by its store)."""
+    Optuna's default, which a trial that reports nothing never meets), its first trials
+    ``first`` in order, recorded in ``store`` (None: in memory only) for a search of
+    ``n_trials``. ``study_name``: a fixed name of the in-memory study (Hyperband's brackets
+    hash it; a stored study is named by its store)."""
     options: dict[str, Any] = {"direction": "maximize", "sampler": sampler}
     if pruner is not None:
         options["pruner"] = pruner
     if study_name is not None:
         options["study_name"] = study_name
-    study = create_study(optuna, store, **options)
+    study = create_study(optuna, store, n_trials=n_trials, **options)
     for point in first:
         study.enqueue_trial(point)
     return study
@@ -86,11 +86,15 @@ def run_study(
         for number in batch:
             asked.append(study.ask() if study is not None else None)
             drawn.append(draw(number, asked[-1]))
+            if isinstance(study, StoredStudy):
+                study.drawn(number, asked[-1])
         trained = train(drawn)
-        for trial, item, done in zip(asked, drawn, trained, strict=True):
+        for number, trial, item, done in zip(batch, asked, drawn, trained, strict=True):
             verdict = settle(item, done)
             if study is not None:
                 _tell(study, trial, verdict)
+            if isinstance(study, StoredStudy):
+                study.ended(number, trial)
             on_trial(item, done)
 
 

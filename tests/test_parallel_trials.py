@@ -15,6 +15,7 @@ import optuna
 import pytest
 import torch
 from test_search import DEEP_SEARCH, RESNET, _killed_run, _metrics, _trials
+from test_study_storage import identity_name
 from test_trees import DATA, FAST
 
 from scarce_ltr.cli import run
@@ -123,7 +124,7 @@ def test_a_parallel_tree_search_is_reproducible_and_stored(tmp_path: Path) -> No
     sequential = run([*args, f"run_dir={tmp_path / 'c'}"])
     assert _without_seconds(sequential)[:10] == _without_seconds(first)[:10]
     assert _without_seconds(sequential)[10:] != _without_seconds(first)[10:]
-    study = optuna.load_study(storage=url, study_name=str(tmp_path / "a"))
+    study = optuna.load_study(storage=url, study_name=identity_name(first))
     assert [t.number for t in study.trials] == list(range(12))
     for trial, row in zip(study.trials, first["grid"], strict=True):
         if row.get("pruned"):
@@ -182,7 +183,7 @@ def test_a_pruned_parallel_deep_search_is_reproducible(tmp_path: Path) -> None:
     assert json.dumps(_trials(first)) == json.dumps(_trials(second))
     assert _metrics(first) == _metrics(second)
     assert first["search"]["pruner"] == "median"
-    study = optuna.load_study(storage=url, study_name=str(tmp_path / "a"))
+    study = optuna.load_study(storage=url, study_name=identity_name(first))
     pruned = [bool(t.get("pruned")) for t in first["search"]["trials"]]
     states = [t.state == optuna.trial.TrialState.PRUNED for t in study.trials]
     assert states == pruned and len(states) == 4

@@ -92,20 +92,46 @@ def test_a_study_is_told_each_trial_between_its_settling_and_the_callers_seeing_
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
 
 
-def test_a_stored_study_holds_its_first_points_and_its_pruner(tmp_path: Path) -> None:
-    store = StudyStore.of(
-        f"sqlite:///{tmp_path / 'studies.db'}", "loop", tmp_path / "run", key="gbdt.storage"
-    )
+def test_a_stored_study_draws_in_memory_and_records_each_trial(tmp_path: Path) -> None:
+    """With a store the search draws from its in-memory study (its name, pruner and first
+    points, as without one); the stored study records each trial: running once drawn, then
+    ended with its state, score, per-step values and search trial number."""
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    store = StudyStore.of(url, "loop", tmp_path / "run", key="gbdt.storage")
     pruner = optuna.pruners.MedianPruner(n_startup_trials=3)
     study = start_study(
         optuna, store, sampler=optuna.samplers.RandomSampler(seed=0), pruner=pruner,
-        first=[{"x": 1.0}, {"x": 2.0}], study_name="ignored with a store",
+        first=[{"x": 1.0}, {"x": 2.0}], study_name="in memory", n_trials=3,
     )  # fmt: skip
-    assert study.study_name == "loop" and study.pruner is pruner
+    assert study.study_name == "in memory" and study.pruner is pruner
     assert [t.system_attrs["fixed_params"] for t in study.trials] == [{"x": 1.0}, {"x": 2.0}]
-    assert {t.state for t in study.trials} == {State.WAITING}
+    assert not _stored_trials(url)
+    seen: list = []
+
+    def draw(number: int, trial) -> int:
+        trial.suggest_float("x", 0.0, 2.0)
+        trial.report(number / 10, 0)
+        return number
+
+    def train(drawn: list[int]) -> list[int]:
+        seen.append([t.state for t in _stored_trials(url)])
+        return drawn
+
+    run_study(study, 3, 2, draw=draw, train=train,
+              settle=lambda n, t: Verdict(math.nan if n == 1 else n / 10),
+              on_trial=lambda n, t: None)  # fmt: skip
+    assert seen == [[State.RUNNING] * 2, [State.COMPLETE, State.FAIL, State.RUNNING]]
+    stored = _stored_trials(url)
+    assert [t.params for t in stored] == [t.params for t in study.trials]
+    assert [t.value for t in stored] == [0.0, None, 0.2]
+    assert [t.intermediate_values for t in stored] == [{0: 0.0}, {0: 0.1}, {0: 0.2}]
+    assert [t.user_attrs for t in stored] == [{"scarce_ltr_trial": n} for n in range(3)]
     in_memory = start_study(optuna, None, sampler=None, study_name="search-seed0")
     assert in_memory.study_name == "search-seed0" and not in_memory.trials
+
+
+def _stored_trials(url: str) -> list:
+    return optuna.load_study(storage=url, study_name="loop").trials
 
 
 class _Spy:

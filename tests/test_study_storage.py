@@ -1,14 +1,14 @@
-"""Searches on shared storage (`search.studies`): ``<section>.storage`` mirrors a search's Optuna
-study into an RDB (SQLite here) that ``optuna.load_study`` (and so optuna-dashboard) reads; the
-choice is the one without a storage, a killed search's study is rebuilt from the run folder,
-and a bad URL or another run's study is one clear line."""
+"""Searches on shared storage (`search.studies`): ``<section>.storage`` records a search's Optuna
+study in an RDB (SQLite here) that ``optuna.load_study`` (and so optuna-dashboard) reads; the
+choice is the one without a storage, a search of the same name continues the study (each trial
+once), and a bad URL or another search's study is one clear line. Resuming, killed trials and
+default names: tests/test_study_resume.py."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -19,13 +19,20 @@ from test_trees import DATA, FAST
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import changed_settings
-from scarce_ltr.search.studies import OWNER, StudyStore
+from scarce_ltr.search.studies import OWNER, SEARCH_TRIAL, StudyStore
 
 pytestmark = pytest.mark.cpu
 
 
 def _stored(url: str, name: str) -> list:
     return optuna.load_study(storage=url, study_name=name).trials
+
+
+def identity_name(report: dict) -> str:
+    """The default study name of a run outside the runs root in the temporary folder (pytest's
+    ``tmp_path``): its identity, ``<data>/<stage>/<model>/<setting>/seed=<s>``."""
+    keys = ("dataset", "stage", "model", "label_setting")
+    return "/".join(str(report[k]) for k in keys) + f"/seed={report['seed']}"
 
 
 def _without_seconds(report: dict) -> list[dict]:
@@ -35,14 +42,14 @@ def _without_seconds(report: dict) -> list[dict]:
 
 def test_a_tree_search_in_storage_chooses_as_in_memory_and_holds_its_trials(tmp_path: Path):
     """gbdt-optuna with gbdt.storage: the same trials and choice as without; the SQLite file
-    holds the study under the run folder's name, each trial's params and vali score."""
+    holds the study under the run's name, each trial's params and vali score."""
     args = ["baseline", "gbdt-optuna", *DATA, *FAST["gbdt-optuna"]]
     plain = run([*args, f"run_dir={tmp_path / 'plain'}"])
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     stored = run([*args, f"run_dir={tmp_path / 'stored'}", f"gbdt.storage={url}"])
     assert _without_seconds(stored) == _without_seconds(plain)
     assert _metrics(stored) == _metrics(plain)
-    trials = _stored(url, str(tmp_path / "stored"))
+    trials = _stored(url, identity_name(stored))
     assert len(trials) == len(plain["grid"]) == 4
     for trial, row in zip(trials, plain["grid"], strict=True):
         assert trial.number == row["trial"]
@@ -51,16 +58,18 @@ def test_a_tree_search_in_storage_chooses_as_in_memory_and_holds_its_trials(tmp_
         else:
             assert trial.value == row["vali_ndcg@5"]
         assert trial.params and all(row[k] == v for k, v in trial.params.items() if k in row)
-    # Run again (a search killed before it wrote its run): the study is made anew, not doubled.
+    # Run again (a search killed before it wrote its run): the study is continued, its trials
+    # trained again and checked against it, none stored twice.
     (tmp_path / "stored" / "DONE").unlink()
     again = run([*args, f"run_dir={tmp_path / 'stored'}", f"gbdt.storage={url}"])
     assert _without_seconds(again) == _without_seconds(plain)
-    assert len(_stored(url, str(tmp_path / "stored"))) == 4
+    assert len(_stored(url, identity_name(stored))) == 4
 
 
 def test_a_killed_deep_search_resumes_and_its_study_mirrors_the_folder(tmp_path: Path) -> None:
     """resnet's search with deep.search.storage, killed in its second trial and run again: the
-    trials and choice of a search never killed, and the stored study holds each trial once."""
+    trials and choice of a search never killed; the stored study holds each trial once, the
+    one the kill left running marked failed."""
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
     writes = _killed_run([*RESNET, *DEEP_SEARCH, f"run_dir={reference}"], tmp_path, 0)
@@ -73,20 +82,31 @@ def test_a_killed_deep_search_resumes_and_its_study_mirrors_the_folder(tmp_path:
     assert _trials(got) == _trials(expected)
     assert _metrics(got) == _metrics(expected)
     study = optuna.load_study(storage=url, study_name="s")
-    assert study.user_attrs[OWNER] == str(crashed)
-    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert study.user_attrs[OWNER] == identity_name(got)
+    ended = [t for t in study.trials if t.state != optuna.trial.TrialState.FAIL]
+    killed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert [t.state for t in ended] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert killed and all(SEARCH_TRIAL not in t.user_attrs and "fail_reason" in t.user_attrs
+                          for t in killed)  # fmt: skip
     rows = got["search"]["trials"]
-    assert [t.value for t in study.trials] == [r["best_vali_ndcg@5"] for r in rows]
-    assert study.best_trial.number == got["search"]["chosen_trial"]
-    assert all(math.isclose(study.trials[r["trial"]].params["lr"], r["lr"]) for r in rows)
+    assert [t.user_attrs[SEARCH_TRIAL] for t in ended] == [r["trial"] for r in rows]
+    assert [t.value for t in ended] == [r["best_vali_ndcg@5"] for r in rows]
+    assert study.best_trial.user_attrs[SEARCH_TRIAL] == got["search"]["chosen_trial"]
+    assert all(math.isclose(ended[r["trial"]].params["lr"], r["lr"]) for r in rows)
 
 
-def test_a_study_of_another_run_is_left_alone(tmp_path: Path) -> None:
+def test_a_study_is_continued_by_its_search_and_left_alone_by_another(tmp_path: Path) -> None:
+    """The same search in another folder under the same name continues the study (its trials
+    checked, none stored twice); a run of another seed is refused and the study left as it was."""
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     args = ["baseline", "xgboost", *DATA, *FAST["xgboost"], f"xgboost.storage={url}"]
-    run([*args, f"run_dir={tmp_path / 'a'}", "xgboost.study_name=shared"])
-    with pytest.raises(UserError, match=r"study 'shared' there holds the search of .*/a, not of"):
-        run([*args, f"run_dir={tmp_path / 'b'}", "xgboost.study_name=shared"])
+    first = run([*args, f"run_dir={tmp_path / 'a'}", "xgboost.study_name=shared"])
+    second = run([*args, f"run_dir={tmp_path / 'b'}", "xgboost.study_name=shared"])
+    assert _without_seconds(second) == _without_seconds(first)
+    assert len(_stored(url, "shared")) == 3
+    other = r"study 'shared' holds the search of .*/seed=0, not of .*/seed=1; give xgboost"
+    with pytest.raises(UserError, match=other):
+        run([*args, f"run_dir={tmp_path / 'c'}", "xgboost.study_name=shared", "seed=1"])
     assert len(_stored(url, "shared")) == 3
 
 
@@ -141,19 +161,4 @@ def test_the_default_study_name_is_the_run_folder_below_the_runs_root(monkeypatc
     store = StudyStore.of("sqlite:///s.db", None, folder, key="xgboost.storage")
     assert store is not None and store.name == "synthetic/baseline/xgboost/frac=1/seed=0"
     assert store.part("pseudo").name == f"{store.name}/pseudo"
-    elsewhere = StudyStore.of("sqlite:///s.db", None, tmp_path / "mine", key="gbdt.storage")
-    assert elsewhere is not None and elsewhere.name == str(tmp_path / "mine")
     assert StudyStore.of(None, "named", folder, key="gbdt.storage") is None
-
-
-def test_hyperband_with_a_storage_is_refused(tmp_path) -> None:
-    """Hyperband's brackets hash the study's name: a stored study (named after its run) would
-    prune other trials than the same search in memory, and the storage is a free key."""
-    from scarce_ltr.finetune.search import _store
-    from scarce_ltr.finetune.search_config import SearchConfig
-
-    config = SearchConfig(n_trials=3, pruner="hyperband", storage=f"sqlite:///{tmp_path}/s.db")
-    space = SimpleNamespace(config=config)
-    cfg = SimpleNamespace(search=config)
-    with pytest.raises(UserError, match="search.pruner=hyperband with search.storage"):
-        _store(SimpleNamespace(folder=tmp_path), cfg, space)

@@ -79,10 +79,11 @@ class GBDTOptions:
     )
     # search=optuna|random: the trials drawn
     n_trials: int = field(default=40, metadata=read_with("search", *DRAWN_SEARCHES))
-    # search=optuna|random: an Optuna RDB URL (sqlite:///studies.db) the study is mirrored
-    # into, for optuna.load_study and optuna-dashboard (search.studies); null: in memory only
+    # search=optuna|random: an Optuna RDB URL (sqlite:///studies.db) the study is recorded
+    # in, for optuna.load_study and optuna-dashboard, and continued by a search of the same
+    # name (search.studies); null: in memory only
     storage: str | None = None
-    # the study's name in storage; null: the run folder's
+    # the study's name in storage; null: the run folder below the runs root (search.studies)
     study_name: str | None = field(default=None, metadata=read_with("search", *DRAWN_SEARCHES))
     # Any LightGBM parameter, the same in every fit (gbdt.params.lambda_l2=1); the search
     # leaves the ones given here out.

@@ -109,7 +109,7 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
     _check_method(cfg)
     prepared = prepare_lightgbm_data(cfg)
     tracker = run.open_tracker(asdict(cfg))
-    study = search_store(cfg.gbdt, run.folder, "gbdt")
+    study = search_store(cfg.gbdt, run, "gbdt")
     fitted = fit_prepared(cfg, prepared, tracker=tracker, study=study)
     outcome: LightGBMOutcome = fitted.outcome
     scores = save_chosen(run, fitted)

@@ -122,7 +122,7 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
     _check_pretrained(cfg)
     prepared = prepare_lightgbm_data(cfg)
     tracker = run.open_tracker(asdict(cfg))
-    study = search_store(cfg.gbdt, run.folder, "gbdt")  # one study per candidate, named after it
+    study = search_store(cfg.gbdt, run, "gbdt")  # one study per candidate, named after it
     fitted = fit_prepared(cfg, prepared, tracker, study=study, cache=cfg.embedding.cache)
     outcome: LightGBMOutcome = fitted.outcome
     scores = save_chosen(run, fitted)

@@ -84,8 +84,9 @@ def optuna_search(
             point a hand-tuned user would try first.
         warmup_steps: rounds before a trial may be pruned (the early-stopping patience: a
             slower learning rate is not cut while it catches up).
-        study: the storage and name the study is kept under (`search.studies`: made anew, the
-            search runs all its trials again); None: in memory.
+        study: the storage and name the study is recorded under (`search.studies`: continued;
+            the search trains its trials again, checked against the stored ones); None: in
+            memory only.
         n_jobs: trials trained at once, in threads (`search.trial_batches`: asked and told in
             trial order, so the search is reproducible for a given ``n_jobs``; 1: one by one).
         apart: a trial's key; trials of different keys never train at once
@@ -101,6 +102,7 @@ def optuna_search(
         sampler=sampler,
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=warmup_steps),
         first=[first] if first is not None else [],
+        n_trials=n_trials,
     )
     outcome = SearchOutcome()
 
