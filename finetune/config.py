@@ -31,13 +31,12 @@ from scarce_ltr.data.teachers import (
     self_taught,
     taught_model,
 )
-from scarce_ltr.finetune.heads import HEADS, check_head_size
+from scarce_ltr.finetune.heads import check_head_size
 from scarce_ltr.finetune.joint import JointConfig
-from scarce_ltr.finetune.search_config import PHASE_EPOCHS, SearchConfig
-from scarce_ltr.losses import LOSSES
-from scarce_ltr.losses.base import BoundLoss, LossOptions
+from scarce_ltr.finetune.recipe import LossConfig as LossConfig  # the loss section, named here too
+from scarce_ltr.finetune.recipe import RankerRecipe
+from scarce_ltr.finetune.search_config import PHASE_EPOCHS
 from scarce_ltr.pretrain.config import PretrainConfig
-from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.pretrain.presets import VARIANT_MARK
 
 COMBINE = "combine"  # paper A.3.7's linear layer over finetuned rankers: <m>+<m>[+...]+combine
@@ -51,54 +50,6 @@ SCRATCH = "scratch"  # the encoder's name in a fresh encoder's model: scratch+fu
 VARIANT_NAME = re.compile(r"[A-Za-z0-9._-]+")
 DEFAULT_COMBINE_DROPOUT = 0.7  # paper A.3.7 on MSLR-WEB30K and Istella-S
 FROZEN_HEADS = {"lp": "linear", "mp": "mlp"}  # the frozen strategies and the head each uses
-
-
-# The loss and its options: ``loss.name`` picks a loss of `losses.LOSSES`, whose
-# options (`losses.base.LossOptions`) read and check the keys below it needs; one set
-# away from its default for a loss that does not read it is refused (`check_taken`).
-@dataclass(frozen=True)
-class LossConfig:
-    # lambdarank|ranknet|softmax|approx-ndcg|neural-ndcg|lambdaloss|listmle|listnet|rmse
-    name: str = "lambdarank"
-    sigma: float = 1.0  # lambdarank, ranknet, lambdaloss: steepness of the pairwise logistic
-    k: int | None = None  # lambdarank, lambdaloss, neural-ndcg: truncation; None: the whole list
-    # approx-ndcg, neural-ndcg: smoothness of the approximate ranks / sort. None: the loss's own
-    # default (0.1 for approx-ndcg, allRank's 1.0 for neural-ndcg), so one key serves both.
-    temperature: float | None = None
-    mu: float = 10.0  # lambdaloss: weight of the NDCGLoss2 term in NDCGLoss2++ (allRank's 10)
-
-    def __post_init__(self) -> None:
-        if self.name not in LOSSES:
-            raise ValueError(f"loss.name must be one of {', '.join(LOSSES)}, got {self.name!r}")
-        # Each key's value is checked by the options of the losses that read it, the chosen
-        # loss's first: a bad value is named as such even where the key is then refused.
-        for loss in (LOSSES[self.name], *LOSSES.values()):
-            loss.options.of(self)
-
-    @property
-    def options(self) -> LossOptions:
-        """The chosen loss's options: the keys of this section it reads, checked."""
-        return LOSSES[self.name].options.of(self)
-
-    def check_taken(self, names: list[str], *, prefix: str = "") -> None:
-        """A ``loss.<key>`` set away from its default that none of the losses ``names`` (the
-        config's, and the search's when it searches) reads is an error naming the losses that
-        do and the keys these read (`core.registry.check_unread`), not a silent no-op
-        (``prefix``: the section's, ``deep.``)."""
-
-        def changed(key: str) -> list[str]:
-            value = getattr(self, key)
-            return [] if value == _LOSS_DEFAULTS[key] else [f"{prefix}loss.{key}={value}"]
-
-        LOSSES.check_unread(names, changed, prefix=f"{prefix}loss.")
-
-    def build(self) -> BoundLoss:
-        """The chosen loss with its options bound: ``f(scores, labels, *, mask)``. An option left
-        at None is not passed, so the loss's own default applies."""
-        return LOSSES[self.name].build(self.options)
-
-
-_LOSS_DEFAULTS = {f.name: f.default for f in fields(LossConfig)}
 
 
 # What the loop reads of the training keys finetuning and the deep baselines share: the fields
@@ -169,19 +120,17 @@ def schedule(head_epochs: int, full_epochs: int, cap: int | None) -> list[Phase]
     return [p for p in phases if p.epochs > 0]
 
 
-# The training keys (`TrainingKeys`: item_budget, patience, amp, device, ...) come with their
-# defaults and help lines from data/stage_config.py; in --help they follow the common keys.
+# The training keys (`TrainingKeys`: item_budget, patience, amp, device, ...) and the recipe's
+# (`finetune.recipe.RankerRecipe`: encoder.*, head, loss.*, lrs, search.*, the deep baselines'
+# deep.* too) come with their defaults and help lines from there; in --help they follow the
+# common keys.
 @dataclass(frozen=True)
-class FinetuneConfig(TrainingKeys, CommonConfig):
+class FinetuneConfig(RankerRecipe, CommonConfig):
     strategy: str = "full"  # lp | mp | full | combine: set by configs/finetune/<strategy>.yaml
     pretrained: str | None = None  # a pretraining run dir, or "none" for a fresh encoder
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)  # pretrained=none only
     # pretrained=none only: a name for these encoder.* settings; the run's model is
     # scratch@<variant>+<strategy> (a pretrained encoder is named by its pretraining run)
     variant: str = ""
-    head: str = "mlp"  # linear | mlp (linear for binary labels, paper 4.1.2)
-    head_hidden: int = 128
-    head_dropout: float = 0.0
     # encoder frozen, head trained alone
     head_epochs: int = field(default=100, metadata=allowed(PHASE_EPOCHS))
     # whole network (0 for the frozen strategies)
@@ -189,13 +138,9 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     # full: the head-only phase's learning rate, e.g. 1e-2 (LP-FT: a head fitted at a probe's
     # rate before the whole network moves at optimizer.lr); null: optimizer.lr in both phases
     head_lr: float | None = None
-    loss: LossConfig = field(default_factory=LossConfig)
     # Adam at the paper's finetuning learning rate (A.2.3), 5e-5: lp's, mp's and full's, named
     # here alone (their configs/finetune/*.yaml leave it; combine.yaml sets its layer's 1e-3).
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=5e-5))
-    # A learning-rate grid, e.g. [5e-5,2e-4,1e-3]: one model per rate, the vali-best kept (as the
-    # deep baselines choose theirs). Empty: optimizer.lr alone, the paper's protocol.
-    lrs: list[float] = field(default_factory=list)
     # L2-SP (Li et al. 2018): alpha/2 * ||theta_enc - theta_enc^0||^2, the squared distance of
     # the encoder's weights from their pretrained values, added to the loss in the phases that
     # train the encoder (full's second phase); needs pretrained=<run>; 0: off
@@ -207,10 +152,6 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     # combine: the dropout before its linear layer; null: the data preset's data.combine_dropout
     # (paper A.3.7: 0.7 on MSLR and Istella, 0 on Yahoo), else 0.7
     combine_dropout: float | None = None
-    # A seeded Optuna search on vali over lr, weight decay, dropout, epochs, loss, input noise
-    # and head size (search.n_trials trials, each from the same pretrained encoder); off by
-    # default (n_trials 0). docs/finetune.md "Searching the recipe".
-    search: SearchConfig = field(default_factory=SearchConfig)
     # A finished run (same data, labels, seed) whose train scores teach the unlabeled train QGs,
     # as `teaching` says (finetune/teacher.py); the run is named <model>~<teacher model>. self:
     # the model's own clean-view scores teach its noised view (consistency), <model>~self
@@ -243,21 +184,12 @@ class FinetuneConfig(TrainingKeys, CommonConfig):
     def _check_keys(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}")
-        if self.head not in HEADS:
-            raise ValueError(f"head must be one of {', '.join(HEADS)}, got {self.head!r}")
-        if self.head_hidden < 1 or not 0 <= self.head_dropout < 1:
-            raise ValueError("head_hidden must be >= 1 and head_dropout in [0, 1)")
         if self.head_epochs + self.full_epochs < 1:
             raise ValueError("head_epochs + full_epochs must be >= 1: nothing would be trained")
-        self.check_training_keys()
-        self.search.check("search.")
+        self.check_recipe()  # head, head_hidden, the training keys, search.*, lrs
         self.teaching.check_read(self.teacher)
         if self_taught(self.teacher):
             self.teaching.check_self_taught()
-        for lr in self.lrs:
-            POSITIVE.check("lrs", lr)
-        if len(set(self.lrs)) != len(self.lrs):
-            raise ValueError("lrs must list distinct positive learning rates (or be empty)")
         if not 0 <= self.combination_dropout < 1:
             raise ValueError("combine_dropout (or data.combine_dropout) must be in [0, 1)")
         self._check_l2sp()

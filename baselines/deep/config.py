@@ -1,5 +1,15 @@
 """Options of the non-pretrained deep baselines: the ``deep:`` section of a baseline config.
 
+The section is finetuning's recipe (`finetune.recipe.RankerRecipe`: the training keys,
+``encoder.*``, ``head``, ``head_hidden``, ``head_dropout``, ``loss.*``, ``lrs``, ``search.*``,
+declared and checked there once) under ``deep.``, plus what a from-scratch run fixes otherwise:
+``max_epochs`` (finetuning's ``full_epochs`` with ``head_epochs=0``: one phase, the whole
+network), ``weight_decay`` (``optimizer.weight_decay`` of Adam at a constant rate) and the keys
+of the models that are not an encoder with a head. ``resnet`` is ``./run.sh finetune full
+pretrained=none`` with these values (`baselines.deep.train.finetuning`), filed as a baseline.
+``deep.search.n_trials`` searches as finetuning's ``search.*`` does, over one phase:
+``full_epochs`` is ``max_epochs``, ``head_hidden`` resnet's head and the others' ``hidden``.
+
 ``./run.sh baseline resnet|deepfm|dcnv2|dasalc deep.<key>=<value>`` (paper 4.1.1, A.2.3): the
 tabular ResNet with the 3-layer MLP head from random init, 300 epochs, lr in {1e-2, 1e-3, 1e-4};
 DeepFM with lr in {5e-2, 5e-3, 5e-4}; DCNv2 with lr in {5e-2, 5e-3, 5e-4} and cross layers in
@@ -11,13 +21,12 @@ early stopping on vali NDCG@5, and the point with the best vali NDCG@5 is kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from scarce_ltr.core.config_fields import (
     MAX_EPOCHS,
     NON_NEGATIVE,
-    POSITIVE,
     Allowed,
     OptimizerConfig,
     allowed,
@@ -25,10 +34,8 @@ from scarce_ltr.core.config_fields import (
     read_with,
 )
 from scarce_ltr.core.sizes import largest, model_fits
-from scarce_ltr.data.stage_config import TrainingKeys
-from scarce_ltr.finetune.config import LossConfig, TrainOptions
-from scarce_ltr.finetune.heads import HEADS, check_head_size
-from scarce_ltr.finetune.search_config import SearchConfig
+from scarce_ltr.finetune.heads import check_head_size
+from scarce_ltr.finetune.recipe import RankerRecipe, reading
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
 # The deep baselines train with Adam at a constant rate (paper A.2.3) and choose the rate on vali
@@ -42,24 +49,25 @@ DEEP_PART = read_with("method", "deepfm", "dcnv2", "dasalc")  # a tower of hidde
 DASALC = read_with("method", "dasalc")
 
 
-# The training keys finetuning has too (`TrainingKeys`, data/stage_config.py: item_budget,
-# noise_std, amp, device, ...), with their defaults and help lines; in --help they come first.
-# ``patience`` alone is redeclared (it keeps its place there): from scratch, training stops
-# early by default, where finetuning's default (null) runs every epoch.
+# The recipe finetuning has too (`RankerRecipe`, finetune/recipe.py, on `TrainingKeys`: the
+# training keys, the network, loss.*, lrs, search.*), with its defaults and help lines; in --help
+# it comes first. Redeclared, each keeping its place: ``lrs`` and ``patience``, whose defaults
+# differ (from scratch: a grid of three rates, training stopped early), and the network, which
+# resnet alone reads (`reading`: the others build their own model from the keys below).
 @dataclass(frozen=True)
-class DeepBaselineOptions(TrainingKeys):
+class DeepBaselineOptions(RankerRecipe):
     # The baselines whose runs read this section (``deep.*``): the from-scratch deep rankers.
     read_by: ClassVar[tuple[str, ...]] = ("resnet", "deepfm", "dcnv2", "dasalc")
 
+    encoder: EncoderConfig = reading("encoder", RESNET)
+    head: str = reading("head", RESNET)
+    head_hidden: int = reading("head_hidden", RESNET)
+    head_dropout: float = reading("head_dropout", RESNET)
     lrs: list[float] = field(default_factory=lambda: [1e-2, 1e-3, 1e-4])  # Adam, the grid
-    # `epochs` caps it further when set
+    patience: int | None = 30  # epochs without a better vali NDCG@5 that end a model's training
+    # resnet: finetuning's full_epochs with head_epochs=0; `epochs` caps it further when set
     max_epochs: int = field(default=300, metadata=allowed(Allowed(1, MAX_EPOCHS)))
-    weight_decay: float = 0.0
-    # resnet: the encoder of the pretrained rankers, with the same head, from random init
-    encoder: EncoderConfig = field(default_factory=EncoderConfig, metadata=RESNET)
-    head: str = field(default="mlp", metadata=RESNET)
-    head_hidden: int = field(default=128, metadata=RESNET)
-    head_dropout: float = field(default=0.0, metadata=RESNET)
+    weight_decay: float = 0.0  # Adam's L2 penalty: finetuning's optimizer.weight_decay
     # dcnv2: the grid of cross layers
     cross_layers: list[int] = field(
         default_factory=lambda: [2, 3, 4], metadata=read_with("method", "dcnv2")
@@ -74,36 +82,24 @@ class DeepBaselineOptions(TrainingKeys):
     # dasalc: its tower is hidden x n_layers (above), its context these attention layers
     attention_layers: int = field(default=3, metadata=DASALC)
     n_heads: int = field(default=4, metadata=DASALC)  # attention heads; must divide hidden
-    # training, as in finetuning
-    loss: LossConfig = field(default_factory=LossConfig)
-    patience: int | None = 30  # epochs without a better vali NDCG@5 that end a model's training
-    # A seeded Optuna search on vali instead of the grid (`finetune.search`): deep.search.n_trials
-    # trials over lr, weight decay, dropout, epochs (full_epochs: max_epochs), loss, input noise
-    # and width (head_hidden: resnet's head, the others' hidden); the grid's points come first.
-    # 0 (the default): the grid alone. head_epochs is not searched (one phase).
-    search: SearchConfig = field(default_factory=SearchConfig)
 
     def __post_init__(self) -> None:
         if not self.lrs:
             raise ValueError("deep.lrs must be a non-empty list of positive learning rates")
-        for lr in self.lrs:
-            POSITIVE.check("deep.lrs", lr)
         if not self.cross_layers or min(self.cross_layers) < 1:
             raise ValueError("deep.cross_layers must be a non-empty list of integers >= 1")
         check_allowed(self, "deep.")  # max_epochs
         NON_NEGATIVE.check("deep.weight_decay", self.weight_decay)
-        if self.head not in HEADS:
-            raise ValueError(f"deep.head must be one of {', '.join(HEADS)}")
-        if min(self.head_hidden, self.embedding_dim, self.hidden, self.n_layers) < 1:
-            raise ValueError("deep.head_hidden, embedding_dim, hidden and n_layers must be >= 1")
+        if min(self.embedding_dim, self.hidden, self.n_layers) < 1:
+            raise ValueError("deep.embedding_dim, hidden and n_layers must be >= 1")
         if min(self.attention_layers, self.n_heads) < 1:
             raise ValueError("deep.attention_layers and deep.n_heads must be >= 1")
         if self.max_categories < 1:
             raise ValueError("deep.max_categories must be >= 1")
-        if not (0 <= self.dropout < 1 and 0 <= self.head_dropout < 1):
-            raise ValueError("deep.dropout and deep.head_dropout must be in [0, 1)")
-        self.check_training_keys("deep.")
-        self.search.check("deep.search.")
+        if not 0 <= self.dropout < 1:
+            raise ValueError("deep.dropout must be in [0, 1)")
+        # the network's keys, the training keys, deep.search.*, deep.lrs (finetune.recipe)
+        self.check_recipe("deep.")
         if self.search.l2sp:
             raise ValueError(
                 "deep.search.l2sp: the deep baselines train from scratch; L2-SP needs a "
@@ -133,11 +129,3 @@ class DeepBaselineOptions(TrainingKeys):
             parameters += max(self.cross_layers) * n_in * n_in
         keys = ("hidden", "n_layers", "embedding_dim", "attention_layers")
         model_fits(largest("deep.", self, keys), parameters, f"the {method} model")
-
-    def epochs(self, cap: int | None) -> int:
-        return self.max_epochs if cap is None else min(self.max_epochs, cap)
-
-    def train_options(self, lr: float) -> TrainOptions:
-        """`DEEP_OPTIMIZER` at rate ``lr`` (a point of the grid or a search trial) and the
-        training keys."""
-        return TrainOptions.of(self, replace(DEEP_OPTIMIZER, lr=lr, weight_decay=self.weight_decay))

@@ -1,13 +1,15 @@
 """``./run.sh baseline resnet|deepfm|dcnv2``: deep rankers without pretraining (paper 4.1.1).
 
 - ``resnet``: the tabular ResNet of the pretrained rankers with the 3-layer MLP head, from random
-  init, the whole network trained for 300 epochs; lr in {1e-2, 1e-3, 1e-4}.
+  init, the whole network trained for 300 epochs; lr in {1e-2, 1e-3, 1e-4}: finetuning's
+  ``scratch+full`` (`finetuning`), its ranker built by `finetune.building.build_ranker`.
 - ``deepfm``: DeepFM (`baselines.deep.deepfm`); lr in {5e-2, 5e-3, 5e-4}.
 - ``dcnv2``: DCNv2 (`baselines.deep.dcnv2`); lr in {5e-2, 5e-3, 5e-4} x cross layers in {2, 3, 4}.
 - ``dasalc``: DASALC (`baselines.deep.dasalc`, qin2021): log1p inputs, Gaussian input noise,
   self-attention with latent cross, softmax loss (``configs/baseline/dasalc.yaml``).
 
-Every grid point trains on the labeled train QGs with `finetune.loop.fit` (``deep.loss``, early
+Every grid point trains on the labeled train QGs with `finetune.loop.fit` as finetuning trains
+(`finetuning`: one whole-network phase, Adam at a constant rate, ``deep.loss``, early
 stopping on vali NDCG@5, the validation-best epoch kept) in a folder of its own,
 ``grid/<point>/``, which is skipped once done, so an interrupted grid resumes. The point with the
 best vali NDCG@5 is then scored once on vali and test through `data.evaluation`; the run dir gets
@@ -25,14 +27,15 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+from torch import nn
 
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.deep.config import DeepBaselineOptions
+from scarce_ltr.baselines.deep.config import DEEP_OPTIMIZER, DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
 from scarce_ltr.baselines.deep.models import MODEL_KINDS, build_model
 from scarce_ltr.core.device import Runtime
@@ -47,8 +50,10 @@ from scarce_ltr.data.pipeline import (
     require_relevant_labels,
 )
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune import search
-from scarce_ltr.finetune.config import Phase
+from scarce_ltr.finetune.building import build_ranker
+from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.finetune.fitted import FinetunedRanker
 from scarce_ltr.finetune.grid import (
     RESULT_KEYS,
@@ -58,7 +63,8 @@ from scarce_ltr.finetune.grid import (
     run_grid,
     train_grid,
 )
-from scarce_ltr.finetune.model import count_parameters, ranker_spec
+from scarce_ltr.finetune.model import count_parameters
+from scarce_ltr.finetune.recipe import RankerRecipe
 from scarce_ltr.search.trial_folders import GridPoint
 
 # The deep baselines' point results (and reports) predate train_seconds_per_epoch.
@@ -73,6 +79,28 @@ def grid(method: str, options: DeepBaselineOptions) -> list[dict]:
     return [{"lr": lr} for lr in options.lrs]
 
 
+def finetuning(cfg: BaselineConfig) -> FinetuneConfig:
+    """The finetuning run a deep baseline's training is: ``./run.sh finetune full
+    pretrained=none`` with the ``deep:`` section's recipe (`finetune.recipe.RankerRecipe`), one
+    whole-network phase of ``deep.max_epochs`` (``head_epochs=0``, ``epochs=`` capping it) and
+    Adam at a constant rate with ``deep.weight_decay``; its lr ``deep.lrs``. resnet's ranker is
+    this run's too (`_candidate`); the others build their own model and train as it does."""
+    deep = cfg.deep
+    common = {f.name: getattr(cfg, f.name) for f in fields(CommonConfig)}
+    recipe = {f.name: getattr(deep, f.name) for f in fields(RankerRecipe)}
+    return FinetuneConfig(
+        **common,
+        **recipe,
+        strategy="full",
+        pretrained="none",
+        head_epochs=0,
+        full_epochs=deep.max_epochs,
+        optimizer=replace(DEEP_OPTIMIZER, lr=deep.lrs[0], weight_decay=deep.weight_decay),
+        teacher=cfg.teacher,
+        teaching=cfg.teaching,
+    )
+
+
 def model_spec(
     method: str,
     point: dict,
@@ -81,14 +109,7 @@ def model_spec(
     n_features: int,
     layout: FieldLayout | None,
 ) -> dict:
-    if method == "resnet":
-        return ranker_spec(
-            n_features=n_features,
-            encoder=options.encoder,
-            head=options.head,
-            hidden=options.head_hidden,
-            dropout=options.head_dropout,
-        )
+    """The spec of a DeepFM, DCNv2 or DASALC model (`baselines.deep.models.MODEL_KINDS`)."""
     if method == "dasalc":
         return {
             "kind": method,
@@ -179,23 +200,23 @@ def _layout(cfg: BaselineConfig, prepared: PreparedData) -> FieldLayout | None:
 def _candidates(
     cfg: BaselineConfig, prepared: PreparedData, folder: Path | None, layout: FieldLayout | None
 ) -> list[Candidate]:
-    train = prepared.train.features
     return [
-        _candidate(cfg, point, folder, train=train, layout=layout)
+        _candidate(cfg, point, folder, prepared=prepared, layout=layout)
         for point in grid(cfg.method, cfg.deep)
     ]
 
 
 def _training(cfg: BaselineConfig, prepared: PreparedData, runtime: Runtime) -> GridTraining:
-    options = cfg.deep
+    """The grid's training: `finetuning`'s phase, loss and options at each point's rate."""
+    recipe = finetuning(cfg)
     return GridTraining(
         cfg=cfg,
         prepared=prepared,
         runtime=runtime,
-        phases=[Phase("full", options.epochs(cfg.epochs), True)],
-        loss_fn=options.loss.build(),
-        options=options.train_options,
-        eval_item_budget=options.eval_item_budget,
+        phases=recipe.phases(),
+        loss_fn=recipe.loss.build(),
+        options=recipe.train_options,
+        eval_item_budget=recipe.eval_item_budget,
         kinds=MODEL_KINDS,
         result_keys=_RESULT_KEYS,
     )
@@ -252,8 +273,7 @@ def _search(
         point = {"lr": trial_cfg.deep.lrs[0]}
         if cfg.method == "dcnv2":
             point["cross_layers"] = trial_cfg.deep.cross_layers[0]
-        train = prepared.train.features
-        candidate = _candidate(trial_cfg, point, run.folder, train=train, layout=layout)
+        candidate = _candidate(trial_cfg, point, run.folder, prepared=prepared, layout=layout)
         return _training(trial_cfg, prepared, runtime), candidate
 
     return search.run_search(
@@ -273,20 +293,29 @@ def _candidate(
     point: dict,
     run_folder: Path | None,
     *,
-    train: np.ndarray,
+    prepared: PreparedData,
     layout: FieldLayout | None,
 ) -> Candidate:
     """A grid point in ``grid/<point>/``, e.g. ``grid/lr=0.05,cross_layers=2/`` (no folder
-    without ``run_folder``: in memory); ``train``: the train items, for an encoder that learns
-    from them when built (piecewise-linear bins)."""
+    without ``run_folder``: in memory). resnet's model is `finetuning`'s ranker on a fresh
+    encoder (which may learn from the train items when built: piecewise-linear bins)."""
     name = ",".join(f"{k}={v:g}" for k, v in point.items())
-    spec = model_spec(cfg.method, point, cfg.deep, n_features=train.shape[1], layout=layout)
     source = {"pretrained": None, "method": cfg.method, "label_setting": cfg.scarcity.tag}
+
+    def build() -> tuple[nn.Module, dict, dict]:
+        if cfg.method == "resnet":
+            model, spec, _ = build_ranker(finetuning(cfg), prepared)
+        else:
+            n_features = prepared.n_features
+            spec = model_spec(cfg.method, point, cfg.deep, n_features=n_features, layout=layout)
+            model = build_model(spec)
+        return model, spec, source | {"seed": cfg.seed}
+
     return Candidate(
         folder=None if run_folder is None else GridPoint.within(run_folder, name).folder,
         lr=point["lr"],
         keys={"name": name, **point},
-        build=lambda: (build_model(spec, features=train), spec, source | {"seed": cfg.seed}),
+        build=build,
         desc=f"{cfg.method} {name}",
     )
 
