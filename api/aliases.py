@@ -3,7 +3,8 @@
 `TreeRanker(n_estimators=100, n_jobs=2, random_state=0, num_leaves=63, reg_lambda=1.0)` means
 what `lightgbm.LGBMRanker` means by them: `resolve` turns each such keyword into the config key
 of the method's family (``gbdt.max_rounds``, ``gbdt.num_threads``, ``seed``, ...). For the
-LightGBM methods any name in LightGBM's own alias table is taken: the ones the project sets
+LightGBM methods any name in LightGBM's own alias table is taken (LightGBM's names and what they
+stand for: `scarce_ltr.trees.lightgbm.aliases`): the ones the project sets
 itself go to their keys (`RESERVED`; ``objective`` to the one of ``gbdt.objectives`` for a search
 that draws its trials), the three the paper's grid searches (num_leaves,
 min_data_in_leaf, feature_fraction) fix the grid to one point, LightGBM's model (the ones not
@@ -20,40 +21,17 @@ from typing import Any
 import numpy as np
 
 from scarce_ltr.baselines.config import SEARCHED_TREES
+from scarce_ltr.trees.lightgbm.aliases import GRID_DEFAULTS, RESERVED, SEARCH_KEYS, main_names
+from scarce_ltr.trees.lightgbm.config import RAW_METHODS, GBDTOptions
 
 # The LightGBM methods that read raw features (they take pandas categories, too).
-LIGHTGBM_RAW = ("gbdt", "gbdt-optuna", "gbdt-pseudo")
-LIGHTGBM = (*LIGHTGBM_RAW, "gbdt-pca", "gbdt-pca-pseudo", "gbdt-ssl")
-# LightGBM's main parameter name -> the gbdt config key the project sets it with.
-RESERVED = {
-    "num_iterations": "gbdt__max_rounds",
-    "learning_rate": "gbdt__learning_rate",
-    "num_threads": "gbdt__num_threads",
-    "early_stopping_round": "gbdt__early_stopping_rounds",
-    "objective": "gbdt__objective",
-    "seed": "seed",
-}
-# LightGBM's defaults of the three parameters the paper's grid varies.
-GRID_DEFAULTS = {"num_leaves": 31, "min_data_in_leaf": 20, "feature_fraction": 1.0}
+LIGHTGBM_RAW = RAW_METHODS
+LIGHTGBM = GBDTOptions.read_by  # every method training LightGBM (gbdt-ssl too)
 REFUSED = {
     "metric": "selection is the project's vali NDCG@5 (eval_at names what evals_result_ holds)",
     "eval_at": "pass eval_at= to fit",
 }
-# The keys of CatBoost's and XGBoost's sections that LightGBM's names stand for.
-SEARCH_KEYS = {
-    "num_iterations": "max_rounds",
-    "num_threads": "num_threads",
-    "early_stopping_round": "early_stopping_rounds",
-}
 SKLEARN_ONLY = ("importance_type",)  # read by the estimator itself
-
-
-def lightgbm_main_names() -> dict[str, str]:
-    """Every LightGBM parameter name and alias -> its main name (LightGBM's own table)."""
-    import lightgbm as lgb
-
-    aliases = lgb.basic._ConfigAliases._get_all_param_aliases()
-    return {alias: main for main, names in aliases.items() for alias in names}
 
 
 def family_of(method: Any) -> str:
@@ -89,7 +67,7 @@ def resolve(method: Any, config: Mapping[str, Any], known: set[str]) -> dict[str
     family = family_of(method)
     out: dict[str, Any] = {}
     params: dict[str, Any] = {}
-    main_of = lightgbm_main_names() if family != "other" else {}
+    main_of = main_names() if family != "other" else {}
     # a search that draws its trials takes fixed values in gbdt.params and searches the rest
     drawn = method == "gbdt-optuna" or config.get("gbdt__search", "paper-grid") != "paper-grid"
     fixed: dict[str, tuple[str, Any]] = {}
@@ -116,7 +94,7 @@ def resolve(method: Any, config: Mapping[str, Any], known: set[str]) -> dict[str
         elif main == "objective" and drawn:  # such a search draws it from gbdt.objectives
             _put(out, "gbdt__objectives", [value], key)
         elif main in RESERVED:
-            _put(out, RESERVED[main], value, key)
+            _put(out, RESERVED[main].replace(".", "__"), value, key)
         elif main in GRID_DEFAULTS and not drawn:
             fixed[main] = (key, value)
         else:

@@ -278,8 +278,8 @@ class TreeRanker(Ranker):
             if self.method == "gbdt-ssl":
                 if source is None:
                     source = self._pretrain(self.pretrain_method, data, overrides, folder)
-                # gbdt-ssl reads its encoder from a run folder (baselines.hybrid): an encoder in
-                # memory alone is saved there for the fit's length
+                # gbdt-ssl reads its encoder from a run folder (trees.lightgbm.hybrid): an encoder
+                # in memory alone is saved there for the fit's length
                 given["pretrained"] = str(source.folder or _saved(source, Path(spare)))
             self.encoder_ = source
             self.pretrain_run_ = None if source is None else source.folder

@@ -1,7 +1,7 @@
 """A fit's model in memory, with the face of a bundle the estimators read (`serving.ranker`).
 
 A stage's function returns its fitted ranker (`finetune.fitted.FinetunedRanker`,
-`baselines.fitted.FittedTrees`): it scores raw features and ``save``s the bundle a run writes.
+`trees.fitted.FittedTrees`): it scores raw features and ``save``s the bundle a run writes.
 `InMemory` gives it what the estimators ask of a `serving.ranker.BundledRanker` (``kind``,
 ``transform``, ``model``: the torch module, or LightGBM's booster; ``folder``: None), so a fresh
 fit and a `load_estimator` or an unpickled one are used alike, and `bundle_files` is the bundle

@@ -26,6 +26,7 @@ import numpy as np
 from scarce_ltr.api import inputs, lgbm
 from scarce_ltr.core.bundle import write_bundle
 from scarce_ltr.data.ranking_split import QidGroups
+from scarce_ltr.trees.lightgbm.aliases import main_names
 
 METHOD = "lightgbm"
 # Keys of the project the face reads itself: score's policy for QGs without a relevant item.
@@ -61,9 +62,7 @@ def lightgbm_params(est: Any) -> dict[str, Any]:
 
 
 def lgbm_main_names() -> dict[str, str]:
-    from scarce_ltr.api.aliases import lightgbm_main_names
-
-    names = lightgbm_main_names()
+    names = main_names()
     return names | {main: main for main in names.values()}
 
 

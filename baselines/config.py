@@ -13,13 +13,7 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 
-from scarce_ltr.baselines.catboost import CatBoostOptions
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
-from scarce_ltr.baselines.gbdt.config import PSEUDO_METHODS, GBDTOptions
-from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
-from scarce_ltr.baselines.tree_run import TreeRunConfig
-from scarce_ltr.baselines.tuning import SearchOptions
-from scarce_ltr.baselines.xgboost import XGBoostOptions
 from scarce_ltr.core.config_fields import changed_keys, check_read
 from scarce_ltr.core.registry import check_unread
 from scarce_ltr.core.run_identity import RunIdentity
@@ -32,6 +26,12 @@ from scarce_ltr.data.teachers import (
     taught_model,
 )
 from scarce_ltr.finetune.config import ENCODER_MARK
+from scarce_ltr.trees.catboost import CatBoostOptions
+from scarce_ltr.trees.lightgbm.config import PSEUDO_METHODS, GBDTOptions
+from scarce_ltr.trees.lightgbm.hybrid.config import EmbeddingOptions
+from scarce_ltr.trees.tree_run import TreeRunConfig
+from scarce_ltr.trees.tuning import SearchOptions
+from scarce_ltr.trees.xgboost import XGBoostOptions
 
 # The from-scratch deep rankers (trained by finetune.loop.fit): the report's no-pretrain-dl group.
 DEEP_BASELINES = DeepBaselineOptions.read_by

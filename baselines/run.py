@@ -8,7 +8,7 @@ the command line started (`core.runs.Run.execute`: lock, config, the skip of a f
 The command line refuses a ``method=`` override that contradicts the name.
 
 `fit` trains the same on in-memory splits, the labeled train QGs given as a mask, and returns
-the fitted ranker (`baselines.fitted.FittedTrees` for the trees, finetuning's
+the fitted ranker (`trees.fitted.FittedTrees` for the trees, finetuning's
 `FinetunedRanker` for the deep baselines: each scores raw features and ``save``s the bundle a
 run writes); no file is written unless ``run=`` is given. What still needs files: gbdt-ssl's
 encoder (``pretrained=``, a run folder), a taught run's teacher (``gbdt.teacher=``,
@@ -23,22 +23,22 @@ from typing import Any
 
 import numpy as np
 
-from scarce_ltr.baselines import catboost, xgboost
-from scarce_ltr.baselines.catboost import FAMILY as CATBOOST
 from scarce_ltr.baselines.config import BaselineConfig
 from scarce_ltr.baselines.deep import train as deep
 from scarce_ltr.baselines.deep.family import FAMILY as DEEP
-from scarce_ltr.baselines.fitted import FittedTrees
-from scarce_ltr.baselines.gbdt import train as lightgbm
-from scarce_ltr.baselines.gbdt.family import FAMILY as LIGHTGBM
-from scarce_ltr.baselines.hybrid import train as hybrid
-from scarce_ltr.baselines.hybrid.family import FAMILY as HYBRID
-from scarce_ltr.baselines.xgboost import FAMILY as XGBOOST
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ModelFamily
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.finetune.fitted import FinetunedRanker
+from scarce_ltr.trees import catboost, xgboost
+from scarce_ltr.trees.catboost import FAMILY as CATBOOST
+from scarce_ltr.trees.fitted import FittedTrees
+from scarce_ltr.trees.lightgbm import train as lightgbm
+from scarce_ltr.trees.lightgbm.family import FAMILY as LIGHTGBM
+from scarce_ltr.trees.lightgbm.hybrid import train as hybrid
+from scarce_ltr.trees.lightgbm.hybrid.family import FAMILY as HYBRID
+from scarce_ltr.trees.xgboost import FAMILY as XGBOOST
 
 
 def main(cfg: BaselineConfig, run: Run) -> Outcome:

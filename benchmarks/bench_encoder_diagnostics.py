@@ -61,7 +61,6 @@ from ohsumed_folds import FOLDED, ROOT, finished_report, fold_seed_units, paired
 from ohsumed_folds import run_dir as cell
 from sklearn.linear_model import Ridge
 
-from scarce_ltr.baselines.hybrid.embedding_features import embed_split
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import mean_ndcg
 from scarce_ltr.core.run_config import read_config
@@ -72,6 +71,7 @@ from scarce_ltr.pretrain.checkpoint import ENCODER_FILE, load_pretrained_encoder
 from scarce_ltr.pretrain.encoders import build_encoder
 from scarce_ltr.pretrain.monitor import effective_rank
 from scarce_ltr.reports.stats import paired_greater
+from scarce_ltr.trees.lightgbm.hybrid.embedding_features import embed_split
 
 ALPHAS = (1e3, 1e2, 1e1, 1.0, 1e-1, 1e-2)  # strongest first: a tie on vali keeps the stronger
 CKA_SEED = 0

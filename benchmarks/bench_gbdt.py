@@ -22,11 +22,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 from scarce_ltr.baselines.config import BaselineConfig  # noqa: E402
-from scarce_ltr.baselines.gbdt.grid import capped, grid_points  # noqa: E402
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import BoosterOptions, RankingData, fit  # noqa: E402
-from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures  # noqa: E402
 from scarce_ltr.core.config import load_config  # noqa: E402
 from scarce_ltr.data.pipeline import prepare_data  # noqa: E402
+from scarce_ltr.trees.lightgbm.grid import capped, grid_points  # noqa: E402
+from scarce_ltr.trees.lightgbm.lightgbm_ranker import BoosterOptions, RankingData, fit  # noqa: E402
+from scarce_ltr.trees.lightgbm.semi_supervised import PCAFeatures  # noqa: E402
 
 DATA = {
     # MSLR-WEB shaped: 136 features, about 120 items per QG, 120k train items.

@@ -60,9 +60,9 @@ from ohsumed_folds import (
     units_needed_t,
 )
 
-from scarce_ltr.baselines.hybrid.embedding_features import load_encoder
 from scarce_ltr.pretrain.checkpoint import ENCODER_FILE, save_encoder
 from scarce_ltr.pretrain.encoders import EncoderConfig
+from scarce_ltr.trees.lightgbm.hybrid.embedding_features import load_encoder
 
 ORACLE = "oracle+full"
 MODELS = {"o": ORACLE, "p": "simclr-rank+full", "s": "scratch+full", "r": "resnet"}

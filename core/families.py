@@ -1,8 +1,8 @@
 """What a model family tells the layers above it: one `ModelFamily` entry per family.
 
 A family (the finetuned torch rankers, each deep baseline kind, each tree backend, the hybrid,
-ensembles) declares its entry as ``FAMILY`` in its own package (``baselines/gbdt/family.py``) or
-module (a tree backend's: ``baselines/xgboost.py``), next to the code it names;
+ensembles) declares its entry as ``FAMILY`` in its own package (``trees/lightgbm/family.py``) or
+module (a tree backend's: ``trees/xgboost.py``), next to the code it names;
 `scarce_ltr.families` collects every entry in one table, from which the command line's baseline
 names, serving's bundle kinds, their scorers and export formats, and the report groups derive.
 The type lives here, below every family, so that each can declare one.

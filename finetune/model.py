@@ -205,6 +205,13 @@ def save_model(run_dir: Path, model: nn.Module, *, spec: dict, data: dict, sourc
 
 def load_model(run_dir: str | Path, *, kinds: ModelKinds | None = None) -> tuple[nn.Module, dict]:
     """The model a finished run saved (CPU, eval mode) and the rest of its ``model.pt``."""
+    payload = read_model(run_dir)
+    return model_of(payload, Path(run_dir) / MODEL_FILE, kinds=kinds), payload
+
+
+def read_model(run_dir: str | Path) -> dict:
+    """A finished run's ``model.pt``, checked, before any module is built: a caller that takes
+    only some kinds (gbdt-ssl's encoder source) refuses the others by ``spec.kind`` first."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
@@ -222,13 +229,19 @@ def load_model(run_dir: str | Path, *, kinds: ModelKinds | None = None) -> tuple
     require_keys(payload, ("format", "spec", "state_dict", "data"), path=path, what="saved model")
     if payload["format"] != FORMAT:
         raise UserError(f"{path}: format {payload['format']!r}, expected {FORMAT!r}")
+    return payload
+
+
+def model_of(payload: dict, path: Path, *, kinds: ModelKinds | None = None) -> nn.Module:
+    """The module `read_model`'s ``payload`` (read from ``path``) describes, with its weights
+    (CPU, eval mode)."""
     try:
         model = build_model(payload["spec"], kinds=kinds)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{path}: bad model description ({exc})") from None
     load_module_state(model, payload["state_dict"], path=path, what="the stored model")
     model.eval()
-    return model, payload
+    return model
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """A seeded Optuna search on vali over a deep ranker's training recipe (``search.n_trials``).
 
-The trees get ``n_trials`` Optuna trials on vali (`baselines.tuning`); this gives finetuning
+The trees get ``n_trials`` Optuna trials on vali (`trees.tuning`); this gives finetuning
 (`finetune.train`) and the from-scratch deep baselines (`baselines.deep.train`) the same budget
 over what matters for small labeled sets: learning rate, weight decay, dropout, head and full
 epochs, the loss, input noise and head size (`finetune.search_config.SearchConfig`, ranges from

@@ -15,6 +15,6 @@ Layer 1: it imports `core` only, so that every stage chooses through it (finetun
 loop, the lr grid and deep search of `finetune`, the trees of `baselines`, the ensemble weights
 of `ensembles`, ``select`` in `sweeps`). What one method searches stays with the method: the
 deep rankers' space and their trials' training (`finetune.search_config`, `finetune.search`,
-`finetune.trial_pool`), LightGBM's paper grid and space (`baselines.gbdt.grid`,
-`baselines.gbdt.search`), a tree backend's search keys (`baselines.tuning`).
+`finetune.trial_pool`), LightGBM's paper grid and space (`trees.lightgbm.grid`,
+`trees.lightgbm.search`), a tree backend's search keys (`trees.tuning`).
 """

@@ -1,7 +1,7 @@
 """A search's trials: one trained trial's result (`TrialResult`), the search's outcome with only
 the vali-best model kept (`SearchOutcome`, `keep_if_best`), what trains one trial (`TrainTrial`)
 and how its pruner stops it (`Pruned`), and what a strategy reads of what it searches
-(`Searchable`: `baselines.tree_run.TreeBackend` is one).
+(`Searchable`: `trees.tree_run.TreeBackend` is one).
 
 A search trains one model per trial and scores it on the labeled vali QGs with the project's
 NDCG@5; the trial with the highest vali score is chosen (`search.selection.select_best`), and

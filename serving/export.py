@@ -10,7 +10,7 @@ loads without this project, taking raw features.
   TorchScript deprecated in favour of ``torch.export``, ONNX is the format to prefer).
 - ``lightgbm``: LightGBM boosters without PCA columns (gbdt, gbdt-pseudo) on the transforms none,
   standardize, log1p and log1p-standardize. ``model.raw.txt``: the booster with its thresholds on
-  raw feature values (`scarce_ltr.serving.lightgbm_raw`).
+  raw feature values (`scarce_ltr.trees.lightgbm.export`).
 
 The fitted transform is inside the exported model. Ensembles, PCA and embedding features are
 refused with a message that names what to export instead. Before the file is put in place, the
@@ -172,7 +172,7 @@ def to_torchscript(ranker: BundledRanker, path: Path) -> None:
 
 
 def to_lightgbm(ranker: BundledRanker, path: Path) -> None:
-    from scarce_ltr.serving.lightgbm_raw import raw_feature_model
+    from scarce_ltr.trees.lightgbm.export import raw_feature_model
 
     text = ranker.model.booster.model_to_string()
     path.write_text(raw_feature_model(text, ranker.transform))

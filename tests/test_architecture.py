@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "scarce_ltr"
 # Bottom to top (docs/architecture.md): a module imports from its own layer or below.
 LAYERS = (
-    "core", "search", "data", "losses", "pretrain", "finetune", "baselines", "models", "ensembles",
-    "families", "serving", "reports", "sweeps", "api", "cli",
+    "core", "search", "data", "losses", "pretrain", "finetune", "trees", "baselines", "models",
+    "ensembles", "families", "serving", "reports", "sweeps", "api", "cli",
 )  # fmt: skip
 NOT_PACKAGE = ("tests", "benchmarks", "docs", "configs", ".venv", "runs", "build", ".git")
 
@@ -201,7 +201,7 @@ def module_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 # Run in a child process: every ``scarce_ltr`` import executed (at the top of a module or inside
 # a function) while the entry points are imported and every named config of every stage is
-# composed (a config's checks import what they check against: `baselines.tuning` the strategies).
+# composed (a config's checks import what they check against: `trees.tuning` the strategies).
 TRACE_IMPORTS = """
 import builtins, json, sys
 edges = {}
@@ -245,7 +245,7 @@ def test_no_import_circle_when_the_entry_points_run() -> None:
         timeout=300, check=True,
     )  # fmt: skip
     edges = {k: set(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
-    seen = {"scarce_ltr.cli", "scarce_ltr.baselines.tuning", "scarce_ltr.search.trials"}
+    seen = {"scarce_ltr.cli", "scarce_ltr.trees.tuning", "scarce_ltr.search.trials"}
     assert seen <= set(edges)  # the trace saw the stages run their imports
     assert module_cycles(edges) == []
 
@@ -253,7 +253,7 @@ def test_no_import_circle_when_the_entry_points_run() -> None:
 def test_the_search_room_is_in_no_import_circle() -> None:
     """Read from the files (lazy and ``TYPE_CHECKING`` imports too): no circle passes through
     `search` or the tree pipeline that uses it."""
-    tied = ("scarce_ltr.search", "scarce_ltr.baselines.tree_run", "scarce_ltr.baselines.tuning")
+    tied = ("scarce_ltr.search", "scarce_ltr.trees.tree_run", "scarce_ltr.trees.tuning")
     cycles = module_cycles(import_graph())
     assert [c for c in cycles if any(m.startswith(tied) for m in c)] == []
 
@@ -261,7 +261,7 @@ def test_the_search_room_is_in_no_import_circle() -> None:
 # Import circles allowed, read from the files: none. Each one a module's functions or annotations
 # closed was broken by moving the shared piece down or typing against a base (issue 50): the
 # formats type the data section as `data.formats.base.DataKeys`, the CatBoost and XGBoost
-# `main`s take a `baselines.tree_run.TreeRunConfig` (`section_of`), teacher and loop share
+# `main`s take a `trees.tree_run.TreeRunConfig` (`section_of`), teacher and loop share
 # `LabelSetting.trained_groups`, the executors type the sweep config as `ExecutorChoice`, the
 # report's number texts live in `reports.number_text` and its figures take keyword options. A
 # circle added here needs its reason beside it.

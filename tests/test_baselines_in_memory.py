@@ -15,7 +15,6 @@ from tiny import tiny_data, tiny_pretraining
 
 from scarce_ltr import baselines
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.fitted import FittedTrees
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import CONFIG_ROOT, load_config
 from scarce_ltr.core.errors import UserError
@@ -24,6 +23,7 @@ from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.scarcity import apply_scarcity
 from scarce_ltr.finetune.fitted import FinetunedRanker
 from scarce_ltr.serving.ranker import load_ranker
+from scarce_ltr.trees.fitted import FittedTrees
 
 DATA = [*tiny_data(), "logger=none", "seed=2"]
 FRACTION = 0.5

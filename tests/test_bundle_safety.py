@@ -194,7 +194,7 @@ def test_edited_lightgbm_models_are_refused_with_the_line(gbdt, tmp_path, edit) 
 
 
 def test_the_checked_text_is_the_model_unchanged(gbdt) -> None:
-    from scarce_ltr.baselines.gbdt.model_text import checked_model_text
+    from scarce_ltr.trees.lightgbm.model_text import checked_model_text
 
     data = (gbdt / "model.txt").read_bytes()
     assert checked_model_text(data, gbdt / "model.txt") == data.decode()
@@ -328,20 +328,20 @@ def test_a_port_that_is_no_ray_head_ends_in_one_line_within_the_deadline(tmp_pat
 def test_damaged_xgboost_and_catboost_files_are_one_line(tmp_path, backend) -> None:
     import numpy as np
 
-    from scarce_ltr.baselines.tuning import check_in_child
+    from scarce_ltr.trees.tuning import check_in_child
 
     module = pytest.importorskip(backend)
     x = np.random.default_rng(0).random((60, 4), dtype=np.float32)
     y, qid = np.arange(60) % 3, np.repeat(np.arange(6), 10)
     path = tmp_path / "model"
     if backend == "xgboost":
-        from scarce_ltr.baselines.xgboost import _CHECK
+        from scarce_ltr.trees.xgboost import _CHECK
 
         params = {"objective": "rank:ndcg", "nthread": 1}
         model = module.train(params, module.DMatrix(x, y, qid=qid), 3)
         data = bytes(model.save_raw("ubj"))
     else:
-        from scarce_ltr.baselines.catboost import _CHECK
+        from scarce_ltr.trees.catboost import _CHECK
 
         model = module.CatBoost({"loss_function": "YetiRank", "iterations": 3, "verbose": 0,
                                  "thread_count": 1, "allow_writing_files": False})  # fmt: skip

@@ -42,8 +42,8 @@ def test_require_names_the_extra(module, extra, monkeypatch):
 
 
 def test_a_backend_and_a_search_name_the_trees_extra(monkeypatch):
-    from scarce_ltr.baselines.tuning import require_backend
     from scarce_ltr.finetune.search import _optuna
+    from scarce_ltr.trees.tuning import require_backend
 
     monkeypatch.setitem(sys.modules, "catboost", None)
     monkeypatch.setitem(sys.modules, "optuna", None)

@@ -10,10 +10,16 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from scarce_ltr.baselines.gbdt import grid as gbdt_grid
-from scarce_ltr.baselines.gbdt.config import PCA_METHODS, GBDTOptions
-from scarce_ltr.baselines.gbdt.grid import CENTRE, capped, grid_points, run_grid
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+from scarce_ltr.cli import run
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.metrics import mean_ndcg
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.data.teachers import pseudo_labels, with_pseudo_labels
+from scarce_ltr.search.selection import select_best
+from scarce_ltr.trees.lightgbm import grid as gbdt_grid
+from scarce_ltr.trees.lightgbm.config import PCA_METHODS, GBDTOptions
+from scarce_ltr.trees.lightgbm.grid import CENTRE, capped, grid_points, run_grid
+from scarce_ltr.trees.lightgbm.lightgbm_ranker import (
     BoosterOptions,
     LeafSettings,
     RankingData,
@@ -22,13 +28,7 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     lightgbm_params,
     min_data_cap,
 )
-from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
-from scarce_ltr.cli import run
-from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.metrics import mean_ndcg
-from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.data.teachers import pseudo_labels, with_pseudo_labels
-from scarce_ltr.search.selection import select_best
+from scarce_ltr.trees.lightgbm.semi_supervised import PCAFeatures
 
 METHODS = ("gbdt", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo")
 TINY = [

@@ -18,11 +18,6 @@ import torch
 from omegaconf import OmegaConf
 from tiny import small_encoder, tiny_data
 
-from scarce_ltr.baselines.hybrid.embedding_features import (
-    EMBEDDINGS_FILE,
-    embed_split,
-    load_encoder,
-)
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
@@ -37,8 +32,14 @@ from scarce_ltr.ensembles.score_fusion import (
     simplex_grid,
     zscore_within_groups,
 )
+from scarce_ltr.finetune.model import save_model
 from scarce_ltr.models.names import model_group
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.trees.lightgbm.hybrid.embedding_features import (
+    EMBEDDINGS_FILE,
+    embed_split,
+    load_encoder,
+)
 
 DATA = [*tiny_data(), "logger=none"]
 ENCODER = small_encoder()
@@ -98,6 +99,15 @@ def test_encoder_of_a_finetuning_run_and_refusals(runs, tmp_path) -> None:
         load_encoder(runs["gbdt"])
     with pytest.raises(UserError, match="no such run directory"):
         load_encoder(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("kind", ["deepfm", "combined"])
+def test_a_model_without_one_item_encoder_is_refused_by_its_kind(kind, tmp_path) -> None:
+    """A deep baseline's model.pt (DeepFM, DCNv2, DASALC: built a layer above the trees) or a
+    combination is refused by its stored kind, before anything is built."""
+    save_model(tmp_path, torch.nn.Linear(2, 1), spec={"kind": kind}, data={}, source={})
+    with pytest.raises(UserError, match=f"holds a {kind} model, which has no item encoder"):
+        load_encoder(tmp_path)
 
 
 # --- normalisation and weights ----------------------------------------------------------------

@@ -114,7 +114,7 @@ def _data(**kw):
 
 def _baseline(**kw):
     from scarce_ltr.baselines.config import BaselineConfig
-    from scarce_ltr.baselines.xgboost import XGBoostOptions
+    from scarce_ltr.trees.xgboost import XGBoostOptions
 
     return BaselineConfig(method=kw["method"], xgboost=XGBoostOptions(n_trials=kw["n_trials"]))
 

@@ -14,7 +14,6 @@ import pytest
 
 from scarce_ltr.api import aliases
 from scarce_ltr.api.base import NAN_TREES
-from scarce_ltr.baselines import catboost, xgboost
 from scarce_ltr.baselines.config import (
     MISSING_AS_NAN,
     SEARCHED_TREES,
@@ -23,12 +22,13 @@ from scarce_ltr.baselines.config import (
     section_readers,
 )
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
-from scarce_ltr.baselines.gbdt.config import GBDTOptions
-from scarce_ltr.baselines.hybrid.config import EmbeddingOptions
 from scarce_ltr.baselines.run import BASELINE_FAMILIES, BASELINES
-from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.core.run_identity import runs_root
 from scarce_ltr.pretrain.encoders import EncoderConfig
+from scarce_ltr.trees import catboost, xgboost
+from scarce_ltr.trees.lightgbm.config import GBDTOptions
+from scarce_ltr.trees.lightgbm.hybrid.config import EmbeddingOptions
+from scarce_ltr.trees.tuning import SearchOptions
 
 # Each searched backend's module, its options class, backend and scorer.
 BACKENDS = {

@@ -14,14 +14,7 @@ import pytest
 from tiny import tiny_data
 
 import scarce_ltr
-from scarce_ltr.baselines.catboost import EVAL_METRIC as CATBOOST_NDCG
-from scarce_ltr.baselines.catboost import CatBoostBackend, CatBoostOptions
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.gbdt.config import GBDTOptions
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import BoosterOptions
-from scarce_ltr.baselines.gbdt.search import lightgbm_choices
-from scarce_ltr.baselines.tree_run import TreeRunConfig, section_of
-from scarce_ltr.baselines.xgboost import XGBoostBackend, XGBoostOptions
 from scarce_ltr.cli import run
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
@@ -33,6 +26,13 @@ from scarce_ltr.search.strategies import SEARCHES
 from scarce_ltr.search.strategies.study import optuna_search
 from scarce_ltr.search.trial_scores import read_trial_scores
 from scarce_ltr.search.trials import Pruned
+from scarce_ltr.trees.catboost import EVAL_METRIC as CATBOOST_NDCG
+from scarce_ltr.trees.catboost import CatBoostBackend, CatBoostOptions
+from scarce_ltr.trees.lightgbm.config import GBDTOptions
+from scarce_ltr.trees.lightgbm.lightgbm_ranker import BoosterOptions
+from scarce_ltr.trees.lightgbm.search import lightgbm_choices
+from scarce_ltr.trees.tree_run import TreeRunConfig, section_of
+from scarce_ltr.trees.xgboost import XGBoostBackend, XGBoostOptions
 
 DATA = [*tiny_data(), "logger=none"]
 FAST = {

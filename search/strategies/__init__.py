@@ -1,12 +1,12 @@
 """The search strategies of the tree pipeline: one module each, one line each in `SEARCHES`.
 
 A strategy proposes the fits of one search for any tree backend
-(`search.trials.Searchable`: `baselines.tree_run.TreeBackend`) and keeps the vali-best
+(`search.trials.Searchable`: `trees.tree_run.TreeBackend`) and keeps the vali-best
 (`search.trials.keep_if_best`): `Strategy.search(backend, *, seed, train, on_trial)`. Most are
 an Optuna sampler over the backend's space, ``sampler(optuna, seed)``, run by the study they all
 share (`study.search_backend`); a walk of the backend's fixed grid is ``walk(backend, *, train,
 on_trial)``.
-``train(choices, report)`` fits and scores one trial (`baselines.tree_run.trainer`);
+``train(choices, report)`` fits and scores one trial (`trees.tree_run.trainer`);
 ``on_trial`` sees every trial's result as it ends. The run's config names the strategy
 (``gbdt.search``, ``catboost.search``, ``xgboost.search``).
 

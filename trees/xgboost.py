@@ -5,7 +5,7 @@ Trained on the labeled train QGs on the CPU (``hist`` trees, seeded), with
 sampling and L1/L2. Each fit stops early on XGBoost's ``ndcg@5`` (exponential gain) of the
 labeled vali QGs, which counts a QG without a relevant item as 1 (policy ``one``: the same best
 round as the project's policies); the trial is chosen on the project's vali NDCG@5
-(`baselines.tree_run`). The bundle holds XGBoost's own UBJSON model (no pickle), cut at the
+(`trees.tree_run`). The bundle holds XGBoost's own UBJSON model (no pickle), cut at the
 vali-best round.
 
 A tree backend in one module (docs/architecture.md, "A tree backend"): its `NAME`, its options
@@ -26,20 +26,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.fitted import FittedTrees
-from scarce_ltr.baselines.tree_fit import fit_tree_backend
-from scarce_ltr.baselines.tree_run import (
-    Report,
-    TreeRunConfig,
-    run_tree_backend,
-    section_of,
-)
-from scarce_ltr.baselines.tuning import (
-    SearchOptions,
-    check_in_child,
-    check_labels,
-    require_backend,
-)
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ModelFamily, ScoringContext
@@ -47,6 +33,20 @@ from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
+from scarce_ltr.trees.fitted import FittedTrees
+from scarce_ltr.trees.tree_fit import fit_tree_backend
+from scarce_ltr.trees.tree_run import (
+    Report,
+    TreeRunConfig,
+    run_tree_backend,
+    section_of,
+)
+from scarce_ltr.trees.tuning import (
+    SearchOptions,
+    check_in_child,
+    check_labels,
+    require_backend,
+)
 
 # ./run.sh baseline xgboost, configs/baseline/xgboost.yaml and the config's xgboost: section
 NAME = "xgboost"

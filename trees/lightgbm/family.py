@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from scarce_ltr.baselines.gbdt import train
-from scarce_ltr.baselines.gbdt.config import LIGHTGBM_METHODS
-from scarce_ltr.baselines.gbdt.grid import BUNDLE_KIND
-from scarce_ltr.baselines.gbdt.scorer import LightGBMScorer
 from scarce_ltr.core.families import ModelFamily
+from scarce_ltr.trees.lightgbm import train
+from scarce_ltr.trees.lightgbm.config import LIGHTGBM_METHODS
+from scarce_ltr.trees.lightgbm.grid import BUNDLE_KIND
+from scarce_ltr.trees.lightgbm.scorer import LightGBMScorer
 
 FAMILY = ModelFamily(
     names=LIGHTGBM_METHODS,

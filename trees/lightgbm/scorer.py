@@ -1,8 +1,9 @@
 """A LightGBM bundle's scorer (`BUNDLE_KIND` ``lightgbm``): the booster of gbdt and its variants,
-with the PCA columns of gbdt-pca and the encoder columns of gbdt-ssl (``baselines/hybrid/``)
+with the PCA columns of gbdt-pca and the encoder columns of gbdt-ssl (``trees/lightgbm/hybrid/``)
 made from the transformed features the way training made them.
 
-The family entries of both name `LightGBMScorer` (``gbdt/family.py``, ``hybrid/family.py``).
+The family entries of both name `LightGBMScorer` (``lightgbm/family.py``,
+``lightgbm/hybrid/family.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 
-from scarce_ltr.baselines.gbdt.model_text import checked_model_text
-from scarce_ltr.baselines.gbdt.semi_supervised import Projection
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes, read_npz, read_tensors
 from scarce_ltr.core.checkpointing import load_module_state
 from scarce_ltr.core.errors import UserError
@@ -21,6 +20,8 @@ from scarce_ltr.core.families import ScoringContext
 from scarce_ltr.data import pieces
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
+from scarce_ltr.trees.lightgbm.model_text import checked_model_text
+from scarce_ltr.trees.lightgbm.semi_supervised import Projection
 
 
 class LightGBMScorer:
@@ -79,7 +80,7 @@ class _Embedding:
         self.pca, self.k = _projection(folder, info)
 
     def __call__(self, split: RankingSplit) -> np.ndarray:
-        from scarce_ltr.baselines.hybrid.embedding_features import embed_split
+        from scarce_ltr.trees.lightgbm.hybrid.embedding_features import embed_split
 
         embedding = embed_split(self.encoder, split, item_budget=self.item_budget)
         return embedding if self.pca is None else self.pca(embedding)[:, : self.k]

@@ -2,7 +2,7 @@
 
 - ``gbdt``: trained on the labeled train QGs of the scarcity setting only;
 - ``gbdt-pseudo``: that model pseudo-labels the unlabeled train QGs (31 levels, see
-  `baselines.gbdt.semi_supervised`), then a new grid is trained on labeled + pseudo-labeled QGs;
+  `trees.lightgbm.semi_supervised`), then a new grid is trained on labeled + pseudo-labeled QGs;
 - ``gbdt-pca``: the first k components of a PCA of all train features are appended to the
   train, vali and test features, k in ``gbdt.pca_components`` ({5, 10, 15});
 - ``gbdt-pca-pseudo``: PCA features, then pseudo-labeling, for every k;
@@ -27,37 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.fitted import Bundle, FittedTrees
-from scarce_ltr.baselines.gbdt.config import LIGHTGBM_METHODS, PCA_METHODS, PSEUDO_METHODS
-from scarce_ltr.baselines.gbdt.fitted import (
-    Features,
-    LightGBMOutcome,
-    fitted_lightgbm,
-    save_chosen,
-    with_pca,
-)
-from scarce_ltr.baselines.gbdt.grid import (
-    GridOutcome,
-    LightGBMBackend,
-    PointResult,
-    run_search,
-    search_fits,
-)
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
-    BoosterOptions,
-    Fit,
-    RankingData,
-    check_labels,
-    min_data_cap,
-)
-from scarce_ltr.baselines.tree_fit import prepare_tree_splits, tree_study
-from scarce_ltr.baselines.tree_run import (
-    prepare_tree_data,
-    search_store,
-    tree_report,
-    write_tree_run,
-)
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.progress import progress_bar
 from scarce_ltr.core.runs import Outcome, Run, run_model
@@ -72,6 +41,43 @@ from scarce_ltr.data.teachers import (
     with_pseudo_labels,
 )
 from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.trees.fitted import Bundle, FittedTrees
+from scarce_ltr.trees.lightgbm.config import (
+    LIGHTGBM_METHODS,
+    PCA_METHODS,
+    PSEUDO_METHODS,
+    GBDTOptions,
+)
+from scarce_ltr.trees.lightgbm.fitted import (
+    Features,
+    LightGBMOutcome,
+    fitted_lightgbm,
+    save_chosen,
+    with_pca,
+)
+from scarce_ltr.trees.lightgbm.grid import (
+    GridOutcome,
+    LightGBMBackend,
+    PointResult,
+    run_search,
+    search_fits,
+)
+from scarce_ltr.trees.lightgbm.lightgbm_ranker import (
+    BoosterOptions,
+    Fit,
+    RankingData,
+    check_labels,
+    min_data_cap,
+)
+from scarce_ltr.trees.tree_fit import prepare_tree_splits, tree_study
+from scarce_ltr.trees.tree_run import (
+    TreeRunConfig,
+    prepare_tree_data,
+    search_store,
+    section_of,
+    tree_report,
+    write_tree_run,
+)
 
 # A LightGBM run keeps its booster beside report.json too (tools and tests read it there).
 KEPT_FILES = ("model.txt",)
@@ -102,14 +108,14 @@ class RunTeacher:
     scores: np.ndarray  # [n_train_items]
 
 
-def main(cfg: BaselineConfig, run: Run) -> Outcome:
+def main(cfg: TreeRunConfig, run: Run) -> Outcome:
     """The data set of ``cfg``, `fit_prepared`, then the run: vali and test scored once by the
     chosen model, the run directory written."""
     start = time.perf_counter()
     _check_method(cfg)
     prepared = prepare_lightgbm_data(cfg)
     tracker = run.open_tracker(asdict(cfg))
-    study = search_store(cfg.gbdt, run, "gbdt")
+    study = search_store(gbdt_of(cfg), run, "gbdt")
     fitted = fit_prepared(cfg, prepared, tracker=tracker, study=study)
     outcome: LightGBMOutcome = fitted.outcome
     scores = save_chosen(run, fitted)
@@ -121,7 +127,7 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
 
 
 def fit(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     splits: Mapping[str, RankingSplit],
     *,
     labeled: np.ndarray | None = None,
@@ -132,21 +138,21 @@ def fit(
     _check_method(cfg)
     check_rounds(cfg)
     prepared = prepare_tree_splits(cfg, splits, labeled, check_labels)
-    study = tree_study(cfg.gbdt, run, "gbdt")
+    study = tree_study(gbdt_of(cfg), run, "gbdt")
     return fit_prepared(cfg, prepared, tracker=Tracker(), study=study)
 
 
 def fit_prepared(
-    cfg: BaselineConfig, prepared: PreparedData, *, tracker: Tracker, study: StudyStore | None
+    cfg: TreeRunConfig, prepared: PreparedData, *, tracker: Tracker, study: StudyStore | None
 ) -> FittedTrees:
     """Every candidate's search (one per PCA size; with pseudo-labels, the teacher's, then
     the student's), each fit logged to ``tracker``; the vali-best of them all."""
     variant = VARIANTS[cfg.method]
     teacher = _run_teacher(cfg, prepared)
-    ks = list(dict.fromkeys(cfg.gbdt.pca_components)) if variant.pca else []
+    ks = list(dict.fromkeys(gbdt_of(cfg).pca_components)) if variant.pca else []
     features = Features(prepared, ks, seed=cfg.seed)
     training = BoosterOptions.from_config(cfg)
-    backend = LightGBMBackend(cfg.gbdt, training)
+    backend = LightGBMBackend(gbdt_of(cfg), training)
     fit_args = (training, variant, tracker, teacher)
     candidates = _fit_all(cfg, prepared, features, ks or [0], *fit_args, study=study)
 
@@ -158,7 +164,14 @@ def fit_prepared(
     )
 
 
-def _check_method(cfg: BaselineConfig) -> None:
+def gbdt_of(cfg: TreeRunConfig) -> GBDTOptions:
+    """``cfg.gbdt``: the LightGBM methods take the baselines' config as the pipeline's
+    `TreeRunConfig` (that config, a layer above, imports their options) and read their section
+    through this."""
+    return section_of(cfg, GBDTOptions)
+
+
+def _check_method(cfg: TreeRunConfig) -> None:
     if cfg.method not in VARIANTS:
         raise UserError(f"'{cfg.method}' is not a GBDT baseline; known: {', '.join(VARIANTS)}")
 
@@ -169,28 +182,28 @@ def log_rounds(tracker: Tracker, curve: list[float]) -> None:
         tracker.log({"round/index": i + 1, "round/vali_ndcg@5": value})
 
 
-def _run_teacher(cfg: BaselineConfig, prepared: PreparedData) -> RunTeacher | None:
+def _run_teacher(cfg: TreeRunConfig, prepared: PreparedData) -> RunTeacher | None:
     """``gbdt.teacher``'s train scores, checked against this run's data and labels."""
-    if no_teacher(cfg.gbdt.teacher):
+    if no_teacher(gbdt_of(cfg).teacher):
         return None
-    path = cfg.gbdt.teacher
+    path = gbdt_of(cfg).teacher
     scores = teacher_train_scores(path, cfg, prepared, key="gbdt.teacher")
     return RunTeacher(run=path, model=run_model(path) or Path(path).name, scores=scores)
 
 
-def prepare_lightgbm_data(cfg: BaselineConfig) -> PreparedData:
+def prepare_lightgbm_data(cfg: TreeRunConfig) -> PreparedData:
     """The tree pipeline's prepared data, once ``epochs`` is known to leave a boosting round."""
     check_rounds(cfg)
     return prepare_tree_data(cfg, check_labels)
 
 
-def check_rounds(cfg: BaselineConfig) -> None:
-    if cfg.gbdt.rounds(cfg.epochs) < 1:
+def check_rounds(cfg: TreeRunConfig) -> None:
+    if gbdt_of(cfg).rounds(cfg.epochs) < 1:
         raise UserError(f"epochs={cfg.epochs} leaves the GBDT no boosting round")
 
 
 def _fit_all(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     features: Features,
     ks: list[int],
@@ -217,7 +230,7 @@ def _fit_all(
 
 
 def _fit_features(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     features: Features,
     k: int,
@@ -251,7 +264,7 @@ def _fit_features(
             params=training.params,
         )
         labeled = _part(study, k, "")
-        outcome = run_search(cfg.gbdt, data=data, phase="labeled", study=labeled, **grid)
+        outcome = run_search(gbdt_of(cfg), data=data, phase="labeled", study=labeled, **grid)
         if not variant.pseudo:
             return Candidate(k=k, outcome=outcome)
         if labels.train_labeled.all():
@@ -261,7 +274,7 @@ def _fit_features(
             return Candidate(k=k, outcome=outcome, teacher=outcome, pseudo={"n_items": 0})
         del data  # the teacher's LightGBM datasets
         scores = outcome.best_fit.predict(
-            train.features[unlabeled], num_threads=cfg.gbdt.num_threads
+            train.features[unlabeled], num_threads=gbdt_of(cfg).num_threads
         )
     student_train, pseudo = _pseudo_labeled(cfg, train, labels.train_labeled, scores)
     data = RankingData(
@@ -271,18 +284,19 @@ def _fit_features(
         params=training.params,
     )
     pseudo_study = _part(study, k, "pseudo")
-    student = run_search(cfg.gbdt, data=data, phase="pseudo", study=pseudo_study, **grid)
+    student = run_search(gbdt_of(cfg), data=data, phase="pseudo", study=pseudo_study, **grid)
     return Candidate(k=k, outcome=student, teacher=outcome, pseudo=pseudo)
 
 
 def _pseudo_labeled(
-    cfg: BaselineConfig, train: RankingSplit, labeled: np.ndarray, scores: np.ndarray
+    cfg: TreeRunConfig, train: RankingSplit, labeled: np.ndarray, scores: np.ndarray
 ) -> tuple[RankingSplit, dict]:
     """Every train QG, the unlabeled ones with the levels of the teacher's ``scores`` (of their
     items, in train order); a summary of the levels."""
     unlabeled = np.flatnonzero(~labeled)
-    levels = pseudo_labels(scores, levels=cfg.gbdt.pseudo_levels, binning=cfg.gbdt.pseudo_binning)
-    counts = np.bincount(levels.astype(np.int64), minlength=cfg.gbdt.pseudo_levels)
+    options = gbdt_of(cfg)
+    levels = pseudo_labels(scores, levels=options.pseudo_levels, binning=options.pseudo_binning)
+    counts = np.bincount(levels.astype(np.int64), minlength=options.pseudo_levels)
     summary = {"n_items": len(levels), "n_groups": len(unlabeled), "level_counts": counts.tolist()}
     return with_pseudo_labels(train, labeled, levels), summary
 
@@ -295,7 +309,7 @@ def _part(study: StudyStore | None, k: int, phase: str) -> StudyStore | None:
 
 
 def _total_fits(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     variant: Variant,
     n_feature_sets: int,
@@ -306,15 +320,15 @@ def _total_fits(
     per_set = (
         0
         if teacher is not None and not everything
-        else search_fits(cfg.gbdt, min_data_cap(labeled))
+        else search_fits(gbdt_of(cfg), min_data_cap(labeled))
     )
     if variant.pseudo and not everything:
-        per_set += search_fits(cfg.gbdt, min_data_cap(prepared.train.n_items))
+        per_set += search_fits(gbdt_of(cfg), min_data_cap(prepared.train.n_items))
     return per_set * n_feature_sets
 
 
 def _report(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     backend: LightGBMBackend,
     candidates: list[Candidate],
@@ -332,11 +346,11 @@ def _report(
         n_features=prepared.n_features + chosen.k,
         n_trees=best.best_rounds,
         seconds_fitting=sum(r.seconds for c in candidates for r in _all(c)),
-        search=cfg.gbdt.search,
+        search=gbdt_of(cfg).search,
         teacher=chosen.teacher.best_result.as_dict() if chosen.teacher else None,
         pseudo_labels=chosen.pseudo,
         **{"rounds_vali_ndcg@5": model.vali_curve},  # LightGBM's per-round vali NDCG@5
-        objective=best.choices.get("objective", cfg.gbdt.objective),
+        objective=best.choices.get("objective", gbdt_of(cfg).objective),
         n_leaves=int(sum(t["num_leaves"] for t in _trees(model))),
         **backend.describe(),
     )

@@ -2,7 +2,7 @@
 trials (`search.strategies`): what a trial draws, trial 0, and how a trial's choices reach
 LightGBM.
 
-``gbdt.n_trials`` trials of a seeded study (run by the tree pipeline `baselines.tree_run.search`
+``gbdt.n_trials`` trials of a seeded study (run by the tree pipeline `trees.tree_run.search`
 through `grid.LightGBMBackend`) over the objective,
 learning rate, tree size, regularisation, bagging and the LambdaMART knobs lyzhin2023 tunes;
 trials are pruned on LightGBM's per-round vali NDCG@5 and trial 0 is LightGBM's defaults. A
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scarce_ltr.baselines.gbdt.config import (
+from scarce_ltr.trees.lightgbm.config import (
     MAX_LIGHTGBM_LABEL,
     GBDTOptions,
     lightgbm_param_names,
 )
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import CENTRE, BoosterOptions, LeafSettings
+from scarce_ltr.trees.lightgbm.lightgbm_ranker import CENTRE, BoosterOptions, LeafSettings
 
 LEAF_KEYS = ("num_leaves", "min_data_in_leaf", "feature_fraction")
 LEARNING_RATES = (0.01, 0.3)  # the search's range (log scale)

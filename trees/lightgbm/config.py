@@ -22,6 +22,7 @@ from scarce_ltr.core.config_fields import (
 from scarce_ltr.search.strategies import SEARCHES, check_search
 from scarce_ltr.search.studies import check_storage
 from scarce_ltr.search.trial_batches import check_n_jobs, thread_share
+from scarce_ltr.trees.lightgbm.aliases import main_names
 
 GRIDS = ("paper", "full")
 OBJECTIVES = ("lambdarank", "rank_xendcg")
@@ -42,6 +43,9 @@ PSEUDO_BINNINGS = ("width", "quantile")
 LIGHTGBM_METHODS = ("gbdt", "gbdt-optuna", "gbdt-pseudo", "gbdt-pca", "gbdt-pca-pseudo")
 PCA_METHODS = ("gbdt-pca", "gbdt-pca-pseudo")  # PCA components appended to the features
 PSEUDO_METHODS = ("gbdt-pseudo", "gbdt-pca-pseudo")  # a second grid on pseudo-labeled QGs
+# The methods whose booster reads the features as given (no PCA or embedding columns): NaN and
+# pandas categories reach LightGBM's trees.
+RAW_METHODS = tuple(method for method in LIGHTGBM_METHODS if method not in PCA_METHODS)
 # The searches that walk the paper grid, and those that draw their trials: the keys each reads
 # (`read_with`); a key the chosen search does not read, set away from its default, is refused.
 GRID_SEARCHES = tuple(name for name, strategy in SEARCHES.items() if strategy.grid)
@@ -61,11 +65,12 @@ class GBDTOptions:
     # Its methods whose trees split on NaN (a missing value takes a branch of its own): the
     # command line keeps NaN for them and refuses it for the others (`baselines.config`); the
     # PCA variants pass the features through a PCA, where a NaN spoils every column.
-    missing_as_nan: ClassVar[tuple[str, ...]] = ("gbdt", "gbdt-optuna", "gbdt-pseudo")
+    missing_as_nan: ClassVar[tuple[str, ...]] = RAW_METHODS
     # The baselines whose runs read this section: the LightGBM family's (`family.FAMILY`) and
     # gbdt-ssl, LightGBM on an encoder's embeddings. Another method refuses a key of it set
     # away from its default (`baselines.config`).
     read_by: ClassVar[tuple[str, ...]] = (*LIGHTGBM_METHODS, "gbdt-ssl")
+    section: ClassVar[str] = "gbdt"  # its field of the config (`trees.tree_run.section_of`)
 
     # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (search/strategies)
     search: str = "paper-grid"
@@ -177,11 +182,7 @@ def lightgbm_param_names(params: dict[str, Any]) -> dict[str, str]:
     the key for one LightGBM does not know or the project sets itself."""
     if not params:
         return {}
-    import lightgbm as lgb
-
-    # LightGBM's own table: main parameter name -> its aliases (the name included).
-    aliases = lgb.basic._ConfigAliases._get_all_param_aliases()
-    main_of = {alias: main for main, names in aliases.items() for alias in names}
+    main_of = main_names()
     out = {}
     for key in params:
         if key not in main_of:

@@ -1,9 +1,9 @@
 """The tree pipeline on in-memory splits (`scarce_ltr.baselines.run.fit`): the splits prepared
-as `baselines.tree_run.prepare_tree_data` prepares a data set's (`prepare_tree_splits`, NaN
+as `trees.tree_run.prepare_tree_data` prepares a data set's (`prepare_tree_splits`, NaN
 refused where a run refuses it), a search's study kept in storage without a run folder
 (`tree_study`), and a searched backend's vali-best fit (`fit_tree_backend`: CatBoost, XGBoost;
-the LightGBM baselines search their candidates in `baselines.gbdt.train` and
-`baselines.hybrid.train` with the first two).
+the LightGBM baselines search their candidates in `trees.lightgbm.train` and
+`trees.lightgbm.hybrid.train` with the first two).
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from scarce_ltr.baselines.fitted import FittedTrees
-from scarce_ltr.baselines.tree_run import (
+from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.runs import Run
+from scarce_ltr.data.pipeline import _DETECTOR_SPLITS, PreparedData, prepare_splits
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.trees.fitted import FittedTrees
+from scarce_ltr.trees.tree_run import (
     TreeBackend,
     TreeRunConfig,
     checked_tree_data,
     fit_backend,
     search_store,
 )
-from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import Run
-from scarce_ltr.data.pipeline import _DETECTOR_SPLITS, PreparedData, prepare_splits
-from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.search.studies import StudyStore
 
 
 def prepare_tree_splits(

@@ -18,6 +18,7 @@ from typing import ClassVar
 @dataclass(frozen=True)
 class EmbeddingOptions:
     read_by: ClassVar[tuple[str, ...]] = ("gbdt-ssl",)  # the baselines that read this section
+    section: ClassVar[str] = "embedding"  # its field of the config (`tree_run.section_of`)
 
     components: list[int] = field(default_factory=lambda: [8, 16, 32])  # PCA sizes; 0: none
     raw: bool = True  # the whole embedding is a candidate too

@@ -1,11 +1,11 @@
 """The LightGBM baselines' chosen model: their feature sets with the columns a booster reads,
-the choice among candidates as a `baselines.fitted.FittedTrees`, and what a run writes of it.
+the choice among candidates as a `trees.fitted.FittedTrees`, and what a run writes of it.
 
 A candidate is one feature set (gbdt-pca: one PCA size; gbdt-ssl: one embedding) with its
 search's outcome; `fitted_lightgbm` keeps the vali-best of every candidate's final search
 together (`search.selection.select_best`), `save_chosen` writes a run's ``trials.npz``,
-``scores.npz`` and ``pca.npz`` from it. gbdt and its variants (`baselines.gbdt.train`) and
-gbdt-ssl (`baselines.hybrid.train`) share them.
+``scores.npz`` and ``pca.npz`` from it. gbdt and its variants (`trees.lightgbm.train`) and
+gbdt-ssl (`trees.lightgbm.hybrid.train`) share them.
 """
 
 from __future__ import annotations
@@ -16,10 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from scarce_ltr.baselines.fitted import Bundle, FittedTrees, plain
-from scarce_ltr.baselines.gbdt.grid import LightGBMBackend
-from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
-from scarce_ltr.baselines.tree_run import TreeRunConfig, score_and_save
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes, npz_bytes
 from scarce_ltr.core.runs import Run
@@ -27,6 +23,10 @@ from scarce_ltr.data.evaluation import write_trials
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.search.selection import select_best
+from scarce_ltr.trees.fitted import Bundle, FittedTrees, plain
+from scarce_ltr.trees.lightgbm.grid import LightGBMBackend
+from scarce_ltr.trees.lightgbm.semi_supervised import PCAFeatures
+from scarce_ltr.trees.tree_run import TreeRunConfig, score_and_save
 
 
 class Features:

@@ -1,15 +1,15 @@
-"""LightGBM as a tree backend (`baselines.tree_run.TreeBackend`), and the paper's grid.
+"""LightGBM as a tree backend (`trees.tree_run.TreeBackend`), and the paper's grid.
 
 ``gbdt.search=paper-grid`` (appendix A.2.3, the default): start from LightGBM's defaults
 (num_leaves 31, min_data_in_leaf 20, feature_fraction 1.0) and vary one hyperparameter at a
 time over its list. The paper counts 3 x 3 = 9 choices; three of them are the default point
 itself, so 7 distinct points are trained. ``gbdt.grid=full``: every combination (27 with the
 default lists). A strategy that draws its trials (``gbdt.search=optuna``, ...): the search
-space of `baselines.gbdt.search`.
+space of `trees.lightgbm.search`.
 
 min_data_in_leaf is capped at `lightgbm_ranker.min_data_cap` (``n_items // 4``) of the
 training set; points that the cap makes equal are trained once. Either search runs through the
-tree pipeline's `baselines.tree_run.search` (`baselines.tuning`: each fit early-stops on vali
+tree pipeline's `trees.tree_run.search` (`trees.tuning`: each fit early-stops on vali
 NDCG@5, the vali-best fit is kept); `run_search` gives its outcome as grid rows
 (`PointResult`), with the phase and PCA size the LightGBM variants report.
 """
@@ -25,8 +25,12 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from scarce_ltr.baselines.gbdt.config import GBDTOptions
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
+from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.search.strategies import SEARCHES
+from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.search.trials import TrialResult
+from scarce_ltr.trees.lightgbm.config import GBDTOptions
+from scarce_ltr.trees.lightgbm.lightgbm_ranker import (
     CENTRE,
     BoosterOptions,
     Fit,
@@ -35,12 +39,8 @@ from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
     check_labels,
     fit,
 )
-from scarce_ltr.baselines.gbdt.search import LEAF_KEYS, defaults, lightgbm_choices, suggest
-from scarce_ltr.baselines.tree_run import Bundle, Report, search, trainer
-from scarce_ltr.data.ranking_split import RankingSplit
-from scarce_ltr.search.strategies import SEARCHES
-from scarce_ltr.search.studies import StudyStore
-from scarce_ltr.search.trials import TrialResult
+from scarce_ltr.trees.lightgbm.search import LEAF_KEYS, defaults, lightgbm_choices, suggest
+from scarce_ltr.trees.tree_run import Bundle, Report, search, trainer
 
 BUNDLE_KIND = "lightgbm"  # a booster, with its PCA or encoder columns beside it
 

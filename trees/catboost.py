@@ -7,7 +7,7 @@ over lyzhin2023's search space (learning rate, depth, L2 leaf regularisation; St
 no L2, its model shrink rate). Each fit stops early on CatBoost's NDCG@5 (exponential gain) of
 the labeled vali QGs; a QG without a relevant item counts 1 there (policy ``one``), an affine
 map of the project's mean over a fixed set of QGs, so the best round is the same. The trial is
-chosen on the project's vali NDCG@5 (`baselines.tree_run`). The bundle holds CatBoost's own
+chosen on the project's vali NDCG@5 (`trees.tree_run`). The bundle holds CatBoost's own
 ``model.cbm`` (no pickle).
 
 A tree backend in one module (docs/architecture.md, "A tree backend"): its `NAME`, its options
@@ -29,15 +29,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce_ltr.baselines.fitted import FittedTrees
-from scarce_ltr.baselines.tree_fit import fit_tree_backend
-from scarce_ltr.baselines.tree_run import (
-    Report,
-    TreeRunConfig,
-    run_tree_backend,
-    section_of,
-)
-from scarce_ltr.baselines.tuning import SearchOptions, check_in_child, check_labels, require_backend
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.families import ModelFamily, ScoringContext
@@ -46,6 +37,15 @@ from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.search.trials import Pruned
+from scarce_ltr.trees.fitted import FittedTrees
+from scarce_ltr.trees.tree_fit import fit_tree_backend
+from scarce_ltr.trees.tree_run import (
+    Report,
+    TreeRunConfig,
+    run_tree_backend,
+    section_of,
+)
+from scarce_ltr.trees.tuning import SearchOptions, check_in_child, check_labels, require_backend
 
 # ./run.sh baseline catboost, configs/baseline/catboost.yaml and the config's catboost: section
 NAME = "catboost"

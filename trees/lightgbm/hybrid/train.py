@@ -5,7 +5,7 @@ labels, an encoder pretrained on every QG has seen the unlabeled items' structur
 embedding by the encoder of a pretraining or finetuning run (`embedding_features`) is
 appended to its (transformed) features, whole or as its first k principal components (the PCA
 fit on every train item's embedding), and the GBDT baselines' grid is trained on the labeled
-train QGs for each candidate (`baselines.gbdt.config.GBDTOptions`, `EmbeddingOptions`).
+train QGs for each candidate (`trees.lightgbm.config.GBDTOptions`, `EmbeddingOptions`).
 
 The candidate (``none``, ``pca-<k>``, ``raw``), grid point and number of rounds are chosen on
 NDCG@5 of the labeled vali QGs only; test is scored once, by the chosen model, through
@@ -22,30 +22,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.fitted import Bundle, FittedTrees, plain
-from scarce_ltr.baselines.gbdt.fitted import LightGBMOutcome, fitted_lightgbm, save_chosen
-from scarce_ltr.baselines.gbdt.grid import GridOutcome, LightGBMBackend, PointResult, run_search
-from scarce_ltr.baselines.gbdt.lightgbm_ranker import (
-    BoosterOptions,
-    Fit,
-    RankingData,
-    check_labels,
-)
-from scarce_ltr.baselines.gbdt.semi_supervised import PCAFeatures
-from scarce_ltr.baselines.gbdt.train import KEPT_FILES, check_rounds, prepare_lightgbm_data
-from scarce_ltr.baselines.hybrid.embedding_features import (
-    SPLITS,
-    Embeddings,
-    compute_embeddings,
-    embed_split,
-)
-from scarce_ltr.baselines.tree_fit import prepare_tree_splits, tree_study
-from scarce_ltr.baselines.tree_run import (
-    search_store,
-    tree_report,
-    write_tree_run,
-)
 from scarce_ltr.core.bundle import tensors_bytes
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import npz_bytes
@@ -55,6 +31,37 @@ from scarce_ltr.data.evaluation import vali_selection_scores
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.search.studies import StudyStore
+from scarce_ltr.trees.fitted import Bundle, FittedTrees, plain
+from scarce_ltr.trees.lightgbm.fitted import LightGBMOutcome, fitted_lightgbm, save_chosen
+from scarce_ltr.trees.lightgbm.grid import GridOutcome, LightGBMBackend, PointResult, run_search
+from scarce_ltr.trees.lightgbm.hybrid.config import EmbeddingOptions
+from scarce_ltr.trees.lightgbm.hybrid.embedding_features import (
+    SPLITS,
+    Embeddings,
+    compute_embeddings,
+    embed_split,
+)
+from scarce_ltr.trees.lightgbm.lightgbm_ranker import (
+    BoosterOptions,
+    Fit,
+    RankingData,
+    check_labels,
+)
+from scarce_ltr.trees.lightgbm.semi_supervised import PCAFeatures
+from scarce_ltr.trees.lightgbm.train import (
+    KEPT_FILES,
+    check_rounds,
+    gbdt_of,
+    prepare_lightgbm_data,
+)
+from scarce_ltr.trees.tree_fit import prepare_tree_splits, tree_study
+from scarce_ltr.trees.tree_run import (
+    TreeRunConfig,
+    search_store,
+    section_of,
+    tree_report,
+    write_tree_run,
+)
 
 EMBEDDING_WEIGHTS = "encoder.safetensors"  # in the bundle
 EMBEDDING_PCA = "embedding_pca.npz"
@@ -115,15 +122,15 @@ class EmbeddingFeatures:
         return extend
 
 
-def main(cfg: BaselineConfig, run: Run) -> Outcome:
+def main(cfg: TreeRunConfig, run: Run) -> Outcome:
     """The data set of ``cfg``, `fit_prepared` (the embeddings cached as ``embedding.cache``
     says), then the run: vali and test scored once by the chosen model, the run written."""
     start = time.perf_counter()
-    _check_pretrained(cfg)
+    pretrained_of(cfg)
     prepared = prepare_lightgbm_data(cfg)
     tracker = run.open_tracker(asdict(cfg))
-    study = search_store(cfg.gbdt, run, "gbdt")  # one study per candidate, named after it
-    fitted = fit_prepared(cfg, prepared, tracker, study=study, cache=cfg.embedding.cache)
+    study = search_store(gbdt_of(cfg), run, "gbdt")  # one study per candidate, named after it
+    fitted = fit_prepared(cfg, prepared, tracker, study=study, cache=embedding_of(cfg).cache)
     outcome: LightGBMOutcome = fitted.outcome
     scores = save_chosen(run, fitted)
     backend, candidates, chosen = outcome.backend, outcome.candidates, outcome.chosen
@@ -132,7 +139,7 @@ def main(cfg: BaselineConfig, run: Run) -> Outcome:
 
 
 def fit(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     splits: Mapping[str, RankingSplit],
     *,
     labeled: np.ndarray | None = None,
@@ -141,15 +148,15 @@ def fit(
     """`main`'s search on in-memory splits (`baselines.run.fit`). The encoder still comes from
     the run folder ``pretrained=`` names; the embeddings are computed, never read from nor
     written to its cache (keyed on a data set's config, not on these splits)."""
-    _check_pretrained(cfg)
+    pretrained_of(cfg)
     check_rounds(cfg)
     prepared = prepare_tree_splits(cfg, splits, labeled, check_labels)
-    study = tree_study(cfg.gbdt, run, "gbdt")
+    study = tree_study(gbdt_of(cfg), run, "gbdt")
     return fit_prepared(cfg, prepared, Tracker(), study=study, cache=False)
 
 
 def fit_prepared(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     tracker: Tracker,
     *,
@@ -158,15 +165,19 @@ def fit_prepared(
 ) -> FittedTrees:
     """Embed every split, search each candidate's features, keep the vali-best of them all."""
     embeddings = compute_embeddings(
-        cfg.pretrained, prepared, cfg.data, item_budget=cfg.embedding.item_budget, cache=cache
+        pretrained_of(cfg),
+        prepared,
+        cfg.data,
+        item_budget=embedding_of(cfg).item_budget,
+        cache=cache,
     )
     # PCA sizes above the embedding's width (or the train items) are left out.
-    options = cfg.embedding.candidates(min(embeddings.dim, prepared.train.n_items))
+    options = embedding_of(cfg).candidates(min(embeddings.dim, prepared.train.n_items))
     ks = [k for _, k in options if k]
-    budget = cfg.embedding.item_budget
+    budget = embedding_of(cfg).item_budget
     features = EmbeddingFeatures(prepared, embeddings, ks, seed=cfg.seed, item_budget=budget)
     training = BoosterOptions.from_config(cfg)
-    backend = LightGBMBackend(cfg.gbdt, training)
+    backend = LightGBMBackend(gbdt_of(cfg), training)
     candidates = [
         _fit(cfg, prepared, features, n, k, training, tracker, study=study and study.part(n))
         for n, k in options
@@ -181,13 +192,22 @@ def fit_prepared(
     )  # fmt: skip
 
 
-def _check_pretrained(cfg: BaselineConfig) -> None:
-    if not cfg.pretrained or cfg.pretrained.lower() in ("none", "null"):
+def embedding_of(cfg: TreeRunConfig) -> EmbeddingOptions:
+    """``cfg.embedding``, read as `gbdt_of` reads ``cfg.gbdt``."""
+    return section_of(cfg, EmbeddingOptions)
+
+
+def pretrained_of(cfg: TreeRunConfig) -> str:
+    """``pretrained=``, the run whose encoder embeds the items: a key of the baselines' config
+    (a layer above, which this module does not import), read by name."""
+    pretrained = getattr(cfg, "pretrained", None)
+    if not pretrained or pretrained.lower() in ("none", "null"):
         raise UserError("gbdt-ssl needs pretrained=<pretraining or finetuning run dir>")
+    return str(pretrained)
 
 
 def _bundle(
-    cfg: BaselineConfig, features: EmbeddingFeatures, chosen: Candidate, booster: Bundle
+    cfg: TreeRunConfig, features: EmbeddingFeatures, chosen: Candidate, booster: Bundle
 ) -> Bundle:
     """The booster, and (unless the chosen candidate reads no embedding) the encoder that
     embeds the transformed features, batched as here so a bundle scores exactly as this run,
@@ -199,7 +219,7 @@ def _bundle(
     description["embedding"] = {
         "encoder": {"n_features": features.prepared.n_features, **embeddings.encoder_config},
         "weights": EMBEDDING_WEIGHTS,
-        "item_budget": cfg.embedding.item_budget,
+        "item_budget": embedding_of(cfg).item_budget,
         "pca": None if chosen.k is None else {"file": EMBEDDING_PCA, "k": int(chosen.k)},
     }
     files[EMBEDDING_WEIGHTS] = tensors_bytes(embeddings.encoder)
@@ -210,7 +230,7 @@ def _bundle(
 
 
 def _fit(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     features: EmbeddingFeatures,
     name: str,
@@ -238,7 +258,7 @@ def _fit(
         params=training.params,
     )
     outcome = run_search(
-        cfg.gbdt,
+        gbdt_of(cfg),
         data=data,
         training=training,
         score_vali=score_vali,
@@ -253,7 +273,7 @@ def _fit(
 
 
 def _report(
-    cfg: BaselineConfig,
+    cfg: TreeRunConfig,
     prepared: PreparedData,
     backend: LightGBMBackend,
     features: EmbeddingFeatures,

@@ -22,10 +22,10 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from scarce_ltr.baselines.gbdt.config import MAX_LIGHTGBM_LABEL
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.data.ranking_split import RankingSplit
+from scarce_ltr.trees.lightgbm.config import MAX_LIGHTGBM_LABEL
 
 DEFAULT_MIN_DATA_IN_BIN = 3  # LightGBM's default
 

@@ -1,10 +1,10 @@
 """The one tree pipeline: a tree backend searched on vali, test scored once, the run written.
 
-A backend (`TreeBackend`: LightGBM in `baselines.gbdt.search`, CatBoost, XGBoost) knows its
+A backend (`TreeBackend`: LightGBM in `trees.lightgbm.search`, CatBoost, XGBoost) knows its
 labels, its search space, one early-stopped fit, its predictions and its model files. This
 module does the rest the same way for every backend:
 
-- `prepare_tree_data`: the data and the checks every tree run makes (`baselines.tree_fit`:
+- `prepare_tree_data`: the data and the checks every tree run makes (`trees.tree_fit`:
   the same of in-memory splits, with the labeled train QGs given as a mask);
 - `search`: the run's search strategy (`search.strategies.SEARCHES`: ``optuna`` and every
   strategy drawing from a backend's space for every backend, ``paper-grid`` for a backend
@@ -16,12 +16,12 @@ module does the rest the same way for every backend:
   ``DONE``.
 
 `fit_backend` searches a backend on one feature set (CatBoost, XGBoost) and returns the
-vali-best fit as a `baselines.fitted.FittedTrees`, in memory;
-`baselines.tree_fit.fit_tree_backend` does so on in-memory splits
+vali-best fit as a `trees.fitted.FittedTrees`, in memory;
+`trees.tree_fit.fit_tree_backend` does so on in-memory splits
 (`scarce_ltr.baselines.run.fit`), `run_tree_backend` on the data set of a run's config and
 writes the run from the same object. LightGBM's own extras, more feature sets
-(PCA) and a second search on pseudo-labels (`baselines.gbdt.train`) or on encoder embeddings
-(`baselines.hybrid.train`), run the same steps once per candidate and choose among the
+(PCA) and a second search on pseudo-labels (`trees.lightgbm.train`) or on encoder embeddings
+(`trees.lightgbm.hybrid.train`), run the same steps once per candidate and choose among the
 candidates on vali.
 """
 
@@ -30,12 +30,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from scarce_ltr.baselines.fitted import Bundle, FittedTrees
-from scarce_ltr.baselines.tuning import SearchOptions
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.files import atomic_write_bytes
 from scarce_ltr.core.runs import Outcome, Run
@@ -58,6 +56,7 @@ from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.search.strategies import SEARCHES
 from scarce_ltr.search.studies import StudyStore
 from scarce_ltr.search.trials import Searchable, SearchOutcome, TrainTrial, TrialResult
+from scarce_ltr.trees.fitted import Bundle, FittedTrees
 
 
 @dataclass(frozen=True)
@@ -76,11 +75,18 @@ class TreeRunConfig(CommonConfig):
         return False
 
 
-Section = TypeVar("Section", bound=SearchOptions)
+class SectionOptions(Protocol):
+    """A tree method's options: a section of the baselines' config, named by ``section``
+    (`SearchOptions`, LightGBM's `GBDTOptions`, gbdt-ssl's `EmbeddingOptions`)."""
+
+    section: ClassVar[str]
+
+
+Section = TypeVar("Section", bound=SectionOptions)
 
 
 def section_of(cfg: TreeRunConfig, options: type[Section]) -> Section:
-    """A searched backend's section of ``cfg``: the field named by its options' ``section``
+    """A tree method's section of ``cfg``: the field named by its options' ``section``
     (`BaselineConfig` holds one per backend, ``cfg.xgboost``). A backend's ``main`` takes its
     config as a `TreeRunConfig` and reads its own keys through this."""
     found = getattr(cfg, options.section, None)

@@ -60,8 +60,7 @@ def load_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
         sweeps write it: ``simclr-rank``, ``simclr-rank+full``), ``n_features``, ``transform``
         and ``file`` (the file the weights came from).
     """
-    from scarce_ltr.baselines.deep.models import load_model
-    from scarce_ltr.finetune.model import MODEL_FILE, Ranker
+    from scarce_ltr.finetune.model import MODEL_FILE, Ranker, model_of, read_model
     from scarce_ltr.pretrain.checkpoint import ENCODER_FILE, load_pretrained_encoder
 
     run_dir = Path(run_dir)
@@ -80,12 +79,16 @@ def load_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
             "encoder_config": info["encoder_config"].to_dict(),
         }
     if (run_dir / MODEL_FILE).is_file():
-        model, payload = load_model(run_dir)
-        if not isinstance(model, Ranker):
+        # Refused by its kind before it is built: a deep baseline's (DeepFM, DCNv2, DASALC;
+        # their builders live a layer above) or a combination holds no one item encoder.
+        payload = read_model(run_dir)
+        if payload["spec"].get("kind") != "ranker":
             raise UserError(
                 f"pretrained={run_dir}: holds a {payload['spec'].get('kind')} model, which has no "
                 "item encoder; use a pretraining run or a finetuning run (lp, mp, full)"
             )
+        model = model_of(payload, run_dir / MODEL_FILE)
+        assert isinstance(model, Ranker)
         data = payload.get("data") or {}
         return model.encoder.eval(), {
             "kind": "finetune",
