@@ -73,9 +73,7 @@ def test_a_resume_after_an_edit_is_refused_before_it_trains(tmp_path, monkeypatc
     (data / "train.txt.query").unlink()
     (data / "train.txt").write_text((data / "train.txt").read_text().replace("qid:4", "qid:5"))
     trained = []
-    monkeypatch.setattr(
-        "scarce_ltr.trees.tree_run.prepare_data", lambda *a, **k: trained.append(1)
-    )
+    monkeypatch.setattr("scarce_ltr.trees.tree_run.prepare_data", lambda *a, **k: trained.append(1))
     with pytest.raises(UserError, match=r"data/train.txt: changed since the run read it"):
         run(_command(data, folder))
     assert not trained and not (folder / "DONE").exists()

@@ -10,8 +10,8 @@ import torch
 from tiny import tiny_data
 
 from scarce_ltr.core.config import load_config
-from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.device import setup_runtime
+from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.finetune import loop
 from scarce_ltr.finetune.config import FinetuneConfig, Phase, schedule

@@ -111,6 +111,6 @@ def test_bad_in_memory_inputs_are_one_clear_error() -> None:
         finetune.fit(fine_cfg, data, labeled=np.ones(3, dtype=bool))
     searched = replace(fine_cfg, search=replace(fine_cfg.search, n_trials=2))
     # refused with a run too: fit trains the lrs grid, never silently in place of the search
-    for run in (None, object()):
+    for given in (None, object()):
         with pytest.raises(UserError, match="search.n_trials: a recipe search .* runs as the"):
-            finetune.fit(searched, data, run=run)
+            finetune.fit(searched, data, run=given)
