@@ -49,8 +49,8 @@ def finetune_steps(split, overrides: list[str], *, base=("encoder.width=136",)):
     from scarce_ltr.core.device import setup_runtime
     from scarce_ltr.data.batching import QueryGroupBatcher
     from scarce_ltr.finetune.config import FinetuneConfig
-    from scarce_ltr.finetune.loop import train_epoch
     from scarce_ltr.finetune.model import build_model, ranker_spec
+    from scarce_ltr.finetune.steps import train_epoch
 
     stage_file = CONFIG_ROOT / "finetune" / "full.yaml"
     keys = [*base, "pretrained=none", "device=cpu", *overrides]

@@ -39,17 +39,11 @@ from scarce_ltr.data.evaluation import (
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import Phase, TrainOptions
+from scarce_ltr.finetune.fit_state import CHECKPOINT, FitResult, Prune, TrialPruned
 from scarce_ltr.finetune.joint import Joint, joint_for
-from scarce_ltr.finetune.loop import (
-    CHECKPOINT,
-    FitResult,
-    LossFn,
-    Prune,
-    TrialPruned,
-    fit,
-    predict,
-)
+from scarce_ltr.finetune.loop import fit, predict
 from scarce_ltr.finetune.model import MODEL_FILE, ModelKinds, load_model, save_model, torch_bundle
+from scarce_ltr.finetune.steps import LossFn
 from scarce_ltr.finetune.teacher import Teaching, teaching_for
 from scarce_ltr.search.selection import select_best
 from scarce_ltr.search.trial_folders import GridPoint

@@ -356,7 +356,7 @@ def _lockstep(batches: QueryGroupBatcher, grades: np.ndarray) -> Iterator[Batch]
 
 @dataclass(eq=False)
 class JointEpoch:
-    """The joint term of one epoch's steps (`finetune.loop.train_epoch`)."""
+    """The joint term of one epoch's steps (`finetune.steps.train_epoch`)."""
 
     run: JointRun
     weight: float

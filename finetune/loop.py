@@ -12,13 +12,13 @@ the resumed run ends exactly as an uninterrupted one.
 
 Scores come from the model in eval mode, one batch of whole QGs at a time (`predict`, in
 `finetune.scoring` with the vali NDCG@5 and the frozen encoder's cache), so a QG's scores never
-depend on which other QGs share its batch.
+depend on which other QGs share its batch. An epoch's steps are `finetune.steps`; what a fit
+keeps in its checkpoint and returns, `finetune.fit_state`.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -30,15 +30,23 @@ import numpy as np
 import torch
 from torch import nn
 
-from scarce_ltr.core.checkpointing import load_checkpoint, require_keys, save_checkpoint
+from scarce_ltr.core.checkpointing import load_checkpoint, require_keys
 from scarce_ltr.core.device import Runtime
-from scarce_ltr.core.optim import make_optimizer, set_learning_rate
+from scarce_ltr.core.optim import make_optimizer
 from scarce_ltr.core.progress import progress_bar
-from scarce_ltr.core.seeding import capture_rng_state, restore_rng_state
+from scarce_ltr.core.seeding import restore_rng_state
 from scarce_ltr.core.training import Cadence, Position, train_phases
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.finetune.config import Phase, TrainOptions
+from scarce_ltr.finetune.fit_state import (
+    STATE_KEYS,
+    FitResult,
+    Progress,
+    Prune,
+    TrialPruned,
+    save_state,
+)
 from scarce_ltr.finetune.joint import Joint, JointEpoch, JointRun
 from scarce_ltr.finetune.l2sp import L2SP
 from scarce_ltr.finetune.scoring import (
@@ -48,183 +56,15 @@ from scarce_ltr.finetune.scoring import (
     selection_score,
 )
 from scarce_ltr.finetune.scoring import predict as predict  # where its callers import it from
-from scarce_ltr.pretrain.augmentations import gaussian_noise
+from scarce_ltr.finetune.steps import LossFn, lr_schedule, noise_generator, train_epoch
 from scarce_ltr.search.selection import nan_low
 
 if TYPE_CHECKING:
     from scarce_ltr.finetune.teacher import Teaching
 
-CHECKPOINT = "checkpoint.pt"
 # Seconds of training between two checkpoints inside a phase (every phase's end is saved too):
 # epochs of small data sets take milliseconds, and saving each one took 15 % of a run.
 CHECKPOINT_SECONDS = 10.0
-_STATE_KEYS = ("model", "optimizer", "best_model", "progress", "rng")
-LossFn = Callable[..., torch.Tensor]
-# A search's pruner (`finetune.search`): given the epochs' rows so far, True to stop the trial
-Prune = Callable[[list[dict]], bool]
-
-
-class TrialPruned(Exception):
-    """A search's pruner stopped the trial after an epoch; ``fitted`` is what it had trained
-    (the vali-best weights so far back in the model)."""
-
-    def __init__(self, fitted: FitResult) -> None:
-        super().__init__(f"pruned after epoch {fitted.epochs}")
-        self.fitted = fitted
-
-
-@dataclass
-class Progress(Position):
-    """Where training stands (`core.training.Position`) and what it found; saved in every
-    checkpoint."""
-
-    best_epoch: int = 0
-    best_score: float = -math.inf
-    train_seconds: float = 0.0
-    eval_seconds: float = 0.0
-    history: list[dict] = field(default_factory=list)
-
-
-@dataclass
-class FitResult:
-    best_epoch: int
-    best_vali: float
-    epochs: int
-    seconds_per_epoch: float  # training and vali scoring of one epoch
-    train_seconds_per_epoch: float
-    history: list[dict]
-
-
-def train_epoch(
-    model: nn.Module,
-    batches: QueryGroupBatcher,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: LossFn,
-    *,
-    runtime: Runtime,
-    noise_std: float = 0.0,
-    generator: torch.Generator | None = None,
-    schedule: Callable[[float], None] | None = None,
-    teaching: Teaching | None = None,
-    penalty: Callable[[], torch.Tensor] | None = None,
-    encoded: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    joint: JointEpoch | None = None,
-) -> float:
-    """One pass over the batches; the mean batch loss. ``schedule`` (when given) is called
-    before each step with the share of the epoch done, to set the learning rate. ``teaching``:
-    the batches hold taught QGs too, whose loss `Teaching.loss` adds, on the view and targets
-    `Teaching.student_view` gives them. ``penalty``: a term of the weights alone
-    (`finetune.l2sp.L2SP`) added to each step's loss; the mean returned is the ranking loss's,
-    without it.
-
-    ``encoded``: the frozen encoder's kept outputs of a batch's QGs (`FrozenTrainItems.lookup`;
-    only without noise or teaching): the head runs on them, as `Ranker.forward` would.
-
-    ``noise_std > 0``: DASALC's augmentation, ``N(0, noise_std^2)`` drawn from ``generator``
-    and added to every feature of every real item of each training batch.
-
-    ``joint``: `finetune.joint`'s term, ``weight`` x a self-supervised loss of every QG of the
-    batch, added to each step's loss; without a teacher the ranking loss then sees the labeled
-    QGs' rows alone, and the mean returned is over the batches that hold one.
-    """
-    if (noise_std > 0 or (teaching is not None and teaching.noise > 0)) and generator is None:
-        raise ValueError("noise_std > 0 or teaching noise needs a generator (the noise is seeded)")
-    if encoded is not None and (noise_std > 0 or teaching is not None or joint is not None):
-        raise ValueError(
-            "kept encoder outputs stand in for clean inputs only (no noise, no teaching)"
-        )
-    model.train()
-    total, count = 0.0, 0
-    n_steps = max(len(batches), 1)
-    for step, batch in enumerate(batches):
-        if schedule is not None:
-            schedule(step / n_steps)
-        b = batch.to(runtime.device)
-        features, labels, mask = b.features, b.labels, b.mask
-        if joint is not None and teaching is None:  # the unlabeled QGs' rows: joint term only
-            ranked = joint.labeled_rows(b.groups)
-            features, labels, mask = features[ranked], labels[ranked], mask[ranked]
-        loss = None
-        if len(mask):
-            loss = _ranking_loss(
-                model,
-                (features, labels, mask, b.groups),
-                loss_fn,
-                runtime=runtime,
-                noise_std=noise_std,
-                generator=generator,
-                teaching=teaching,
-                encoded=encoded,
-            )
-        terms = [t for t in (loss, penalty() if penalty is not None else None) if t is not None]
-        if joint is not None:
-            terms.append(joint.loss(model, b, step))
-        optimizer.zero_grad(set_to_none=True)
-        sum(terms[1:], terms[0]).backward()
-        optimizer.step()
-        if loss is not None:
-            total, count = total + float(loss.detach()), count + 1
-    return total / max(count, 1)
-
-
-def _ranking_loss(
-    model: nn.Module,
-    batch: tuple[torch.Tensor, ...],
-    loss_fn: LossFn,
-    *,
-    runtime: Runtime,
-    noise_std: float,
-    generator: torch.Generator | None,
-    teaching: Teaching | None,
-    encoded: Callable[[torch.Tensor], torch.Tensor] | None,
-) -> torch.Tensor:
-    """One step's ranking loss of `train_epoch` (the teacher's term included) on ``batch``,
-    ``(features [B, L, d], labels [B, L], mask [B, L], groups [B])``."""
-    features, labels, mask, groups = batch
-    if teaching is not None:  # the taught rows' view and, for teacher=self, their targets
-        with runtime.train_autocast():
-            features, labels = teaching.student_view(
-                model, features, labels, mask=mask, groups=groups, generator=generator
-            )
-    if noise_std > 0:
-        features = gaussian_noise(features, mask, scale=noise_std, generator=generator)
-    # An ensemble (TabM's k members) trains each member on the loss: its scores [B, L, k].
-    members = {"members": True} if getattr(model, "n_members", 1) > 1 else {}
-    with runtime.train_autocast():
-        if encoded is not None:
-            scores = model.score_encoded(encoded(groups), mask, **members)
-        else:
-            scores = model(features, mask, **members)
-    if members:
-        scores, labels, mask, groups = member_rows(scores, labels, mask, groups)
-    if teaching is None:
-        return loss_fn(scores.float(), labels, mask=mask)
-    return teaching.loss(loss_fn, scores.float(), labels, mask=mask, groups=groups)
-
-
-def member_rows(scores, labels, mask, groups):
-    """Member scores ``[B, L, k]`` as ``k * B`` rows, member after member, with the labels,
-    mask and QG ids of each: a loss that averages over QGs then gives the mean of the k
-    members' losses, TabM's training objective (each member learns as if alone)."""
-    k = scores.shape[-1]
-    rows = scores.permute(2, 0, 1).reshape(k * scores.shape[0], scores.shape[1])
-    return rows, labels.repeat(k, 1), mask.repeat(k, 1), groups.repeat(k)
-
-
-def _schedule(optimizer, options, phase_epoch: int, phase: Phase) -> Callable[[float], None]:
-    """Sets the learning rate of a phase's step from the share of the phase done."""
-
-    def at(epoch_share: float) -> None:
-        progress = (phase_epoch + epoch_share) / max(phase.epochs, 1)
-        set_learning_rate(
-            optimizer,
-            options.rate(phase),
-            schedule=options.schedule,
-            warmup=options.warmup,
-            progress=progress,
-        )
-
-    return at
 
 
 def training_groups(prepared: PreparedData) -> np.ndarray:
@@ -372,7 +212,7 @@ class _Fit:
 
     def resume(self, checkpoint: Path, desc: str) -> None:
         state = load_checkpoint(checkpoint, what="finetuning checkpoint")
-        require_keys(state, _STATE_KEYS, path=checkpoint, what="finetuning checkpoint")
+        require_keys(state, STATE_KEYS, path=checkpoint, what="finetuning checkpoint")
         self.model.load_state_dict(state["model"])
         self.best_state, self.opt_state = state["best_model"], state["optimizer"]
         if self.joint is not None:
@@ -454,8 +294,8 @@ class _Fit:
             self.loss_fn,
             runtime=self.runtime,
             noise_std=self.options.noise_std,
-            generator=_noise_generator(self.seed, position.epoch, self.runtime),
-            schedule=_schedule(self.optimizer, self.options, position.phase_epoch, phase),
+            generator=noise_generator(self.seed, position.epoch, self.runtime),
+            schedule=lr_schedule(self.optimizer, self.options, position.phase_epoch, phase),
             teaching=self.teaching,
             penalty=penalty,
             encoded=self.train_items.lookup if self.use_train_items else None,
@@ -514,7 +354,7 @@ class _Fit:
     def save(self, position: Position, *, in_phase: bool) -> None:
         optimizer = self.optimizer if in_phase else None  # a new phase makes a new one
         joint = None if self.joint is None else self.joint.state_dict()
-        _save(
+        save_state(
             self.checkpoint, self.model, optimizer, self.best_state, self.progress, self.meta, joint
         )
 
@@ -534,13 +374,6 @@ class _Fit:
         )
 
 
-def _noise_generator(seed: int, epoch: int, runtime: Runtime) -> torch.Generator:
-    """The input noise of one epoch, seeded by (seed, epoch): a resumed run draws what an
-    uninterrupted one would have drawn."""
-    generator = torch.Generator(device=runtime.device)
-    return generator.manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]))
-
-
 def _set_phase(model: nn.Module, phase: Phase) -> None:
     if hasattr(model, "set_phase"):
         model.set_phase(train_encoder=phase.train_encoder)
@@ -548,25 +381,3 @@ def _set_phase(model: nn.Module, phase: Phase) -> None:
 
 def _copy_state(model: nn.Module) -> dict:
     return {k: v.detach().clone() for k, v in copy.copy(model.state_dict()).items()}
-
-
-def _save(
-    path: Path,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None,
-    best_state: dict | None,
-    progress: Progress,
-    meta: dict | None,
-    joint: dict | None = None,
-) -> None:
-    state = {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "best_model": best_state,
-        "progress": dict(progress.__dict__),
-        "rng": capture_rng_state(),
-        "meta": meta or {},
-    }
-    if joint is not None:  # the joint term's projector (`finetune.joint`)
-        state["joint"] = joint
-    save_checkpoint(path, state)

@@ -47,6 +47,7 @@ from scarce_ltr.finetune import search
 from scarce_ltr.finetune.building import build_ranker
 from scarce_ltr.finetune.combine import build_combined
 from scarce_ltr.finetune.config import COMBINE, FinetuneConfig
+from scarce_ltr.finetune.fit_state import CHECKPOINT
 from scarce_ltr.finetune.fitted import FinetunedRanker
 from scarce_ltr.finetune.grid import (
     BEST_VALI,
@@ -56,7 +57,6 @@ from scarce_ltr.finetune.grid import (
     run_grid,
     train_grid,
 )
-from scarce_ltr.finetune.loop import CHECKPOINT
 from scarce_ltr.finetune.model import count_parameters
 from scarce_ltr.finetune.run_settings import check_identity, checkpoint_meta, run_identity
 from scarce_ltr.pretrain.checkpoint import Encoder

@@ -59,7 +59,7 @@ class ReplicaPruner:
 
 
 class Reporter:
-    """A trial's `finetune.loop.Prune`: each new epoch's best vali NDCG@5 so far (NaN while none
+    """A trial's `finetune.fit_state.Prune`: each new epoch's best vali NDCG@5 so far (NaN while none
     is finite) reported at step = its epoch, then the pruner asked, epoch by epoch, also for a
     trial read back or resumed (successive halving and Hyperband record the rungs a trial passed
     when asked, and later trials compete against them). A ``protected`` trial (the fixed

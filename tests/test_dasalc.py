@@ -20,7 +20,7 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.finetune.loop import train_epoch
+from scarce_ltr.finetune.steps import train_epoch
 from scarce_ltr.models.names import model_group
 
 # Bundles score as their runs did, bit for bit: runs trained on the CPU (tests/conftest.py).

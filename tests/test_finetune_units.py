@@ -13,7 +13,7 @@ from scarce_ltr.core.config import load_config
 from scarce_ltr.core.device import setup_runtime
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.pipeline import prepare_data
-from scarce_ltr.finetune import loop
+from scarce_ltr.finetune import loop, steps
 from scarce_ltr.finetune.config import FinetuneConfig, Phase, schedule
 from scarce_ltr.finetune.heads import build_head
 from scarce_ltr.finetune.loop import fit, predict
@@ -258,7 +258,7 @@ def test_no_kept_training_outputs_with_noise_truncation_or_a_contextual_encoder(
     model.set_phase(train_encoder=True)
     assert not items.fill(model, prepared.train, groups, max_list_len=None, **fill)
     with pytest.raises(ValueError, match="clean inputs"):
-        loop.train_epoch(
+        steps.train_epoch(
             model,
             [],
             None,

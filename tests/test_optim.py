@@ -47,7 +47,7 @@ def test_the_a25_recipe_runs_pretraining_and_finetuning(tmp_path, monkeypatch) -
     """The recipe's keys reach both training loops: AdamW with its decay, and a cosine rate that
     warms up from 0 to the base rate and decays again within each run (each finetuning phase)."""
     from scarce_ltr.core import optim
-    from scarce_ltr.finetune import loop
+    from scarce_ltr.finetune import steps as finetune_steps
     from scarce_ltr.pretrain import train
 
     steps: list[tuple[str, type, float, float]] = []
@@ -61,7 +61,7 @@ def test_the_a25_recipe_runs_pretraining_and_finetuning(tmp_path, monkeypatch) -
         return set_and_record
 
     monkeypatch.setattr(train, "set_learning_rate", recording("pretrain"))
-    monkeypatch.setattr(loop, "set_learning_rate", recording("finetune"))
+    monkeypatch.setattr(finetune_steps, "set_learning_rate", recording("finetune"))
     recipe = ["optimizer.name=adamw", "optimizer.weight_decay=0.01", "optimizer.schedule=cosine"]
     pre, fine = tmp_path / "pre", tmp_path / "fine"
     run(["pretrain", "simclr-rank", *tiny_pretraining(), *recipe, "epochs=2", "item_budget=300",

@@ -17,8 +17,8 @@ from tiny import tiny_data
 import scarce_ltr
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.finetune.loop import member_rows
 from scarce_ltr.finetune.model import Ranker, head_on
+from scarce_ltr.finetune.steps import member_rows
 from scarce_ltr.losses import LOSSES
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 from scarce_ltr.pretrain.num_embeddings import quantile_bins
