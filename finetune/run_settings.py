@@ -40,6 +40,8 @@ def run_identity(cfg: FinetuneConfig) -> str:
         settings.pop("joint")
     if not cfg.variant:  # likewise a fresh encoder without a variant's name
         settings.pop("variant")
+    if cfg.vali_every == 1:  # likewise vali scored after every epoch
+        settings.pop("vali_every")
     if not cfg.from_scratch:
         settings["pretrained"] = str(Path(cfg.pretrained).resolve())
     settings["runs"] = [str(Path(r).resolve()) for r in cfg.runs]

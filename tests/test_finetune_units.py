@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -381,3 +382,14 @@ def test_kept_batches_past_their_cap_are_collated_per_call(setup) -> None:
     roomy = loop.KeptBatches()
     again = predict(model, prepared.vali, runtime=runtime, item_budget=40, kept=roomy)
     assert roomy.batches is not None and np.array_equal(scores, again)
+
+
+def test_a_run_scoring_vali_every_epoch_keeps_its_identity_from_before_vali_every() -> None:
+    """A run's checkpoints store its identity; one written before ``vali_every`` existed must
+    resume, so the key is in the identity only away from its default."""
+    from scarce_ltr.finetune.run_settings import run_identity
+
+    plain, _ = load_config(FinetuneConfig, TINY)
+    every5, _ = load_config(FinetuneConfig, [*TINY, "vali_every=5"])
+    assert "vali_every" not in json.loads(run_identity(plain))
+    assert json.loads(run_identity(every5))["vali_every"] == 5
