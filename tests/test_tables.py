@@ -153,7 +153,9 @@ def test_predict_table_scores_a_parquet_file_as_the_run_scored_its_test_split(sp
     frame = {
         s: pd.DataFrame({n: c[n] for n in names}) for s, c in (("train", train), ("vali", vali))
     }
-    tree = TreeRanker("gbdt", gbdt__num_threads=1, gbdt__max_rounds=10).fit(
+    # work_dir: the fit's run folder kept, scored as a ./run.sh run is (columns by position)
+    tree = TreeRanker("gbdt", gbdt__num_threads=1, gbdt__max_rounds=10, work_dir=tmp_path / "w")
+    tree.fit(
         frame["train"], train["label"], train["qid"],
         eval_set=(frame["vali"], vali["label"], vali["qid"]),
     )  # fmt: skip
