@@ -148,7 +148,7 @@ class StageConfig:
         """The typed config and its resolved YAML: the schema <- ``configs/data/arrays.yaml``
         <- ``configs/<stage>/<name>.yaml`` (<- a pretraining preset's keys) <- ``given`` and the
         keywords as Python values, checked by `core.config.load_config`, the loader of the
-        command line (`cli.compose_named` composes the same; a test holds them equal)."""
+        command line (`cli_compose.compose_named` composes the same; a test holds them equal)."""
         name, preset = split_preset(self.name)
         names = available(self.stage)
         if name not in names:

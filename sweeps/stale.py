@@ -4,10 +4,11 @@ A sweep skips a job whose run folder is finished (``DONE``) without starting it,
 a run makes when it starts (`scarce_ltr.core.runs.Run.execute`: its settings, the fingerprints of
 its data and source runs) are made here instead, for each finished job when its turn comes (after
 the jobs it reads, which may have run again in this sweep): the job's config
-is composed as its command would compose it (`compose_job`: what `scarce_ltr.cli.compose_named`
-does, which the sweeps may not import from the layer above them) and compared with
-the run's ``config.yaml`` (`scarce_ltr.core.run_config.changed_settings`, the free keys left out),
-and its data files and source runs with the run's ``inputs.json`` (`scarce_ltr.core.run_inputs`).
+is composed as its command would compose it (`compose_job`: what
+`scarce_ltr.cli_compose.compose_named` does, which the sweeps may not import from the layer above
+them) and compared with the run's ``config.yaml`` (`scarce_ltr.core.run_config.changed_settings`,
+the free keys left out), and its data files and source runs with the run's ``inputs.json``
+(`scarce_ltr.core.run_inputs`).
 A job that differs is refused, its cell failed with one line naming the keys (or the file, or
 the source run), and the jobs after it are skipped: a sweep rerun with a changed per-model
 override or common key never counts its old runs as the cells of the new settings, in its
@@ -100,8 +101,8 @@ class ComposedJob:
 def compose_job(job: Job) -> ComposedJob:
     """The config ``./run.sh <stage> <name> <overrides>`` of ``job`` composes: the stage's schema
     <- data set file <- ``configs/<stage>/<name>.yaml`` <- ``<name key>=<name>`` and the job's
-    overrides, as `scarce_ltr.cli.compose_named` does (tests/test_sweep_changes.py holds them
-    equal for every stage a sweep runs)."""
+    overrides, as `scarce_ltr.cli_compose.compose_named` does (tests/test_sweep_changes.py holds
+    them equal for every stage a sweep runs)."""
     stage = cli_stage(job.stage)
     schema, name_key = _stage_schema(stage)
     overrides = list(job.overrides)

@@ -62,6 +62,8 @@ def imports_of(path: Path, module: str, *, prefix: str = PACKAGE) -> set[str]:
 def layer_of(module: str) -> str | None:
     """The layer of ``scarce_ltr.<layer>...``; None for the package itself and ``__main__``."""
     parts = module.split(".")
+    if len(parts) > 1 and parts[1].startswith("cli_"):  # cli.py's own modules: cli_compose ...
+        return "cli"
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
 
 
@@ -222,13 +224,13 @@ def traced(name, globals=None, locals=None, fromlist=(), level=0):
 
 builtins.__import__ = traced
 import scarce_ltr.api.estimators
-from scarce_ltr import cli
+from scarce_ltr import cli, cli_compose
 from scarce_ltr.core.config import available
 for stage in cli.STAGES.values():
     stage.entry()
     for name in available(stage.config_folder) if stage.config_folder else ():
         try:
-            cli.compose_named(stage, name)
+            cli_compose.compose_named(stage, name)
         except Exception:  # a config that needs a key (a path) still ran its imports
             pass
 print(json.dumps({source: sorted(targets) for source, targets in edges.items()}))

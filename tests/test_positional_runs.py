@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from tiny import tiny_data
 
-from scarce_ltr.cli import STAGES, _is_positional, run
+from scarce_ltr.cli import STAGES, run
+from scarce_ltr.cli_args import is_positional
 from scarce_ltr.core.config import load_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.datasets import load_dataset
@@ -99,4 +100,4 @@ def test_the_positional_folder_and_its_key_together_are_refused(sweep, tmp_path)
     ],
 )
 def test_what_counts_as_the_positional_argument(command, arg, positional) -> None:
-    assert _is_positional(arg, STAGES[command]) is positional
+    assert is_positional(arg, STAGES[command]) is positional

@@ -12,7 +12,8 @@ import pytest
 from tiny import tiny_pretraining
 
 from scarce_ltr.api.estimators import PretrainedRanker
-from scarce_ltr.cli import STAGES, compose_named, run
+from scarce_ltr.cli import STAGES, run
+from scarce_ltr.cli_compose import compose_named
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.pretrain.presets import available_presets, preset_overrides
 

@@ -16,7 +16,8 @@ import pytest
 from omegaconf import OmegaConf
 from tiny import tiny_data
 
-from scarce_ltr.cli import STAGES, compose, run, run_stage
+from scarce_ltr.cli import STAGES, run
+from scarce_ltr.cli_compose import compose, run_stage
 from scarce_ltr.core.config import CONFIG_ROOT, available
 from scarce_ltr.core.config_doc import describe
 from scarce_ltr.core.runs import Outcome, Run
@@ -88,10 +89,10 @@ def test_an_estimator_composes_its_config_and_runs_it_without_the_command_line(
     tmp_path: Path, monkeypatch
 ) -> None:
     """`TreeRanker.fit` composes the stage's config with its keywords as Python values and
-    calls the stage's function in memory, neither `cli.run` nor `cli.run_stage`; ``commands_``
-    is the ``./run.sh`` argv of the same config, which on the arrays written as ``data=arrays``
-    gives the same scores, bit for bit."""
-    from scarce_ltr import TreeRanker, cli
+    calls the stage's function in memory, neither `cli.run` nor `cli_compose.run_stage`;
+    ``commands_`` is the ``./run.sh`` argv of the same config, which on the arrays written as
+    ``data=arrays`` gives the same scores, bit for bit."""
+    from scarce_ltr import TreeRanker, cli, cli_compose
     from scarce_ltr.data.arrays import write_arrays
     from scarce_ltr.data.ranking_split import RankingSplit
 
@@ -106,7 +107,7 @@ def test_an_estimator_composes_its_config_and_runs_it_without_the_command_line(
         raise AssertionError(f"the command line ran: {args}")
 
     monkeypatch.setattr(cli, "run", refused)
-    monkeypatch.setattr(cli, "run_stage", refused)
+    monkeypatch.setattr(cli_compose, "run_stage", refused)
     keywords = {"gbdt__max_rounds": np.int64(5), "gbdt__params": {"max_bin": 15}, "seed": 3}
     ranker = TreeRanker("gbdt", n_jobs=1, verbose=0, **keywords)
     ranker.fit(x, y, qid, eval_set=(xv, yv, qv))
@@ -131,7 +132,7 @@ def test_an_estimator_composes_its_config_and_runs_it_without_the_command_line(
 def test_an_estimator_stage_config_is_the_command_lines(stage: str, name: str) -> None:
     """`api.stages.StageConfig` composes without the command line what ``./run.sh <stage>
     <name> data=arrays`` composes (a preset's keys too), the keywords set last."""
-    from scarce_ltr import cli
+    from scarce_ltr import cli, cli_compose
     from scarce_ltr.api.stages import StageConfig
 
     keys = [
@@ -140,5 +141,7 @@ def test_an_estimator_stage_config_is_the_command_lines(stage: str, name: str) -
         *([("pretrained", "none")] if stage == "finetune" else []),
     ]
     cfg, resolved = StageConfig(stage, name, {}, keys).compose()
-    composed = cli.compose_named(cli.STAGES[stage], name, ["data=arrays"], values=dict(keys))
+    composed = cli_compose.compose_named(
+        cli.STAGES[stage], name, ["data=arrays"], values=dict(keys)
+    )
     assert cfg == composed.cfg and resolved == composed.resolved

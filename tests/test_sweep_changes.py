@@ -137,7 +137,7 @@ def test_a_finished_job_is_composed_as_its_command_composes_it(tmp_path) -> None
     """`sweeps.stale.compose_job` (the sweeps may not import the command line) builds every
     stage's config as ``./run.sh <stage> <name> <overrides>`` does: a drift would refuse
     finished cells whose settings never changed."""
-    from scarce_ltr import cli
+    from scarce_ltr import cli, cli_compose
     from scarce_ltr.sweeps.cells import plan_cells
     from scarce_ltr.sweeps.stale import compose_job
 
@@ -148,7 +148,7 @@ def test_a_finished_job_is_composed_as_its_command_composes_it(tmp_path) -> None
         models,
         "variants.z=[augment.zero_p=0.1]",
     ]
-    sweep = cli.compose_named(cli.STAGES["sweep"], "quick", args).cfg
+    sweep = cli_compose.compose_named(cli.STAGES["sweep"], "quick", args).cfg
     jobs, _ = plan_cells(sweep, tmp_path / "sweep")
     assert {job.stage for job in jobs} == {
         "pretrain",
@@ -160,9 +160,9 @@ def test_a_finished_job_is_composed_as_its_command_composes_it(tmp_path) -> None
     for job in jobs:
         stage = cli.STAGES["finetune" if job.stage == "combine" else job.stage]
         expected = (
-            cli.compose_named(stage, job.name, job.overrides)
+            cli_compose.compose_named(stage, job.name, job.overrides)
             if stage.config_folder
-            else cli.compose(stage, job.overrides)
+            else cli_compose.compose(stage, job.overrides)
         )
         composed = compose_job(job)
         assert composed.resolved == expected.resolved, job.key
