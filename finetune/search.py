@@ -47,11 +47,9 @@ results.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -60,7 +58,6 @@ import numpy as np
 import torch
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.progress import duration
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.grid import (
@@ -73,13 +70,9 @@ from scarce_ltr.finetune.grid import (
     point_vali_per_group,
     train_point,
 )
-from scarce_ltr.finetune.search_config import (
-    INTEGER_KEYS,
-    LOG_SCALE,
-    OPTIONAL_KEYS,
-    Portfolio,
-    SearchConfig,
-)
+from scarce_ltr.finetune.search_config import Portfolio, SearchConfig
+from scarce_ltr.finetune.search_report import progress_line, summary
+from scarce_ltr.finetune.search_space import Space, chosen_recipe
 from scarce_ltr.finetune.trial_pool import RayTrialPool, TrialPool
 from scarce_ltr.search.pruning import ReplicaPruner, Reporter, _optuna, make_pruner
 from scarce_ltr.search.selection import select_best
@@ -88,108 +81,11 @@ from scarce_ltr.search.study_loop import Verdict, run_study, start_study
 from scarce_ltr.search.trial_batches import thread_share
 from scarce_ltr.search.trial_folders import GridPoint
 
-
-@dataclass(frozen=True)
-class Space:
-    """What one model searches: the keys of ``SearchConfig`` it has (and a non-empty range),
-    categorical ``choices`` of its own (DCNv2's cross layers), and the fixed recipe's points."""
-
-    config: SearchConfig
-    keys: tuple[str, ...]
-    choices: dict[str, list]
-    first: list[dict]  # the fixed recipe's points, enqueued as the first trials
-    # the fixed recipe's first point as it trains (unclipped), over the keys and choices
-    base: dict = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls,
-        config: SearchConfig,
-        keys: Sequence[str],
-        *,
-        fixed: Sequence[dict],
-        choices: dict[str, list] | None = None,
-    ) -> Space:
-        """``keys``: what the model can vary; ``fixed``: the recipe's values at each of its
-        points, clipped into the ranges (a value outside a categorical list is drawn)."""
-        searched = tuple(k for k in keys if getattr(config, k))
-        choices = {k: list(v) for k, v in (choices or {}).items() if len(v) > 1}
-        first = []
-        base = {k: fixed[0][k] for k in [*searched, *choices] if k in fixed[0]} if fixed else {}
-        for point in fixed:
-            start = {k: _clip(config, k, point[k]) for k in searched if k in point}
-            if "loss" in start and start["loss"] is None:
-                del start["loss"]
-            for key in OPTIONAL_KEYS:
-                if key in start:
-                    start[f"{key}_on"] = point[key] != 0
-                    if point[key] == 0:
-                        del start[key]
-            start |= {k: point[k] for k in choices if point.get(k) in choices[k]}
-            if start not in first:
-                first.append(start)
-        return cls(config, searched, choices, first, base)
-
-    def fixed_trials(self, recipes: list[dict]) -> list[dict]:
-        """Each recipe as a trial's params: its values of the keys this model searches (the
-        others dropped, as a search never draws them), the fixed recipe's where it names none."""
-        return [{k: recipe.get(k, v) for k, v in self.base.items()} for recipe in recipes]
-
-    def suggest(self, trial) -> dict:
-        """One trial's params, in a fixed order (the sampler's draws depend on it)."""
-        params: dict = {}
-        for key in self.keys:
-            span = getattr(self.config, key)
-            if key == "loss":
-                params[key] = trial.suggest_categorical(key, list(span))
-            elif key in OPTIONAL_KEYS and not trial.suggest_categorical(f"{key}_on", [False, True]):
-                params[key] = 0.0
-            elif key in INTEGER_KEYS:
-                params[key] = trial.suggest_int(key, span[0], span[1], log=key in LOG_SCALE)
-            else:
-                low, high = float(span[0]), float(span[1])
-                params[key] = trial.suggest_float(key, low, high, log=key in LOG_SCALE)
-        for key, values in self.choices.items():
-            params[key] = trial.suggest_categorical(key, values)
-        return params
-
-
-def _clip(config: SearchConfig, key: str, value):
-    span = getattr(config, key)
-    if key == "loss":
-        return value if value in span else None
-    clipped = min(max(value, span[0]), span[1])
-    return int(clipped) if key in INTEGER_KEYS else float(clipped)
-
-
 # (trial number, the trial's config) -> how the trial trains, and its model as a grid point of
 # that config would build it (the search gives it the trial's folder, keys and name)
 MakeTrial = Callable[[int, Any], tuple[GridTraining, Candidate]]
 # (chosen, results, metrics, cfg=the chosen trial's config) -> (report body, tracker summary)
 TrialReportFn = Callable[..., tuple[dict, dict]]
-
-
-def chosen_recipe(space: Space) -> dict:
-    """The params the search of run ``space.config.recipe_from`` chose: what this run trains.
-    `UserError` naming the folder when it is no finished searched run of the same keys."""
-    folder = Path(space.config.recipe_from).expanduser()
-    try:
-        report = json.loads((folder / "report.json").read_text())
-    except (OSError, ValueError):
-        report = None
-    params = report.get("search", {}).get("chosen_params") if isinstance(report, dict) else None
-    if not (folder / "DONE").is_file() or not isinstance(params, dict):
-        raise UserError(
-            f"recipe_from={folder}: not a finished run whose search chose a recipe (it needs "
-            f"DONE and report.json with search.chosen_params; run it with search.n_trials first)"
-        )
-    wanted = set(space.keys) | set(space.choices)
-    if set(params) != wanted:
-        raise UserError(
-            f"recipe_from={folder}: its search chose {sorted(params)}, this run searches "
-            f"{sorted(wanted)}; give the folder of a run of the same model and search keys"
-        )
-    return params
 
 
 def trial_folder(run_folder, number: int) -> GridPoint:
@@ -260,7 +156,7 @@ def run_search(
         if best == number:
             chosen = point  # the earlier best's model is dropped
         seconds = time.perf_counter() - start
-        _progress(desc, number, n_trials, point.result, results[best], seconds)
+        progress_line(desc, number, n_trials, point.result, results[best], seconds)
         row = {"trial": number, **point.result["params"], BEST_VALI: point.result[BEST_VALI]}
         on_trial(number, row)
 
@@ -449,60 +345,6 @@ def _trial_keys(number: int, params: dict, lr: float) -> dict:
     return {"trial": number, "params": params, "lr": lr}
 
 
-def summary(
-    results: list[dict],
-    chosen: TrainedPoint,
-    *,
-    seed: int,
-    space: Space,
-    portfolio: Portfolio | None = None,
-) -> dict:
-    """The report's ``search``: every trial's params and vali score, and the one kept; a
-    portfolio's run also its strategy, file and the recipes' hash."""
-    rows = [
-        {
-            "trial": r["trial"],
-            **r["params"],
-            BEST_VALI: r[BEST_VALI],
-            "best_epoch": r["best_epoch"],
-            "epochs_trained": r["epochs_trained"],
-            "seconds": trial_seconds(r),
-            **({PRUNED: True} if r.get(PRUNED) else {}),
-        }
-        for r in results
-    ]
-    recipe_from = space.config.recipe_from
-    pruner = space.config.pruner
-    sampler = f"the recipe {recipe_from} chose" if recipe_from else f"optuna TPE, seed {seed}"
-    drawn_from: dict[str, str] = {}
-    if portfolio is not None:
-        sampler = "the portfolio's recipes, in file order"
-        drawn_from = {
-            "strategy": "portfolio",
-            "portfolio": str(portfolio.path.resolve()),
-            "portfolio_hash": portfolio.digest,
-        }
-    return {
-        "n_trials": len(results),
-        "sampler": sampler,
-        **drawn_from,
-        **(
-            {"pruner": pruner, "n_pruned": sum(bool(r.get(PRUNED)) for r in results)}
-            if pruner != "none" and not recipe_from
-            else {}
-        ),
-        "searched": list(space.keys) + list(space.choices),
-        "chosen_trial": chosen.result["trial"],
-        "chosen_params": chosen.result["params"],
-        "trials": rows,
-    }
-
-
-def trial_seconds(result: dict) -> float:
-    """A trial's training and vali scoring time (every epoch, the initial model's one too)."""
-    return round(result["seconds_per_epoch"] * max(result["epochs_trained"], 1), 3)
-
-
 def _check_params(candidate: Candidate, result: dict, params: dict) -> None:
     """A trial read back must be the trial the study asked for now (same seed and space)."""
     if result.get("params") != params:
@@ -510,23 +352,3 @@ def _check_params(candidate: Candidate, result: dict, params: dict) -> None:
             f"{candidate.folder} holds a trial with other params ({result.get('params')}) than "
             f"this search asks for ({params}); delete {candidate.folder.parent} to search again"
         )
-
-
-def _progress(desc: str, number: int, total: int, result: dict, best: dict, seconds: float) -> None:
-    """One line per trial, as the tree search's: its params, vali score, the best so far."""
-    params = " ".join(f"{k}={_short(v)}" for k, v in result["params"].items())
-    value, top = result[BEST_VALI], best[BEST_VALI]
-    name = BEST_VALI.removeprefix("best_vali_")
-    score = f"{value:.4f}"
-    if result.get(PRUNED):
-        score = f"pruned after epoch {result['epochs_trained']}"
-    print(
-        f"{desc} trial {number} ({number + 1}/{total}): {params} vali {name}"
-        f" {score} (best {top:.4f}, trial {best['trial']}) {duration(seconds)}",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
-def _short(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -59,6 +59,7 @@ from scarce_ltr.finetune.grid import (
 )
 from scarce_ltr.finetune.model import count_parameters
 from scarce_ltr.finetune.run_settings import check_identity, checkpoint_meta, run_identity
+from scarce_ltr.finetune.search_space import Space
 from scarce_ltr.pretrain.checkpoint import Encoder
 from scarce_ltr.search.trial_folders import GridPoint
 
@@ -182,7 +183,7 @@ SEARCH_KEYS = {  # what each strategy can vary (a linear head has no width nor d
 }
 
 
-def search_space(cfg: FinetuneConfig) -> search.Space:
+def search_space(cfg: FinetuneConfig) -> Space:
     """The strategy's keys of ``cfg.search``; its first trials are the fixed recipe (each rate
     of ``lrs``, or ``optimizer.lr``)."""
     recipe = {
@@ -196,7 +197,7 @@ def search_space(cfg: FinetuneConfig) -> search.Space:
         "l2sp": cfg.l2sp,
     }
     fixed = [recipe | {"lr": lr} for lr in cfg.learning_rates()]
-    return search.Space.of(cfg.search, SEARCH_KEYS[cfg.strategy], fixed=fixed)
+    return Space.of(cfg.search, SEARCH_KEYS[cfg.strategy], fixed=fixed)
 
 
 def with_params(cfg: FinetuneConfig, params: dict) -> FinetuneConfig:

@@ -14,7 +14,7 @@ from scarce_ltr.search.selection import nan_low
 
 
 class Space(Protocol):
-    """What the pruner reads of a search's space (`finetune.search.Space` is one): its
+    """What the pruner reads of a search's space (`finetune.search_space.Space` is one): its
     ``config``, whose ``pruner``, ``prune_warmup``, ``prune_startup`` and, for Hyperband's
     largest budget, ``head_epochs`` and ``full_epochs`` (`finetune.search_config.SearchConfig`)."""
 
@@ -59,8 +59,8 @@ class ReplicaPruner:
 
 
 class Reporter:
-    """A trial's `finetune.fit_state.Prune`: each new epoch's best vali NDCG@5 so far (NaN while none
-    is finite) reported at step = its epoch, then the pruner asked, epoch by epoch, also for a
+    """A trial's `finetune.fit_state.Prune`: each new epoch's best vali NDCG@5 so far (NaN while
+    none is finite) reported at step = its epoch, then the pruner asked, epoch by epoch, also for a
     trial read back or resumed (successive halving and Hyperband record the rungs a trial passed
     when asked, and later trials compete against them). A ``protected`` trial (the fixed
     recipe's) is asked too but never stopped."""

@@ -6,8 +6,8 @@ finetuning run (``lp``, ``mp``, ``full``) or a deep baseline (`DEEP_BASELINES`).
 another run's recipe (``recipe_from``) or a portfolio searched nothing and are left out.
 
 A candidate's score on a cell is the vali NDCG@5 of the recipe as a portfolio run of that cell
-would train it (`finetune.search.Space.fixed_trials`: the keys the cell's model does not search
-dropped, those the recipe does not name at the cell's fixed values). Where the cell's search
+would train it (`finetune.search_space.Space.fixed_trials`: the keys the cell's model does not
+search dropped, those the recipe does not name at the cell's fixed values). Where the cell's search
 already trained exactly those params, its stored trial is the score; else a fixed-recipe run of
 the cell's own config (search off, the params set as a trial's are, ``logger=none``) trains it
 in ``<matrix>/<cell id>/<candidate id>/``, through the run lifecycle every stage uses: a
@@ -34,8 +34,8 @@ from scarce_ltr.core.run_config import read_config, without_free_keys
 from scarce_ltr.core.runs import DONE, Run, read_report
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.finetune.grid import BEST_VALI
-from scarce_ltr.finetune.search import Space
 from scarce_ltr.finetune.search_config import RECIPE_KEYS, SearchConfig
+from scarce_ltr.finetune.search_space import Space
 from scarce_ltr.reports.results import REPORT, fold_of
 
 

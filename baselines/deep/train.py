@@ -65,6 +65,7 @@ from scarce_ltr.finetune.grid import (
 )
 from scarce_ltr.finetune.model import count_parameters
 from scarce_ltr.finetune.recipe import RankerRecipe
+from scarce_ltr.finetune.search_space import Space
 from scarce_ltr.search.trial_folders import GridPoint
 
 # The deep baselines' point results (and reports) predate train_seconds_per_epoch.
@@ -230,14 +231,14 @@ _RESNET_NAMES = _NAMES | {"dropout": "head_dropout", "head_hidden": "head_hidden
 _OTHER_NAMES = _NAMES | {"dropout": "dropout", "head_hidden": "hidden"}
 
 
-def search_space(method: str, options: DeepBaselineOptions) -> search.Space:
+def search_space(method: str, options: DeepBaselineOptions) -> Space:
     """The searched keys of ``deep.search``; the grid's points are the first trials."""
     names = _RESNET_NAMES if method == "resnet" else _OTHER_NAMES
     recipe = {key: getattr(options, name) for key, name in names.items()}
     recipe["loss"] = options.loss.name
     fixed = [recipe | point for point in grid(method, options)]
     choices = {"cross_layers": options.cross_layers} if method == "dcnv2" else {}
-    return search.Space.of(options.search, SEARCH_KEYS, fixed=fixed, choices=choices)
+    return Space.of(options.search, SEARCH_KEYS, fixed=fixed, choices=choices)
 
 
 def with_params(cfg: BaselineConfig, params: dict) -> BaselineConfig:
