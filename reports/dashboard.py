@@ -22,7 +22,7 @@ from html import escape
 
 from scarce_ltr.core.extras import require
 from scarce_ltr.core.metrics import compared_metrics
-from scarce_ltr.reports import choice, interactive, where
+from scarce_ltr.reports import choice_summary, interactive, where
 from scarce_ltr.reports.number_text import fmt, fmt_p, mean_pm_std, paired_text
 from scarce_ltr.reports.report_text import curve_name, verdict_text
 from scarce_ltr.reports.stats import best_in_column
@@ -52,7 +52,7 @@ def render(report: dict) -> str:
         parts.append(_section(section, i, k=k, select_k=report["select_k"], alpha=alpha))
     tuned = report["summary"].get("tuned") or []
     parts.append(_tuned(tuned, k=k, select_k=report["select_k"], alpha=alpha))
-    parts.append(choice.html(report.get("choice", {}).get("settings") or []))
+    parts.append(choice_summary.html(report.get("choice", {}).get("settings") or []))
     parts.append(where.html(report.get("where") or []))
     if report.get("tsne_png") or report.get("tsne_errors"):
         parts.append("<h2>t-SNE of item embeddings (test QGs)</h2>")

@@ -33,6 +33,7 @@ from scarce_ltr.data.evaluation import TestGroupReader
 from scarce_ltr.data.info import NO_OUTLIERS_HINT
 from scarce_ltr.reports import (
     choice,
+    choice_summary,
     dashboard,
     interactive,
     plots,
@@ -170,7 +171,7 @@ def build(
     }
     # Per (fold, seed) unit: the vali argmax beside the robust rule, on test (reports/choice.py).
     units = choice.unit_study(done)
-    report["choice"] = {"units": units, "settings": choice.setting_summary(units)}
+    report["choice"] = {"units": units, "settings": choice_summary.setting_summary(units)}
     # Per test QG: where each deep group's member wins or loses against the vali-best tree.
     report["where"] = where.study(summary, done, read=read)
     if tsne_dirs:
@@ -190,7 +191,7 @@ def write(report: dict, rows: list[dict], folder: Path, cfg: ReportConfig) -> No
     results.write_csv(rows, folder / "results.csv", results.columns(cfg.cutoffs))
     results.write_csv(summary_rows(report["summary"]), folder / "summary.csv", SUMMARY_FIELDS)
     choices = report.get("choice", {}).get("settings") or []
-    results.write_csv(choices, folder / "choice.csv", list(choice.SUMMARY_FIELDS))
+    results.write_csv(choices, folder / "choice.csv", list(choice_summary.SUMMARY_FIELDS))
     where_rows = where.csv_rows(report.get("where") or [])
     results.write_csv(where_rows, folder / "where.csv", where.CSV_FIELDS)
     for section in report["sections"]:

@@ -3,7 +3,7 @@
 Rows are model groups, columns label settings; each cell is the mean ± std of test NDCG@k (or
 Outlier-NDCG@k) with its Welch p and the paired margin against the validation-best GBDT
 (`reports.stats`), then the crossover sentence of each curve, the tuned models' chosen variants
-the choice study (`reports.choice`) and where the deep rankers win or lose against the tree
+the choice study (`reports.choice_summary`) and where the deep rankers win or lose against the tree
 (`reports.where`). The dashboard shows the same numbers as HTML.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from scarce_ltr.reports import choice, where
+from scarce_ltr.reports import choice_summary, where
 from scarce_ltr.reports.number_text import fmt_p, mean_pm_std, paired_text
 
 
@@ -44,7 +44,7 @@ def text_tables(report: dict) -> str:
         if section["pretraining_text"]:  # empty without both DL groups
             lines.append(section["pretraining_text"])
     lines += _tuned_lines(report["summary"].get("tuned", []), k)
-    lines += choice.text_lines(report.get("choice", {}).get("settings") or [])
+    lines += choice_summary.text_lines(report.get("choice", {}).get("settings") or [])
     lines += where.text_lines(report.get("where") or [], alpha=report["alpha"])
     return "\n".join(lines).lstrip("\n")
 

@@ -25,13 +25,11 @@ from scarce_ltr.reports import stats
 from scarce_ltr.reports.choice import (
     choose_robust,
     crossfit_per_group,
-    html,
-    setting_summary,
     simplicity,
-    text_lines,
     unit_study,
     vali_per_group,
 )
+from scarce_ltr.reports.choice_summary import html, setting_summary, text_lines
 from scarce_ltr.search.robust_choice import keep_simpler
 from scarce_ltr.search.trial_scores import read_trial_scores, write_trial_scores
 from scarce_ltr.sweeps import select
