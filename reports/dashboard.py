@@ -4,7 +4,7 @@ plotly.js (the copy that ships with plotly, put in once), the style sheet and th
 inline, the few images (t-SNE, Figure 5) base64 PNG ``data:`` URIs; there is no external
 resource. Every string that comes from a run, a config or a manifest is HTML-escaped (and
 `dashboard_plots.plotly_text`-escaped where plotly.js draws it). At the top, titled by the
-sweep's name, the verdict per data set and label setting (`stats.verdicts`: a win only at a
+sweep's name, the verdict per data set and label setting (`curve_stats.verdicts`: a win only at a
 paired p below alpha). Per data set and curve (label fractions, or binary tau):
 the group table (paper Figure 1 / Table 2: mean ± std over seeds, one-sided Welch p-value
 against the validation-best GBDT), the crossover, the group curves (plotly:
@@ -114,7 +114,7 @@ with a band of one std; a star marks a clear win by the verdict rule above.</p>"
 
 
 def _verdicts(report: dict) -> str:
-    """One line per data set, curve and label setting (`stats.verdicts`)."""
+    """One line per data set, curve and label setting (`curve_stats.verdicts`)."""
     k, alpha = report["k"], report["alpha"]
     items = []
     for section in report["sections"]:

@@ -6,7 +6,7 @@ with a band of one sample std; zoom, pan, hover (member, n, paired margin and p 
 validation-best GBDT) and a legend that hides a curve in every panel. Label fractions lie on a log
 axis whose ticks are the measured fractions; nothing is drawn between two of them but the line
 joining their means, and a star marks a setting where a group wins by the verdict rule
-(`stats.verdicts`). plotly.js itself is put in the page once, by `reports.dashboard`.
+(`curve_stats.verdicts`). plotly.js itself is put in the page once, by `reports.dashboard`.
 
 Text that plotly draws (titles, names, hover) passes through `plotly_text`: plotly.js reads a few
 HTML tags in it, and a name from a config file must stay text.

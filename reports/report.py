@@ -34,6 +34,7 @@ from scarce_ltr.data.info import NO_OUTLIERS_HINT
 from scarce_ltr.reports import (
     choice,
     choice_summary,
+    curve_stats,
     dashboard,
     interactive,
     plots,
@@ -250,8 +251,8 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
     for metric in ("test", "outlier") if has_outliers else ("test",):
         curve = {"dataset": dataset, "series": series, "metric": f"{metric}_mean"}
         if series.startswith("%"):
-            crossovers[metric] = stats.crossover(summary["groups"], **curve)
-        gains[metric] = stats.pretraining_gain(summary["groups"], **curve)
+            crossovers[metric] = curve_stats.crossover(summary["groups"], **curve)
+        gains[metric] = curve_stats.pretraining_gain(summary["groups"], **curve)
     title = f"{dataset} · {series}"
     return {
         "dataset": dataset,
@@ -262,7 +263,7 @@ def _section(summary: dict, dataset: str, series: str, cfg: ReportConfig) -> dic
         "crossovers": crossovers,
         "crossover_text": report_text.crossover_text(crossovers, cfg.k, alpha=cfg.alpha),
         # Per label setting, who wins NDCG@k: claimed only at a paired p below alpha.
-        "verdicts": stats.verdicts(
+        "verdicts": curve_stats.verdicts(
             summary["groups"], dataset=dataset, series=series, alpha=cfg.alpha
         ),
         "pretraining_gain": gains,

@@ -160,7 +160,8 @@ def verdict_lines(report: dict) -> list[str]:
 
 
 def verdict_text(verdict: dict, k: int, *, alpha: float) -> str:
-    """One `stats.verdicts` entry as a sentence: a win only where the paired p is below alpha."""
+    """One `curve_stats.verdicts` entry as a sentence: a win only where the paired p is below
+    alpha."""
 
     def name(group: str | None) -> str:
         return GROUP_NAMES.get(group or "", group or "")
@@ -190,7 +191,7 @@ def _where(entry: dict) -> str:
 
 def pretraining_text(gains: dict, k: int) -> str:
     """What pretraining adds, per label setting: the pretrained DL's member against the same
-    networks from scratch (`stats.pretraining_gain`); empty without both DL groups."""
+    networks from scratch (`curve_stats.pretraining_gain`); empty without both DL groups."""
     names = {"test": f"NDCG@{k}", "outlier": f"Outlier-NDCG@{k}"}
     texts = []
     for metric, steps in gains.items():

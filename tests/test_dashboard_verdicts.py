@@ -15,7 +15,7 @@ import pytest
 from fake_sweep import run_cell, write_manifest
 from scipy import stats as scipy_stats
 
-from scarce_ltr.reports import dashboard_plots, plots, stats
+from scarce_ltr.reports import curve_stats, dashboard_plots, plots
 from scarce_ltr.reports.report import ReportConfig, main
 from scarce_ltr.reports.report_text import crossover_text, verdict_lines, verdict_text
 
@@ -43,7 +43,7 @@ def test_a_win_is_claimed_only_where_the_paired_p_is_below_alpha() -> None:
         _group("gbdt", 50, gbdt50), _group("pretrained-dl", 50, dl50),
         _group("hybrid", 50, hybrid50), _group("gbdt", 80, [0.7, 0.7, 0.7]),
     ]  # fmt: skip
-    low, high, alone = stats.verdicts(groups, dataset="d", series="% labeled", alpha=0.05)
+    low, high, alone = curve_stats.verdicts(groups, dataset="d", series="% labeled", alpha=0.05)
     assert _p_greater(dl2, gbdt2) == pytest.approx(0.0997, abs=1e-4)
     assert (low["status"], low["leader"], low["against"]) == ("none", "pretrained-dl", "gbdt")
     assert low["p"] == pytest.approx(_p_greater(dl2, gbdt2)) and low["n"] == 3
@@ -60,7 +60,7 @@ def test_a_win_is_claimed_only_where_the_paired_p_is_below_alpha() -> None:
     text = verdict_text(high, 5, alpha=0.05)
     assert text.startswith("50% labeled: GBDT wins (paired p < 0.05 against every other group")
     # A stricter alpha takes the win back.
-    strict = stats.verdicts(groups, dataset="d", series="% labeled", alpha=p_dl / 2)
+    strict = curve_stats.verdicts(groups, dataset="d", series="% labeled", alpha=p_dl / 2)
     assert strict[1]["status"] == "none"
     # The printed report (`./run.sh report`) says the same, one line per setting, first.
     report = {"k": 5, "alpha": 0.05, "sections": [{"dataset": "d", "series": "% labeled",

@@ -13,8 +13,8 @@ from scipy import stats as scipy_stats
 
 from scarce_ltr.cli import run
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.reports.curve_stats import crossover
 from scarce_ltr.reports.report import ReportConfig, main
-from scarce_ltr.reports.stats import crossover
 
 SEEDS = (0, 1, 2)
 FRACTIONS = (0.02, 0.5)
