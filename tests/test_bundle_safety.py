@@ -230,7 +230,7 @@ def test_a_finished_run_with_a_linked_lock_leaves_the_target_alone(gbdt, tmp_pat
 
 
 def test_a_sweep_cells_linked_log_gets_nothing(tmp_path) -> None:
-    from scarce_ltr.sweeps import sweep as sweep_module
+    from scarce_ltr.sweeps.sweep_runner import SweepRunner
 
     mine = tmp_path / "mine.txt"
     mine.write_text("mine\n")
@@ -238,7 +238,7 @@ def test_a_sweep_cells_linked_log_gets_nothing(tmp_path) -> None:
     args = ["sweep", "quick", "models=[gbdt]", "fractions=[1.0]", "seeds=[0]", "logger=none",
             "report=false", "overrides.common=[" + ",".join([*tiny_data(), *GBDT]) + "]",
             "overrides.pretrain=[]", "overrides.finetune=[]", f"run_dir={folder}"]  # fmt: skip
-    original = sweep_module._Runner._execute  # the cell's folder is known once planned
+    original = SweepRunner._execute  # the cell's folder is known once planned
 
     def linked(self, job):
         job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -246,11 +246,11 @@ def test_a_sweep_cells_linked_log_gets_nothing(tmp_path) -> None:
         (job.run_dir / "log.txt").symlink_to(mine)
         return original(self, job)
 
-    sweep_module._Runner._execute = linked
+    SweepRunner._execute = linked
     try:
         cells = run(args)
     finally:
-        sweep_module._Runner._execute = original
+        SweepRunner._execute = original
     assert [c["status"] for c in cells] == ["failed"]
     assert mine.read_text() == "mine\n"  # the job's output was appended to it before
 
