@@ -25,10 +25,11 @@ and the padded and item forms give the same items. Compose them with `compose`.
 - `keep_features`: zero every feature outside a subset (SubTab's feature subsets).
 - `qg_corruption`, `qg_scarf_corruption`: `marginal_corruption` and `scarf_corruption` with
   donors drawn from the item's own QG (``augment.replace_source=qg``), see below.
-- `flag_swap`: on the two-valued columns (0/1 flags) only, each entry replaced with probability
-  ``p`` by a draw from that column's marginal over the training items (`FlagColumns`); with
-  ``augment.binary_p`` the views keep flags out of zeroing and Gaussian noise, which would put
-  them between or beyond their two values, and give them this noise instead.
+- `flag_swap` (`pretrain.flag_noise`): on the two-valued columns (0/1 flags) only, each entry
+  replaced with probability ``p`` by a draw from that column's marginal over the training items
+  (`FlagColumns`); with ``augment.binary_p`` the views keep flags out of zeroing and Gaussian
+  noise, which would put them between or beyond their two values, and give them this noise
+  instead.
 
 Where the donors come from (``augment.replace_source``): ``global`` (the default, SCARF's and
 VIME's choice) draws a replacement from the feature's marginal over the batch or the training
@@ -48,7 +49,6 @@ item to the average position over all queries, again a value from outside its QG
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 
 import torch
@@ -56,7 +56,7 @@ import torch
 Augmentation = Callable[..., torch.Tensor]  # (features, mask, *, generator) -> features
 
 
-def _items(features: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def items_of(features: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if mask is None:
         if features.ndim != 2:
             raise ValueError("without a mask, features must be the real items [N, d]")
@@ -66,7 +66,7 @@ def _items(features: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return features[mask]
 
 
-def _restore(items: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def restore_items(items: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Items back in the caller's form: as they are, or scattered into zero padding."""
     if mask is None:
         return items
@@ -75,7 +75,7 @@ def _restore(items: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return out
 
 
-def _uniform(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator):
+def uniform_like(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator):
     return torch.rand(shape, generator=generator, device=like.device, dtype=torch.float32)
 
 
@@ -83,18 +83,18 @@ def zero_features(
     features: torch.Tensor, mask: torch.Tensor | None, *, p: float, generator: torch.Generator
 ) -> torch.Tensor:
     """Each entry of each real item set to 0 independently with probability ``p``."""
-    items = _items(features, mask)
-    keep = _uniform(tuple(items.shape), items, generator) >= p
-    return _restore(items * keep.to(items.dtype), mask)
+    items = items_of(features, mask)
+    keep = uniform_like(tuple(items.shape), items, generator) >= p
+    return restore_items(items * keep.to(items.dtype), mask)
 
 
 def gaussian_noise(
     features: torch.Tensor, mask: torch.Tensor | None, *, scale: float, generator: torch.Generator
 ) -> torch.Tensor:
     """``features + scale * N(0, 1)`` on real items."""
-    items = _items(features, mask)
+    items = items_of(features, mask)
     noise = torch.randn(items.shape, generator=generator, device=items.device, dtype=torch.float32)
-    return _restore(items + scale * noise.to(items.dtype), mask)
+    return restore_items(items + scale * noise.to(items.dtype), mask)
 
 
 def marginal_corruption(
@@ -121,13 +121,13 @@ def _replace_entries(features, mask, *, p: float, generator: torch.Generator, do
     """Replace each real entry with probability ``p`` by the same feature of a donor item;
     ``donors(items [n, d], (n, d)) -> [n, d]`` row indices, drawn after the replacement mask
     (the order both callers' random streams rely on). Returns ``(corrupted, drawn)``."""
-    items = _items(features, mask)
+    items = items_of(features, mask)
     n, d = items.shape
     if n == 0:
         return features.clone(), torch.zeros_like(features, dtype=torch.bool)
-    drawn = _uniform((n, d), items, generator) < p
+    drawn = uniform_like((n, d), items, generator) < p
     replaced = torch.where(drawn, items.gather(0, donors(items, (n, d))), items)
-    return _restore(replaced, mask), _restore(drawn, mask)
+    return restore_items(replaced, mask), restore_items(drawn, mask)
 
 
 def scarf_corruption(
@@ -142,20 +142,20 @@ def scarf_corruption(
     ``floor(rate * d)`` features, chosen uniformly without replacement, are replaced by the same
     feature of a uniformly drawn row of ``table`` (``[M, d]``, the whole training set: a draw
     from the feature's empirical marginal)."""
-    items = _items(features, mask)
+    items = items_of(features, mask)
     n, d = items.shape
     n_corrupt = int(rate * d)
     if n == 0 or n_corrupt == 0:
-        return _restore(items.clone(), mask)
+        return restore_items(items.clone(), mask)
     if table.ndim != 2 or table.shape[1] != d or table.shape[0] == 0:
         raise ValueError(f"table must be a non-empty [M, {d}] tensor, got {tuple(table.shape)}")
     # The n_corrupt smallest of d uniform keys: a uniform subset of that size per row.
-    keys = _uniform((n, d), items, generator)
+    keys = uniform_like((n, d), items, generator)
     chosen = keys.topk(n_corrupt, dim=1, largest=False).indices  # [n, n_corrupt]
     donors = torch.randint(table.shape[0], (n, n_corrupt), generator=generator, device=items.device)
     corrupted = items.clone()
     corrupted.scatter_(1, chosen, table[donors, chosen].to(items.dtype))
-    return _restore(corrupted, mask)
+    return restore_items(corrupted, mask)
 
 
 def group_index(mask: torch.Tensor) -> torch.Tensor:
@@ -175,7 +175,7 @@ def _qg_donors(
     starts = torch.cumsum(sizes, 0) - sizes
     first = torch.repeat_interleave(starts, sizes)[:, None]  # [N, 1] first row of the item's QG
     size = torch.repeat_interleave(sizes, sizes)[:, None]
-    u = _uniform(shape, items, generator)
+    u = uniform_like(shape, items, generator)
     # floor(u * size) < size for u < 1; the clamp guards float rounding at u close to 1.
     offset = torch.minimum((u * size).long(), size - 1)
     return first + offset
@@ -243,18 +243,18 @@ def qg_scarf_corruption(
     """`scarf_corruption` with donors from the item's own QG instead of the training set:
     exactly ``floor(rate * d)`` features of each real item, each taken from a uniformly drawn
     real item of the same QG."""
-    items = _items(features, mask)
+    items = items_of(features, mask)
     n, d = items.shape
     n_corrupt = int(rate * d)
     if n == 0 or n_corrupt == 0:
-        return _restore(items.clone(), mask)
+        return restore_items(items.clone(), mask)
     groups = _groups_of(mask, groups, n)
-    keys = _uniform((n, d), items, generator)
+    keys = uniform_like((n, d), items, generator)
     chosen = keys.topk(n_corrupt, dim=1, largest=False).indices  # [n, n_corrupt]
     donors = _qg_donors(groups, (n, n_corrupt), items, generator)
     corrupted = items.clone()
     corrupted.scatter_(1, chosen, items[donors, chosen])
-    return _restore(corrupted, mask)
+    return restore_items(corrupted, mask)
 
 
 def swap_noise(
@@ -263,14 +263,14 @@ def swap_noise(
     """SubTab's swap noise (Ucar et al., 2021): each entry, with probability ``p``, takes the
     value of the same feature in another item of the batch, each feature's column shuffled by
     its own random permutation of the real items."""
-    items = _items(features, mask)
+    items = items_of(features, mask)
     n, d = items.shape
     if n == 0:
         return features.clone()
-    swapped = _uniform((n, d), items, generator) < p
-    permutations = _uniform((n, d), items, generator).argsort(dim=0)  # one per column
+    swapped = uniform_like((n, d), items, generator) < p
+    permutations = uniform_like((n, d), items, generator).argsort(dim=0)  # one per column
     shuffled = items.gather(0, permutations)
-    return _restore(torch.where(swapped, shuffled, items), mask)
+    return restore_items(torch.where(swapped, shuffled, items), mask)
 
 
 def corrupt(
@@ -288,15 +288,15 @@ def mixup_noise(
     ``lambda ~ U(alpha, 1)`` per item is the share the item keeps of itself; the partner is
     uniform over the other items (the item itself when it is alone in the batch).
     """
-    items = _items(features, mask)
+    items = items_of(features, mask)
     n = items.shape[0]
     if n == 0:
         return features.clone()
-    lam = alpha + (1.0 - alpha) * _uniform((n, 1), items, generator)
+    lam = alpha + (1.0 - alpha) * uniform_like((n, 1), items, generator)
     shift = torch.randint(1, max(n, 2), (n,), generator=generator, device=items.device)
     partner = (torch.arange(n, device=items.device) + shift) % n
     mixed = lam.to(items.dtype) * items + (1.0 - lam).to(items.dtype) * items[partner]
-    return _restore(mixed, mask)
+    return restore_items(mixed, mask)
 
 
 def keep_features(
@@ -333,78 +333,6 @@ def compose(*augmentations: Augmentation) -> Augmentation:
     )
     return composed
 
-
-@dataclass(frozen=True)
-class FlagColumns:
-    """The two-valued columns of the training items and their marginals, each ``[d]``:
-    ``columns`` (bool), their two values ``low`` < ``high`` and ``p_high``, the share of items
-    at ``high`` (0 outside ``columns``)."""
-
-    columns: torch.Tensor
-    low: torch.Tensor
-    high: torch.Tensor
-    p_high: torch.Tensor
-
-    @classmethod
-    def of(cls, items: torch.Tensor) -> FlagColumns:
-        """The columns of ``items [M, d]`` holding exactly two distinct values: 0/1 flags, also
-        after an affine transform (``data.transform=standardize`` maps 0/1 to two values)."""
-        low, high = items.min(dim=0).values, items.max(dim=0).values
-        at_high = items == high
-        columns = (at_high | (items == low)).all(dim=0) & (high > low)
-        p_high = at_high.float().mean(dim=0)
-        zero = torch.zeros_like(low)
-        return cls(
-            columns,
-            torch.where(columns, low, zero),
-            torch.where(columns, high, zero),
-            torch.where(columns, p_high, zero.float()),
-        )
-
-
-def flag_swap(
-    features: torch.Tensor,
-    mask: torch.Tensor | None,
-    *,
-    p: float,
-    flags: FlagColumns,
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """Each real entry of a flag column (``flags.columns``) replaced with probability ``p`` by a
-    draw from the column's marginal (``high`` with probability ``p_high``, else ``low``: for a
-    0/1 flag, Bernoulli(its mean)); the other columns unchanged. A flag keeps its two values.
-
-    >>> flags = FlagColumns.of(torch.tensor([[0.0, 0.5], [1.0, 0.7], [1.0, 0.1], [1.0, 0.2]]))
-    >>> flags.columns.tolist(), flags.p_high.tolist()
-    ([True, False], [0.75, 0.0])
-    """
-    items = _items(features, mask)
-    n, d = items.shape
-    if n == 0:
-        return features.clone()
-    drawn = (_uniform((n, d), items, generator) < p) & flags.columns.to(items.device)
-    at_high = _uniform((n, d), items, generator) < flags.p_high.to(items.device)
-    values = torch.where(at_high, flags.high.to(items.device), flags.low.to(items.device))
-    return _restore(torch.where(drawn, values.to(items.dtype), items), mask)
-
-
-def flag_aware(augment: Augmentation, *, p: float, flags: FlagColumns) -> Augmentation:
-    """``augment`` on the other columns, `flag_swap` (drawn first) on the flag columns."""
-
-    def views(
-        features: torch.Tensor,
-        mask: torch.Tensor | None,
-        *,
-        generator: torch.Generator,
-        groups: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        swapped = flag_swap(features, mask, p=p, flags=flags, generator=generator)
-        extra = {"groups": groups} if getattr(augment, "needs_groups", False) else {}
-        rest = augment(features, mask, generator=generator, **extra)
-        return torch.where(flags.columns.to(rest.device), swapped, rest)
-
-    views.needs_groups = getattr(augment, "needs_groups", False)  # type: ignore[attr-defined]
-    return views
 
 
 REPLACE_SOURCES = ("global", "qg")  # augment.replace_source

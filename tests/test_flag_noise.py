@@ -13,9 +13,10 @@ import torch
 from tiny import tiny_pretraining
 
 from scarce_ltr.cli import run
-from scarce_ltr.pretrain.augmentations import FlagColumns, flag_swap, view_augmentation
+from scarce_ltr.pretrain.augmentations import view_augmentation
 from scarce_ltr.pretrain.config import AugmentConfig, PretrainConfig
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
+from scarce_ltr.pretrain.flag_noise import FlagColumns, flag_swap
 from scarce_ltr.pretrain.objectives.simclr_rank import SimCLRRank
 from scarce_ltr.pretrain.objectives.simsiam import SimSiam
 

@@ -22,13 +22,9 @@ import torch
 from torch import nn
 
 from scarce_ltr.core.config_fields import POSITIVE
-from scarce_ltr.pretrain.augmentations import (
-    FlagColumns,
-    flag_aware,
-    group_index,
-    view_augmentation,
-)
+from scarce_ltr.pretrain.augmentations import group_index, view_augmentation
 from scarce_ltr.pretrain.encoders import ItemwiseEncoder
+from scarce_ltr.pretrain.flag_noise import FlagColumns, flag_aware
 
 # Masked logits: far below any cosine / temperature, finite so that softmax gradients stay finite.
 NEG = -1e9
