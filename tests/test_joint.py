@@ -23,15 +23,8 @@ from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.finetune import loop
 from scarce_ltr.finetune.config import FinetuneConfig, Phase
 from scarce_ltr.finetune.heads import build_head
-from scarce_ltr.finetune.joint import (
-    OBJECTIVES,
-    Joint,
-    JointConfig,
-    JointRun,
-    joint_for,
-    joint_loss,
-    joint_view,
-)
+from scarce_ltr.finetune.joint import Joint, JointConfig, JointRun, joint_for
+from scarce_ltr.finetune.joint_loss import OBJECTIVES, joint_loss, joint_view
 from scarce_ltr.finetune.model import Ranker
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder
 from scarce_ltr.pretrain.heads import Projector
