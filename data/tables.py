@@ -39,6 +39,7 @@ from scarce_ltr.core.files import refuse_special_input
 from scarce_ltr.data.arrays import Missing, check_labels, check_values, read_arrays, write_arrays
 from scarce_ltr.data.cache import content_hash, default_cache_root, entry_lock
 from scarce_ltr.data.ranking_split import MAX_LABEL, QidGroups, RankingSplit
+from scarce_ltr.data.table_qids import integer_qids
 
 TABLE_VERSION = 3  # bump when the reading changes (3: values checked, missing counted), so
 # tables are read again
@@ -362,36 +363,6 @@ class Table:
             # null in an integer or boolean column: NaN (missing), not None in an object array
             data = data.cast(pa.float64())
         return np.asarray(data.to_numpy(zero_copy_only=False))
-
-
-_MAX_QID = 2**53  # float64 holds every integer up to here; LETOR files refuse larger qids too
-
-
-def integer_qids(values: np.ndarray, path: Path, column: str) -> np.ndarray:
-    """A table's qid column as int64; `UserError` naming the first row that is no integer, or
-    an integer beyond int64 (a float qid beyond 2^53: float64 no longer tells it apart)."""
-    if values.dtype.kind == "i":
-        return values.astype(np.int64)
-    if values.dtype.kind == "u":
-        bad = np.flatnonzero(values > np.iinfo(np.int64).max)
-        if not len(bad):
-            return values.astype(np.int64)
-        raise UserError(f"{path}: column {column}: row {int(bad[0])} is {values[bad[0]]}, beyond "
-                        "int64's qids")  # fmt: skip
-    if values.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
-            bad = np.flatnonzero(~np.isfinite(values) | (values != np.round(values)))
-            beyond = np.flatnonzero(np.abs(values) > _MAX_QID)
-        if not len(bad) and not len(beyond):
-            return values.astype(np.int64)
-        if len(bad) and (not len(beyond) or bad[0] < beyond[0]):
-            raise UserError(f"{path}: column {column}: row {int(bad[0])} is {values[bad[0]]}, "
-                            "not an integer qid")  # fmt: skip
-        raise UserError(
-            f"{path}: column {column}: row {int(beyond[0])} is {values[beyond[0]]:g}, beyond 2^53 "
-            "(float qids stop being exact integers there); store the qids as integers"
-        )
-    raise UserError(f"{path}: column {column} holds {values.dtype}, not integer qids")
 
 
 def _is_float(kind) -> bool:

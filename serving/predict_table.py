@@ -24,7 +24,8 @@ from scarce_ltr.core.files import atomic_path, atomic_text_writer
 from scarce_ltr.core.metrics import evaluate_ranking
 from scarce_ltr.data.arrays import check_labels, check_values
 from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
-from scarce_ltr.data.tables import Table, feature_matrix, integer_qids
+from scarce_ltr.data.table_qids import integer_qids
+from scarce_ltr.data.tables import Table, feature_matrix
 from scarce_ltr.serving.ranker import ESTIMATOR_FILE, BundledRanker, load_ranker
 from scarce_ltr.serving.rows import CSV_HEADER, positions_and_ranks, remove_orphans
 
