@@ -16,6 +16,14 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.run_config import SOURCE_KEYS, sources_moved, without_free_keys
 from scarce_ltr.finetune.config import FinetuneConfig
 
+# Keys `run_identity` leaves out at these values (the run is the one it was before the key
+# existed); a checkpoint written while a key was still kept at its default holds it there.
+_LEFT_OUT_AT = {"vali_every": 1}
+
+
+def _without_defaults(settings: dict) -> dict:
+    return {k: v for k, v in settings.items() if _LEFT_OUT_AT.get(k, object()) != v}
+
 
 def run_identity(cfg: FinetuneConfig) -> str:
     """The settings that make a run what it is, as one JSON string (stored in its checkpoints and
@@ -40,7 +48,7 @@ def run_identity(cfg: FinetuneConfig) -> str:
         settings.pop("joint")
     if not cfg.variant:  # likewise a fresh encoder without a variant's name
         settings.pop("variant")
-    if cfg.vali_every == 1:  # likewise vali scored after every epoch
+    if cfg.vali_every == _LEFT_OUT_AT["vali_every"]:  # likewise vali scored every epoch
         settings.pop("vali_every")
     if not cfg.from_scratch:
         settings["pretrained"] = str(Path(cfg.pretrained).resolve())
@@ -51,8 +59,8 @@ def run_identity(cfg: FinetuneConfig) -> str:
 def check_identity(out_dir: Path, found: str | None, expected: str) -> None:
     if found is not None and found != expected:
         # A checkpoint of an earlier version kept keys now free (cpu_amp): no setting.
-        old = without_free_keys(_data_path_resolved(json.loads(found)))
-        new = without_free_keys(json.loads(expected))
+        old = _without_defaults(without_free_keys(_data_path_resolved(json.loads(found))))
+        new = _without_defaults(without_free_keys(json.loads(expected)))
         keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         if not keys:  # the data folder spelled otherwise by an earlier version
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -393,3 +394,10 @@ def test_a_run_scoring_vali_every_epoch_keeps_its_identity_from_before_vali_ever
     every5, _ = load_config(FinetuneConfig, [*TINY, "vali_every=5"])
     assert "vali_every" not in json.loads(run_identity(plain))
     assert json.loads(run_identity(every5))["vali_every"] == 5
+    # a checkpoint written while the key was kept at its default resumes too; 5 does not
+    from scarce_ltr.finetune.run_settings import check_identity
+
+    kept = json.dumps({**json.loads(run_identity(plain)), "vali_every": 1}, sort_keys=True)
+    check_identity(Path("run"), kept, run_identity(plain))
+    with pytest.raises(UserError, match=r"vali_every differ"):
+        check_identity(Path("run"), run_identity(every5), run_identity(plain))
