@@ -6,6 +6,7 @@ QG ``g`` owns rows ``offsets[g]:offsets[g + 1]``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,6 +130,29 @@ class QidGroups:
         out = np.empty_like(values)
         out[self.order] = values
         return out
+
+
+def score_by_qid(
+    score_split: Callable[[RankingSplit], np.ndarray],
+    features: np.ndarray,
+    qids: np.ndarray | None = None,
+) -> np.ndarray:
+    """``[n_items]`` scores of raw ``features`` ``[n_items, n_features]`` in their order, by
+    ``score_split`` on them grouped by ``qids`` (any order; None: all items one QG): what a
+    fitted ranker's ``predict`` does with the arrays it is given."""
+    features = np.asarray(features, dtype=np.float32)
+    if features.ndim != 2:
+        raise ValueError(f"features must be [n_items, n_features], got shape {features.shape}")
+    n = len(features)
+    qids = np.zeros(n, dtype=np.int64) if qids is None else np.asarray(qids)
+    if qids.shape != (n,):
+        raise ValueError(f"qids must be [n_items]={n}, got shape {qids.shape}")
+    groups = QidGroups(qids)
+    split = RankingSplit(
+        features[groups.order], np.zeros(n, np.float32), groups.offsets,
+        np.arange(groups.n_groups, dtype=np.int64), "input",
+    )  # fmt: skip
+    return groups.to_input_order(score_split(split))
 
 
 def rows_of_groups(offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:

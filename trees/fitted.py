@@ -21,7 +21,7 @@ import numpy as np
 from scarce_ltr.core.metrics import SELECTION_METRIC
 from scarce_ltr.data.bundling import write_model_bundle
 from scarce_ltr.data.pipeline import PreparedData
-from scarce_ltr.data.ranking_split import QidGroups, RankingSplit
+from scarce_ltr.data.ranking_split import RankingSplit, score_by_qid
 
 Bundle = tuple[dict, dict[str, bytes]]  # the model's description (``kind``) and its files
 
@@ -80,19 +80,7 @@ class FittedTrees:
         """``[n_items]`` float64 scores of raw ``features`` ``[n_items, n_features]``, in their
         order; ``qids``: each item's query id (any order; None: all items one QG, which a
         transform per QG reads)."""
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2:
-            raise ValueError(f"features must be [n_items, n_features], got shape {features.shape}")
-        n = len(features)
-        qids = np.zeros(n, dtype=np.int64) if qids is None else np.asarray(qids)
-        if qids.shape != (n,):
-            raise ValueError(f"qids must be [n_items]={n}, got shape {qids.shape}")
-        groups = QidGroups(qids)
-        split = RankingSplit(
-            features[groups.order], np.zeros(n, np.float32), groups.offsets,
-            np.arange(groups.n_groups, dtype=np.int64), "input",
-        )  # fmt: skip
-        return groups.to_input_order(self.score_split(split))
+        return score_by_qid(self.score_split, features, qids)
 
     def save(self, folder: str | Path) -> Path:
         """``<folder>/bundle/``, the model bundle a run writes (replaced if there); returns it."""
