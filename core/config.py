@@ -160,9 +160,16 @@ def merge_config(
         layers.append(("command line", _parse_dotlist(dotlist)))
         if values:
             layers.append(("keywords", _nested(values)))
+    # An extension's section (``objective: {name: vime, alpha: 1.0}``) spelled in the schema's
+    # own keys, each layer before it is merged (`core.config_sections`).
+    sections = getattr(schema, "SECTIONS", ())
     merged = base
     for source, layer in layers:
+        for spelling in sections:
+            layer = spelling.flatten(layer, merged, source)
         merged = _merge(merged, layer, source, base, schema)
+    for spelling in sections:
+        spelling.finish(merged)
     return merged
 
 

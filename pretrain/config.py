@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from scarce_ltr.core.config_fields import NON_NEGATIVE, OptimizerConfig
+from scarce_ltr.core.config_sections import SectionSpelling
 from scarce_ltr.core.run_identity import RunIdentity
 from scarce_ltr.core.sizes import check_fits, model_fits
 from scarce_ltr.data.stage_config import CommonConfig, DeviceKeys
@@ -18,6 +20,8 @@ from scarce_ltr.pretrain.augmentations import REPLACE_SOURCES
 from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.pretrain.objectives import OBJECTIVES  # the methods
 from scarce_ltr.pretrain.objectives.base import (
+    SECTION,
+    Objective,
     ObjectiveOptions,
     check_probability,
     config_value,
@@ -126,6 +130,24 @@ class MonitorConfig:
         NON_NEGATIVE.check("monitor.collapse_min", self.collapse_min)
 
 
+def _own_options(objective: type[Objective], given: dict[str, Any]) -> dict[str, Any]:
+    """The ``objective`` mapping a run stores: every own option of ``objective``, given or at
+    its default, and after them any other key given (refused by the config unless at the
+    default of the method that reads it)."""
+    own = objective.options.own_values(given)
+    return own | {key: value for key, value in given.items() if key not in own}
+
+
+# ``objective: {name: vime, alpha: 1.0}`` is ``method: vime`` and ``vime_alpha: 1.0``: the
+# section's keys are the field names of the chosen method's options (`ObjectiveOptions.spelled`).
+OBJECTIVE_SECTION = SectionSpelling(
+    SECTION,
+    OBJECTIVES,
+    fields=lambda objective: objective.options.spelled(),
+    complete=_own_options,
+)
+
+
 # The device keys (`DeviceKeys`: amp, cpu_amp, device) come with their defaults and help lines
 # from data/stage_config.py, shared with finetuning; in --help they follow the common keys.
 # item_budget and max_list_len are pretraining's own, not finetuning's (`TrainingKeys`): another
@@ -167,6 +189,12 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     # (`objective_options`).
     temperature: float = 0.1  # contrastive objectives
     vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation
+    # the method's own options, those no key above holds (`objectives.base.own_option`), by
+    # field name: objective.<option>=<value>; in a run's config.yaml when the method has any
+    objective: dict[str, Any] = field(default_factory=dict)
+    # The `objective:` section (name: the method; its other keys: the method's options by field
+    # name) spelled in the keys above before the config is built (`core.config_sections`).
+    SECTIONS: ClassVar[tuple[SectionSpelling, ...]] = (OBJECTIVE_SECTION,)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -215,9 +243,23 @@ class PretrainConfig(DeviceKeys, CommonConfig):
         chosen one reads (`core.registry.check_unread`), not a no-op."""
 
         def changed(key: str) -> list[str]:
-            value = config_value(self, key)
-            return [] if value == _default(key) else [f"{key}={value}"]
+            section, _, name = key.partition(".")
+            if section != SECTION:
+                value, default = config_value(self, key), _default(key)
+            elif name in self.objective:  # an own option: its default is its method's
+                value, default = self.objective[name], _own_default(key)
+            else:
+                return []
+            return [] if value == default else [f"{key}={value}"]
 
+        known = OBJECTIVES.option_keys()
+        for name in self.objective:
+            if f"{SECTION}.{name}" not in known:
+                reads = ", ".join(OBJECTIVES.reads(self.method)) or "no option of its own"
+                raise ValueError(
+                    f"{SECTION}.{name}: no method has this option; method={self.method} reads "
+                    f"{reads}"
+                )
         OBJECTIVES.check_unread(self.method, changed)
 
     @property
@@ -243,6 +285,12 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     @property
     def n_epochs(self) -> int:
         return DEFAULT_EPOCHS if self.epochs is None else self.epochs
+
+
+def _own_default(key: str):
+    """The default of ``objective.<option>``, an own option: that of the first method reading it."""
+    reader = OBJECTIVES[OBJECTIVES.readers(key)[0]]
+    return reader.options.own_values({})[key.partition(".")[2]]
 
 
 def _default(key: str):

@@ -15,6 +15,9 @@ can hold several times more slots than items. A context-aware encoder gets the p
 
 from __future__ import annotations
 
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -30,10 +33,26 @@ from scarce_ltr.pretrain.flag_noise import FlagColumns, flag_aware
 NEG = -1e9
 
 
+# The pretraining config's section of the objective: ``objective: {name: vime, alpha: 1.0}``
+# (`core.config_sections`), and its mapping of the options an objective declares itself.
+SECTION = "objective"
+
+
 def option(key: str) -> Any:
     """A field of an `ObjectiveOptions`: the value of the pretraining config's ``key`` (dotted
     for a key of a section: ``augment.corrupt_p``)."""
     return field(metadata={"key": key})
+
+
+def own_option(default: Any) -> Any:
+    """A field of an `ObjectiveOptions` that no key of the pretraining config holds: the
+    objective's own, set as ``objective.<field>=<value>`` and kept in the config's ``objective``
+    mapping (a new objective adds a setting in its module alone). Keyword-only, so that it may
+    come before fields without a default; ``default``: a scalar or None, the value a run stores
+    when none is given."""
+    if not (default is None or isinstance(default, bool | int | float | str)):
+        raise TypeError(f"own_option's default must be a scalar or None, got {default!r}")
+    return field(default=default, kw_only=True, metadata={"key": None})
 
 
 def config_value(cfg: Any, key: str) -> Any:
@@ -41,6 +60,24 @@ def config_value(cfg: Any, key: str) -> Any:
     for part in key.split("."):
         cfg = getattr(cfg, part)
     return cfg
+
+
+def _typed(key: str, hint: Any, value: Any) -> Any:
+    """``value`` of an own option whose field is annotated ``hint`` (a scalar type, or a union
+    of them with None); an int for a float is taken as the float, as the config's own keys
+    take it. `ValueError` naming ``key`` and the type for another value."""
+    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None and type(None) in kinds:
+        return None
+    for kind in kinds:
+        if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if kind in (bool, int, str) and type(value) is kind:
+            return value
+    names = " or ".join(
+        "None" if k is type(None) else getattr(k, "__name__", str(k)) for k in kinds
+    )
+    raise ValueError(f"{key} expects {names}, got {value!r}")
 
 
 def check_probability(key: str, value: float, *, closed: bool = False) -> None:
@@ -54,11 +91,14 @@ def check_probability(key: str, value: float, *, closed: bool = False) -> None:
 class ObjectiveOptions:
     """The keys of the pretraining config (`pretrain.config.PretrainConfig`) one objective reads.
 
-    Each field is one key (`option`); `of` reads them from a config and `check` (run when the
-    options are made) refuses a value the objective cannot take, naming the key. A key that some
-    objective's options hold and the chosen one's do not is refused by the config when it is set
-    away from its default (`keys`): a method never ignores a setting silently. The keys every
-    method reads (encoder, optimizer, batches, monitors) are the config's own, not options."""
+    Each field is one key (`option`), or an option of the objective's own that no key of the
+    config holds (`own_option`: kept in the config's ``objective`` mapping); `of` reads them from
+    a config and `check` (run when the options are made) refuses a value the objective cannot
+    take, naming the key. A key that some objective's options hold and the chosen one's do not
+    is refused by the config when it is set away from its default (`keys`): a method never
+    ignores a setting silently. The keys every method reads (encoder, optimizer, batches,
+    monitors) are the config's own, not options. The field names are the ``objective`` section's
+    keys (``objective.alpha=1`` for VIME's ``alpha``, the key ``vime_alpha``: `spelled`)."""
 
     def __post_init__(self) -> None:
         self.check()
@@ -68,13 +108,41 @@ class ObjectiveOptions:
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
-        """The config keys these options hold, in field order."""
-        return tuple(f.metadata["key"] for f in fields(cls))
+        """The config keys these options hold, in field order (an own option's:
+        ``objective.<field>``)."""
+        return tuple(f.metadata["key"] or f"{SECTION}.{f.name}" for f in fields(cls))
+
+    @classmethod
+    def spelled(cls) -> dict[str, str | None]:
+        """Field name -> the config key it reads (None: an own option): the ``objective``
+        section's keys for this objective (`core.config_sections`)."""
+        return {f.name: f.metadata["key"] for f in fields(cls)}
+
+    @classmethod
+    def own_values(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every own option's value: ``given``'s (checked against the field's type; an int
+        for a float as the float) or its default, in field order. Keys not among them are left
+        out."""
+        own = [f for f in fields(cls) if f.metadata["key"] is None]
+        hints = typing.get_type_hints(cls) if own else {}
+        return {
+            f.name: _typed(f"{SECTION}.{f.name}", hints[f.name], given[f.name])
+            if f.name in given
+            else f.default
+            for f in own
+        }
 
     @classmethod
     def of(cls, cfg: Any):
-        """The options ``cfg`` (a `PretrainConfig`) gives, checked."""
-        return cls(**{f.name: config_value(cfg, f.metadata["key"]) for f in fields(cls)})
+        """The options ``cfg`` (a `PretrainConfig`) gives, checked; its own options from its
+        ``objective`` mapping (those it lacks at their defaults)."""
+        own = cls.own_values(getattr(cfg, SECTION, None) or {})
+        return cls(
+            **{
+                f.name: own[f.name] if f.name in own else config_value(cfg, f.metadata["key"])
+                for f in fields(cls)
+            }
+        )
 
     def arguments(self) -> dict[str, Any]:
         """The options by field name: the keyword arguments of the objective's constructor."""
