@@ -2,8 +2,10 @@
 
 ``configs/baseline/<name>.yaml`` sets ``method`` (equal to the file name) and the method's
 defaults. A family of baselines keeps its own keys in a section of its own (``gbdt:`` for the
-LightGBM ones), a frozen dataclass in its own module that checks them; a new family adds its
-field here. What the sections' options declare derives from these fields (`MISSING_AS_NAN`).
+LightGBM ones), a frozen dataclass in its own module that checks them; a registered tree backend
+(`trees.backends.TREE_BACKENDS`) gets its section from its entry (`tree_sections`), another
+family adds its field here. What the sections' options declare derives from the fields
+(`MISSING_AS_NAN`, `SEARCHED_TREES`, the refusal of a section the method does not read).
 """
 
 from __future__ import annotations
@@ -26,12 +28,11 @@ from scarce_ltr.data.teachers import (
     taught_model,
 )
 from scarce_ltr.finetune.config import ENCODER_MARK
-from scarce_ltr.trees.catboost import CatBoostOptions
+from scarce_ltr.trees.backends import TREE_BACKENDS
 from scarce_ltr.trees.lightgbm.config import PSEUDO_METHODS, GBDTOptions
 from scarce_ltr.trees.lightgbm.hybrid.config import EmbeddingOptions
 from scarce_ltr.trees.tree_run import TreeRunConfig
 from scarce_ltr.trees.tuning import SearchOptions
-from scarce_ltr.trees.xgboost import XGBoostOptions
 
 # The from-scratch deep rankers (trained by finetune.loop.fit): the report's no-pretrain-dl group.
 DEEP_BASELINES = DeepBaselineOptions.read_by
@@ -41,13 +42,40 @@ HYBRID_BASELINES = EmbeddingOptions.read_by
 TAUGHT_TREES = PSEUDO_METHODS
 
 
+def tree_sections(cls: type) -> type:
+    """``cls`` with a section per registered tree backend (`TREE_BACKENDS`), as if written by
+    hand right after LightGBM's ``gbdt`` (``catboost: CatBoostOptions = field(default_factory=
+    CatBoostOptions)``, then ``xgboost``), where config.yaml and --help have always shown them.
+
+    Why a decorator under ``@dataclass``: fields typed here by hand made every new backend edit
+    this file; a class built by ``make_dataclass`` would lose the class body below. This adds
+    the annotations and defaults ``@dataclass`` then reads, nothing else. The cost: a type
+    checker does not see ``cfg.xgboost``; a backend reads its section typed, with `section_of`.
+    """
+    own = dict(cls.__dict__.get("__annotations__", {}))
+    taken = {key for base in cls.__mro__ for key in base.__dict__.get("__annotations__", {})}
+    added = {backend.name: backend.options for backend in TREE_BACKENDS.values()}
+    clash = sorted(added.keys() & taken)
+    if clash:
+        raise ValueError(f"tree backend {clash[0]}: {cls.__name__} has a key {clash[0]} already")
+    keys = list(own)
+    at = keys.index("gbdt") + 1
+    cls.__annotations__ = {
+        **{key: own[key] for key in keys[:at]},
+        **added,
+        **{key: own[key] for key in keys[at:]},
+    }
+    for name, options in added.items():
+        setattr(cls, name, field(default_factory=options))
+    return cls
+
+
 @dataclass(frozen=True)
+@tree_sections  # catboost:, xgboost:, ...: one section per `TREE_BACKENDS` entry
 class BaselineConfig(TreeRunConfig):
     """Keys of every baseline run; ``method`` picks the entry in `baselines.run.BASELINES`."""
 
     gbdt: GBDTOptions = field(default_factory=GBDTOptions)
-    catboost: CatBoostOptions = field(default_factory=CatBoostOptions)
-    xgboost: XGBoostOptions = field(default_factory=XGBoostOptions)
     deep: DeepBaselineOptions = field(default_factory=DeepBaselineOptions)
     pretrained: str | None = None  # gbdt-ssl: a pretraining or finetuning run dir
     embedding: EmbeddingOptions = field(default_factory=EmbeddingOptions)  # gbdt-ssl

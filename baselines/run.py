@@ -2,8 +2,8 @@
 
 ``BASELINES`` maps the command-line name (and config file name, ``configs/baseline/<name>.yaml``)
 to the function that trains the baseline, ``main(cfg, run) -> report``, both from the entries of
-the baseline families (``FAMILY`` of ``<family>/family.py``, or of a tree backend's one module,
-``xgboost.py``: `BASELINE_FAMILIES`); `main` hands it the run
+the baseline families (``FAMILY`` of ``<family>/family.py``, or the entry of a registered tree
+backend, `trees.backends.TREE_BACKENDS`: `BASELINE_FAMILIES`); `main` hands it the run
 the command line started (`core.runs.Run.execute`: lock, config, the skip of a finished run).
 The command line refuses a ``method=`` override that contradicts the name.
 
@@ -31,14 +31,12 @@ from scarce_ltr.core.families import ModelFamily
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.finetune.fitted import FinetunedRanker
-from scarce_ltr.trees import catboost, xgboost
-from scarce_ltr.trees.catboost import FAMILY as CATBOOST
+from scarce_ltr.trees.backends import TREE_BACKENDS
 from scarce_ltr.trees.fitted import FittedTrees
 from scarce_ltr.trees.lightgbm import train as lightgbm
 from scarce_ltr.trees.lightgbm.family import FAMILY as LIGHTGBM
 from scarce_ltr.trees.lightgbm.hybrid import train as hybrid
 from scarce_ltr.trees.lightgbm.hybrid.family import FAMILY as HYBRID
-from scarce_ltr.trees.xgboost import FAMILY as XGBOOST
 
 
 def main(cfg: BaselineConfig, run: Run) -> Outcome:
@@ -71,8 +69,15 @@ def _check_method(cfg: BaselineConfig) -> None:
         raise UserError(f"unknown baseline method '{cfg.method}'; known: {', '.join(BASELINES)}")
 
 
-# Every baseline family, in the order messages and --help list their names.
-BASELINE_FAMILIES: tuple[ModelFamily, ...] = (LIGHTGBM, HYBRID, CATBOOST, XGBOOST, DEEP)
+# Every baseline family, in the order messages and --help list their names: LightGBM's, then
+# each registered tree backend's (CatBoost, XGBoost), then the deep rankers'.
+TREES = tuple(TREE_BACKENDS.values())
+BASELINE_FAMILIES: tuple[ModelFamily, ...] = (
+    LIGHTGBM,
+    HYBRID,
+    *(backend.family for backend in TREES),
+    DEEP,
+)
 # Command-line name -> entry point. The config section of a family: `BaselineConfig`.
 BASELINES: dict[str, Callable[[BaselineConfig, Run], dict]] = {
     name: family.train for family in BASELINE_FAMILIES for name in family.names
@@ -83,8 +88,7 @@ FITS: dict[str, Callable[..., Any]] = {
     for family, train in (
         (LIGHTGBM, lightgbm.fit),
         (HYBRID, hybrid.fit),
-        (CATBOOST, catboost.fit),
-        (XGBOOST, xgboost.fit),
+        *((backend.family, backend.fit) for backend in TREES),
         (DEEP, deep.fit),
     )
     for name in family.names

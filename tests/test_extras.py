@@ -16,9 +16,11 @@ from tiny import tiny_data, tiny_pretraining
 
 from scarce_ltr.core import tracking
 from scarce_ltr.core.extras import EXTRAS, MissingExtra, require
+from scarce_ltr.trees.backends import TREE_BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
-OPTIONAL = tuple(EXTRAS)
+# `EXTRAS`' modules and each tree backend's, which its module declares (`core.extras.Extra`)
+OPTIONAL = (*EXTRAS, *(b.extra.module for b in TREE_BACKENDS.values() if b.extra is not None))
 
 
 def _one_line(text: str, extra: str) -> None:
@@ -29,7 +31,7 @@ def _one_line(text: str, extra: str) -> None:
 
 @pytest.mark.parametrize(
     "module, extra",
-    [("onnxruntime", "export"), ("matplotlib", "report"), ("xgboost", "trees"),
+    [("onnxruntime", "export"), ("matplotlib", "report"), ("optuna", "trees"),
      ("pyarrow", "parquet"), ("ray", "cluster"), ("wandb", "wandb")],
 )  # fmt: skip
 def test_require_names_the_extra(module, extra, monkeypatch):
@@ -43,12 +45,13 @@ def test_require_names_the_extra(module, extra, monkeypatch):
 
 def test_a_backend_and_a_search_name_the_trees_extra(monkeypatch):
     from scarce_ltr.finetune.search import _optuna
+    from scarce_ltr.trees.catboost import EXTRA
     from scarce_ltr.trees.tuning import require_backend
 
     monkeypatch.setitem(sys.modules, "catboost", None)
     monkeypatch.setitem(sys.modules, "optuna", None)
     with pytest.raises(MissingExtra, match=r"the catboost backend needs catboost") as caught:
-        require_backend("catboost", "catboost")
+        require_backend(EXTRA)
     _one_line(str(caught.value), "trees")
     with pytest.raises(MissingExtra, match=r"search.n_trials needs optuna") as caught:
         _optuna()

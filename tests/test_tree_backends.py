@@ -1,12 +1,12 @@
 """A searched tree backend is one module (docs/architecture.md, "A tree backend"): its name, its
-options with their checks, its backend, its scorer, ``main`` and ``FAMILY``; the baseline config's
-section and the family table name it once each, and which methods keep NaN derives from the
-options. Old runs keep their folders and keys."""
+options with their checks, its backend, its scorer, ``main``, ``FAMILY`` and its registry entry
+``BACKEND``; the baseline config's section and the family table derive from the entry, and which
+methods keep NaN from the options. Old runs keep their folders and keys."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
+import typing
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
@@ -26,6 +26,7 @@ from scarce_ltr.baselines.run import BASELINE_FAMILIES, BASELINES
 from scarce_ltr.core.run_identity import runs_root
 from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.trees import catboost, xgboost
+from scarce_ltr.trees.backends import TREE_BACKENDS
 from scarce_ltr.trees.lightgbm.config import GBDTOptions
 from scarce_ltr.trees.lightgbm.hybrid.config import EmbeddingOptions
 from scarce_ltr.trees.tuning import SearchOptions
@@ -39,17 +40,15 @@ BACKENDS = {
 
 @pytest.mark.parametrize("module", list(BACKENDS), ids=lambda m: m.NAME)
 def test_a_searched_backend_is_one_module_named_once_in_each_table(module) -> None:
-    options_name = BACKENDS[module][0]
     options, backend, scorer = (getattr(module, n) for n in BACKENDS[module])
     for made in (options, backend, scorer, module.main):
         assert made.__module__ == module.__name__
     assert issubclass(options, SearchOptions) and options.__dataclass_params__.frozen
     assert options.section == module.NAME
-    # the config's section of that name is these options, typed (a type checker sees them)
-    section = {f.name: f for f in dataclasses.fields(BaselineConfig)}[module.NAME]
-    assert section.type == options_name and isinstance(
-        getattr(BaselineConfig(), module.NAME), options
-    )
+    # the config's section of that name is these options, from its registry entry
+    assert TREE_BACKENDS[module.NAME] is module.BACKEND and module.BACKEND.options is options
+    assert typing.get_type_hints(BaselineConfig)[module.NAME] is options
+    assert isinstance(getattr(BaselineConfig(), module.NAME), options)
     family = module.FAMILY
     assert family.names == (module.NAME,) and family.train is module.main
     assert family.scorer is scorer and family.bundle_kind == module.BUNDLE_KIND

@@ -31,6 +31,7 @@ import numpy as np
 
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import Extra
 from scarce_ltr.core.families import ModelFamily, ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
@@ -45,13 +46,21 @@ from scarce_ltr.trees.tree_run import (
     run_tree_backend,
     section_of,
 )
-from scarce_ltr.trees.tuning import SearchOptions, check_in_child, check_labels, require_backend
+from scarce_ltr.trees.tuning import (
+    SearchOptions,
+    TreeBackendEntry,
+    check_in_child,
+    check_labels,
+    require_backend,
+)
 
 # ./run.sh baseline catboost, configs/baseline/catboost.yaml and the config's catboost: section
 NAME = "catboost"
 EVAL_METRIC = f"NDCG:top={SELECTION_K};type=Exp"  # the project's gain 2^y - 1
 MODEL_FILE = "model.cbm"
 BUNDLE_KIND = "catboost"  # written in its bundles' manifests: never renamed
+# Its library, an optional package of the trees extra (`require_backend` names it when missing).
+EXTRA = Extra("catboost", "catboost", "trees")
 
 # Command-line name -> CatBoost's loss_function. StochasticRank smooths the metric it is told
 # to optimise: NDCG@5 with exponential gain, the project's selection metric.
@@ -112,7 +121,7 @@ class CatBoostOptions(SearchOptions):
 
 class CatBoostBackend:
     def __init__(self, options: CatBoostOptions, *, seed: int, epochs: int | None) -> None:
-        self.catboost = require_backend("catboost", "catboost")
+        self.catboost = require_backend(EXTRA)
         self.options, self.seed, self.rounds = options, seed, options.rounds(epochs)
         self.name = f"CatBoost {options.loss}"
         self.n_trials = options.n_trials
@@ -242,7 +251,7 @@ class CatBoostScorer:
     """A catboost bundle's model (`ModelFamily.scorer`): what `CatBoostBackend.bundle` wrote."""
 
     def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
-        catboost = require_backend("catboost", "catboost")
+        catboost = require_backend(EXTRA)
         self.pool = catboost.Pool
         self.model = catboost.CatBoost()
         # CatBoost's own binary format: trees and borders, no code.
@@ -292,3 +301,6 @@ FAMILY = ModelFamily(
     bundle_kind=BUNDLE_KIND,
     scorer=CatBoostScorer,
 )
+
+# Its line in `trees.backends.TREE_BACKENDS`: the config's catboost: section, its method, its fit.
+BACKEND = TreeBackendEntry(options=CatBoostOptions, family=FAMILY, fit=fit, extra=EXTRA)

@@ -1,5 +1,6 @@
-"""What every tree ranker shares: the keys of a searched backend's section, an optional
-backend, a model file checked in a child process, and the label check of a backend's objective.
+"""What every tree ranker shares: the keys of a searched backend's section, a backend's entry
+in the registry (`TreeBackendEntry`), an optional backend, a model file checked in a child
+process, and the label check of a backend's objective.
 A search's trials, the strategies and choosing on vali are `search` (`search.trials`,
 `search.strategies`).
 """
@@ -10,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +21,8 @@ import numpy as np
 
 from scarce_ltr.core.config_fields import MAX_EPOCHS, MAX_TRIALS
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.extras import require
+from scarce_ltr.core.extras import Extra, require
+from scarce_ltr.core.families import ModelFamily
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.search.strategies import check_search
 from scarce_ltr.search.studies import check_storage
@@ -104,10 +107,40 @@ class SearchOptions:
         return self.max_rounds if epochs is None else min(self.max_rounds, epochs)
 
 
-def require_backend(module: str, package: str) -> ModuleType:
-    """Import an optional backend (``package`` installs ``module``), or stop with one line naming
-    the extra that installs it (`scarce_ltr.core.extras`)."""
-    return require(module, f"the {module} backend")
+def require_backend(extra: Extra) -> ModuleType:
+    """Import an optional backend's module as its own module declares it (``extra``), or stop
+    with one line naming the extra that installs it (`scarce_ltr.core.extras`)."""
+    return require(extra.module, f"the {extra.module} backend", extra=extra)
+
+
+@dataclass(frozen=True)
+class TreeBackendEntry:
+    """A tree backend's line in `trees.backends.TREE_BACKENDS`, declared by its one module
+    (``BACKEND``): all the package learns of it. From it derive the baseline config's section
+    (``<options.section>: <options>``; the methods reading it, ``options.read_by``, refuse no key
+    of it, every other method refuses its keys), the baselines' names, entry points and bundle
+    kind (``family``), the in-memory fit (``fit``, `baselines.run.fit`) and the one line naming
+    a missing package (``extra``, imported by the backend through `require_backend`; None when
+    it needs none)."""
+
+    options: type[SearchOptions]
+    family: ModelFamily
+    fit: Callable[..., Any]  # (cfg, splits, *, labeled, run) -> trees.fitted.FittedTrees
+    extra: Extra | None = None
+
+    def __post_init__(self) -> None:
+        # The section's readers and the family's names are two spellings of its methods.
+        read_by = getattr(self.options, "read_by", None)
+        if read_by != self.family.names:
+            raise ValueError(
+                f"tree backend {self.name}: {self.options.__name__}.read_by {read_by} must be "
+                f"its family's names {self.family.names}"
+            )
+
+    @property
+    def name(self) -> str:
+        """Its registry name: its section's (``catboost``)."""
+        return self.options.section
 
 
 def check_in_child(code: str, path: Path, what: str) -> None:

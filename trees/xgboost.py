@@ -28,6 +28,7 @@ import numpy as np
 
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.extras import Extra
 from scarce_ltr.core.families import ModelFamily, ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.core.runs import Outcome, Run
@@ -43,6 +44,7 @@ from scarce_ltr.trees.tree_run import (
 )
 from scarce_ltr.trees.tuning import (
     SearchOptions,
+    TreeBackendEntry,
     check_in_child,
     check_labels,
     require_backend,
@@ -69,6 +71,8 @@ ALIASES = {"reg_lambda": "lambda", "reg_alpha": "alpha", "min_split_loss": "gamm
 EVAL_METRIC = f"ndcg@{SELECTION_K}"
 MODEL_FILE = "model.ubj"
 BUNDLE_KIND = "xgboost"  # written in its bundles' manifests: never renamed
+# Its library, an optional package of the trees extra (`require_backend` names it when missing).
+EXTRA = Extra("xgboost", "xgboost-cpu", "trees")
 
 
 # The xgboost: section: the search's keys (`SearchOptions`) and the objective, ``rank:ndcg``
@@ -126,7 +130,7 @@ def known_params() -> set[str] | None:
 
 class XGBoostBackend:
     def __init__(self, options: XGBoostOptions, *, seed: int, epochs: int | None) -> None:
-        self.xgb = require_backend("xgboost", "xgboost-cpu")
+        self.xgb = require_backend(EXTRA)
         self.options, self.seed, self.rounds = options, seed, options.rounds(epochs)
         self.name = f"XGBoost {options.objective}"
         self.n_trials = options.n_trials
@@ -247,7 +251,7 @@ class XGBoostScorer:
     """An xgboost bundle's model (`ModelFamily.scorer`): what `XGBoostBackend.bundle` wrote."""
 
     def __init__(self, folder: Path, info: dict, context: ScoringContext) -> None:
-        self.xgb = require_backend("xgboost", "xgboost-cpu")
+        self.xgb = require_backend(EXTRA)
         self.booster = self.xgb.Booster()
         # XGBoost's UBJSON model: trees and parameters, no code.
         path = bundle_path(folder, info.get("model"), "model.model")
@@ -293,3 +297,6 @@ FAMILY = ModelFamily(
     bundle_kind=BUNDLE_KIND,
     scorer=XGBoostScorer,
 )
+
+# Its line in `trees.backends.TREE_BACKENDS`: the config's xgboost: section, its method, its fit.
+BACKEND = TreeBackendEntry(options=XGBoostOptions, family=FAMILY, fit=fit, extra=EXTRA)
