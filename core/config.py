@@ -34,6 +34,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 from scarce_ltr.core.config_doc import expected_type, key_field
 from scarce_ltr.core.config_files import read_mapping, read_yaml
 from scarce_ltr.core.errors import UserError
+from scarce_ltr.core.run_config import new_names_layer
 
 # The package's root folder (the checkout's root, or site-packages/scarce_ltr): configs/ ships
 # inside it as package data.
@@ -165,6 +166,7 @@ def merge_config(
     sections = getattr(schema, "SECTIONS", ())
     merged = base
     for source, layer in layers:
+        layer = new_names_layer(layer, base, source)  # a renamed key's old spelling: its new one
         for spelling in sections:
             layer = spelling.flatten(layer, merged, source)
         merged = _merge(merged, layer, source, base, schema)

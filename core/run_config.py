@@ -6,12 +6,17 @@ refuses: the `FREE_KEYS` (device, AMP, the scoring batch size, the logger, the f
 may change between a run and its resume, one data folder spelled two ways, relative or
 absolute, with or without a trailing ``/``, is one ``data.path``, and the source run folders
 (`SOURCE_KEYS`) may have moved. A key the saved config lacks (a version before the key wrote
-it) is no change where the new config holds its default.
+it) is no change where the new config holds its default. A key renamed since (`KEY_ALIASES`)
+is read under its new name: a run saved with the old spelling compares equal to the new spelling
+with the same value, and the old spelling in a config file or on the command line is the new key
+(`new_names`).
 """
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +45,17 @@ FREE_SECTIONS = ("search",)
 # Keys naming the run folders a run is built from: they may differ when those folders moved.
 SOURCE_KEYS = ("pretrained", "runs")
 
+# Keys renamed since runs saved them: old dotted key -> new dotted key. Finished runs' config.yaml
+# keep the old names (a baseline run of any method saves the deep: section), so both spellings
+# are one key: an alias applies to a config whose schema holds the new key and not the old one,
+# which makes it the stage's (deep.* is the baseline stage's alone). The deep baselines took
+# finetuning's names for finetuning's recipe (issue 63): one whole-network phase is full_epochs
+# (with head_epochs=0), Adam's L2 penalty is optimizer.weight_decay.
+KEY_ALIASES = {
+    "deep.max_epochs": "deep.full_epochs",
+    "deep.weight_decay": "deep.optimizer.weight_decay",
+}
+
 ConfigT = TypeVar("ConfigT")
 # A key a config does not hold (`_changed_keys`), told apart from one holding None.
 _ABSENT: Any = object()
@@ -67,6 +83,10 @@ def read_config(folder: str | Path, schema: type[ConfigT]) -> ConfigT:
     if not isinstance(saved, DictConfig):
         raise UserError(f"{path}: not a mapping")
     base = OmegaConf.structured(schema)
+    plain = _container(saved)
+    renamed = new_names(plain, lambda key: _holds(base, key))
+    if renamed is not plain:  # a run saved before a key's rename (`KEY_ALIASES`)
+        saved = OmegaConf.create(renamed)
     known = [k for k in saved.keys() if k in base]
     try:
         merged = OmegaConf.merge(base, OmegaConf.masked_copy(saved, known))
@@ -81,14 +101,83 @@ def changed_settings(
     """The dotted keys whose values differ between a run's saved config and ``resolved``: free
     keys left out, and a source key (`SOURCE_KEYS`) whose folders moved is no change.
     ``defaults``: see `scarce_ltr.core.runs.Run.start`; without it every missing key is a change."""
-    old = _plain(saved)
     new = _plain(resolved)
+    old = new_names(_plain(saved), lambda key: _holds(new, key))
     default = _ABSENT if defaults is None else _plain(defaults)
     return [
         k
         for k in _changed_keys(old, new, default=default)
         if not (k in SOURCE_KEYS and sources_moved(old.get(k), new.get(k)))
     ]
+
+
+def new_names(
+    settings: dict[str, Any], holds: Callable[[str], bool], *, source: str | None = None
+) -> dict[str, Any]:
+    """``settings`` (a config's nested plain values) with each key of `KEY_ALIASES` that
+    ``holds`` (the schema's keys) does not know moved to its new name, which ``holds`` knows;
+    ``settings`` itself is left as it is. ``source`` (a config file, ``command line``): user
+    input, where both spellings at once are refused naming the new one; a saved config holding
+    both keeps the new key's value."""
+    renamed = settings
+    for old, new in KEY_ALIASES.items():
+        if not holds(new) or holds(old) or _lookup(settings, old) is _ABSENT:
+            continue
+        if renamed is settings:
+            renamed = copy.deepcopy(settings)
+        value = _pop(renamed, old)
+        if _lookup(renamed, new) is not _ABSENT:
+            if source is not None:
+                raise UserError(
+                    f"{source}: {old} and {new} both given; {old} is the old name of {new}: "
+                    f"give {new} alone"
+                )
+            continue
+        parent = renamed
+        *heads, last = new.split(".")
+        for head in heads:
+            parent = parent.setdefault(head, {})
+        parent[last] = value
+    return renamed
+
+
+def new_names_layer(layer: Any, schema: DictConfig, source: str) -> Any:
+    """A layer of a stage's config (a file's mapping, the command line's keys) with the old
+    spellings of `KEY_ALIASES` the stage's ``schema`` reads under their new names (`new_names`);
+    the layer itself where it holds none."""
+    if not any(_lookup(layer, old) is not _ABSENT for old in KEY_ALIASES):
+        return layer
+    return new_names(_container(layer), lambda key: _holds(schema, key), source=source)
+
+
+def _container(config: Any) -> dict[str, Any]:
+    plain = OmegaConf.to_container(config) if isinstance(config, DictConfig) else config
+    assert isinstance(plain, dict)
+    return plain
+
+
+def _holds(config: Any, dotted: str) -> bool:
+    return _lookup(config, dotted) is not _ABSENT
+
+
+def _lookup(config: Any, dotted: str) -> Any:
+    """The value at ``dotted`` in nested mappings (plain or `DictConfig`), `_ABSENT` if none."""
+    node = config
+    for part in dotted.split("."):
+        # a DictConfig's keys() lists a key whose value is missing (???) too; `in` does not
+        keys = node.keys() if isinstance(node, DictConfig) else node
+        if not isinstance(node, (dict, DictConfig)) or part not in keys:
+            return _ABSENT
+        node = node._get_node(part) if isinstance(node, DictConfig) else node[part]
+    return node
+
+
+def _pop(settings: dict[str, Any], dotted: str) -> Any:
+    *heads, last = dotted.split(".")
+    node = settings
+    for head in heads:
+        node = node[head]
+    return node.pop(last)
 
 
 def sources_moved(old: Any, new: Any) -> bool:

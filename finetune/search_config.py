@@ -75,7 +75,7 @@ class SearchConfig:
     weight_decay: list[float] = field(default_factory=lambda: [1e-7, 1e-2])
     dropout: list[float] = field(default_factory=lambda: [0.0, 0.5])  # the head's (the model's)
     head_epochs: list[int] = field(default_factory=lambda: [10, 100])  # [low, high]
-    # [low, high]; a deep baseline's max_epochs
+    # [low, high]; a deep baseline's one phase
     full_epochs: list[int] = field(default_factory=lambda: [10, 100])
     # the losses to choose from (losses.LOSSES)
     loss: list[str] = field(default_factory=lambda: ["lambdarank", "softmax", "approx-ndcg"])

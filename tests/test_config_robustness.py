@@ -132,11 +132,15 @@ def test_the_largest_numpy_seed_is_taken() -> None:
         ("finetune", ["noise_std=inf"], r"noise_std=inf: noise_std must be >= 0 and finite"),
         ("finetune", ["head_epochs=10000000"], r"head_epochs must be >= 0 and <= 1000000"),
         ("baseline", ["method=resnet", "deep.lrs=[nan]"], r"deep\.lrs must be > 0 and finite"),
-        ("baseline", ["method=resnet", "deep.weight_decay=inf"], r"deep\.weight_decay must be >="),
         (
             "baseline",
-            ["method=resnet", "deep.max_epochs=1e23"],
-            r"deep\.max_epochs must be a whole number >= 1 and <= 1000000$",
+            ["method=resnet", "deep.optimizer.weight_decay=inf"],
+            r"optimizer\.weight_decay must be >=",
+        ),
+        (
+            "baseline",
+            ["method=resnet", "deep.full_epochs=1e23"],
+            r"deep\.full_epochs must be a whole number >= 1 and <= 1000000$",
         ),
         ("baseline", ["gbdt.learning_rate=inf"], r"gbdt\.learning_rate must be > 0 and finite"),
         ("baseline", ["gbdt.max_rounds=1000000000"], r"gbdt\.max_rounds must be >= 1 and <= 1000"),

@@ -2,13 +2,15 @@
 
 The section is finetuning's recipe (`finetune.recipe.RankerRecipe`: the training keys,
 ``encoder.*``, ``head``, ``head_hidden``, ``head_dropout``, ``loss.*``, ``lrs``, ``search.*``,
-declared and checked there once) under ``deep.``, plus what a from-scratch run fixes otherwise:
-``max_epochs`` (finetuning's ``full_epochs`` with ``head_epochs=0``: one phase, the whole
-network), ``weight_decay`` (``optimizer.weight_decay`` of Adam at a constant rate) and the keys
-of the models that are not an encoder with a head. ``resnet`` is ``./run.sh finetune full
-pretrained=none`` with these values (`baselines.deep.train.finetuning`), filed as a baseline.
+declared and checked there once) under ``deep.``, plus finetuning's ``full_epochs`` (one phase,
+the whole network: ``head_epochs=0``) and ``optimizer.*`` (Adam at a constant rate; its rate
+each of ``lrs``), under finetuning's names, and the keys of the models that are not an encoder
+with a head. ``resnet`` is ``./run.sh finetune full pretrained=none`` with these values
+(`baselines.deep.train.finetuning`), filed as a baseline. Runs saved before spell two keys the
+old way, ``deep.max_epochs`` and ``deep.weight_decay``: read as these
+(`core.run_config.KEY_ALIASES`).
 ``deep.search.n_trials`` searches as finetuning's ``search.*`` does, over one phase:
-``full_epochs`` is ``max_epochs``, ``head_hidden`` resnet's head and the others' ``hidden``.
+``head_hidden`` is resnet's head and the others' ``hidden``.
 
 ``./run.sh baseline resnet|deepfm|dcnv2|dasalc deep.<key>=<value>`` (paper 4.1.1, A.2.3): the
 tabular ResNet with the 3-layer MLP head from random init, 300 epochs, lr in {1e-2, 1e-3, 1e-4};
@@ -26,7 +28,6 @@ from typing import ClassVar
 
 from scarce_ltr.core.config_fields import (
     MAX_EPOCHS,
-    NON_NEGATIVE,
     Allowed,
     OptimizerConfig,
     allowed,
@@ -39,8 +40,7 @@ from scarce_ltr.finetune.recipe import RankerRecipe, reading
 from scarce_ltr.pretrain.encoders import EncoderConfig
 
 # The deep baselines train with Adam at a constant rate (paper A.2.3) and choose the rate on vali
-# (``lrs``, or the search): they have no optimizer section, so nothing a user sets is left out.
-# ``deep.weight_decay`` is Adam's L2 penalty.
+# (``lrs``, or the search): ``deep.optimizer.lr`` is refused, the rest is finetuning's optimizer.
 DEEP_OPTIMIZER = OptimizerConfig(name="adam", schedule="constant")
 # Who reads a key of one model (`read_with`): another method refuses it set away from its default.
 RESNET = read_with("method", "resnet")
@@ -65,9 +65,10 @@ class DeepBaselineOptions(RankerRecipe):
     head_dropout: float = reading("head_dropout", RESNET)
     lrs: list[float] = field(default_factory=lambda: [1e-2, 1e-3, 1e-4])  # Adam, the grid
     patience: int | None = 30  # epochs without a better vali NDCG@5 that end a model's training
-    # resnet: finetuning's full_epochs with head_epochs=0; `epochs` caps it further when set
-    max_epochs: int = field(default=300, metadata=allowed(Allowed(1, MAX_EPOCHS)))
-    weight_decay: float = 0.0  # Adam's L2 penalty: finetuning's optimizer.weight_decay
+    # finetuning's full_epochs with head_epochs=0 (one phase); `epochs` caps it further when set
+    full_epochs: int = field(default=300, metadata=allowed(Allowed(1, MAX_EPOCHS)))
+    # finetuning's optimizer; its lr is each of lrs (deep.optimizer.lr is refused)
+    optimizer: OptimizerConfig = field(default_factory=lambda: DEEP_OPTIMIZER)
     # dcnv2: the grid of cross layers
     cross_layers: list[int] = field(
         default_factory=lambda: [2, 3, 4], metadata=read_with("method", "dcnv2")
@@ -88,8 +89,12 @@ class DeepBaselineOptions(RankerRecipe):
             raise ValueError("deep.lrs must be a non-empty list of positive learning rates")
         if not self.cross_layers or min(self.cross_layers) < 1:
             raise ValueError("deep.cross_layers must be a non-empty list of integers >= 1")
-        check_allowed(self, "deep.")  # max_epochs
-        NON_NEGATIVE.check("deep.weight_decay", self.weight_decay)
+        check_allowed(self, "deep.")  # full_epochs
+        if self.optimizer.lr != DEEP_OPTIMIZER.lr:
+            raise ValueError(
+                f"deep.optimizer.lr={self.optimizer.lr}: the deep baselines train at each rate "
+                f"of deep.lrs, the vali-best kept; give deep.lrs=[{self.optimizer.lr}]"
+            )
         if min(self.embedding_dim, self.hidden, self.n_layers) < 1:
             raise ValueError("deep.embedding_dim, hidden and n_layers must be >= 1")
         if min(self.attention_layers, self.n_heads) < 1:
@@ -106,7 +111,7 @@ class DeepBaselineOptions(RankerRecipe):
                 "pretrained encoder (finetune full pretrained=<run>)"
             )
         if self.search.on and self.search.full_epochs and self.search.full_epochs[0] < 1:
-            raise ValueError("deep.search.full_epochs (max_epochs) must start at >= 1")
+            raise ValueError("deep.search.full_epochs must start at >= 1")
         self.loss.check_taken(
             [self.loss.name, *(self.search.loss if self.search.on else [])], prefix="deep."
         )

@@ -29,13 +29,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, fields, replace
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 from torch import nn
 
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.baselines.deep.config import DEEP_OPTIMIZER, DeepBaselineOptions
+from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.deep.fields import FieldLayout, detect_fields
 from scarce_ltr.baselines.deep.models import MODEL_KINDS, build_model
 from scarce_ltr.core.device import Runtime
@@ -83,8 +84,8 @@ def grid(method: str, options: DeepBaselineOptions) -> list[dict]:
 def finetuning(cfg: BaselineConfig) -> FinetuneConfig:
     """The finetuning run a deep baseline's training is: ``./run.sh finetune full
     pretrained=none`` with the ``deep:`` section's recipe (`finetune.recipe.RankerRecipe`), one
-    whole-network phase of ``deep.max_epochs`` (``head_epochs=0``, ``epochs=`` capping it) and
-    Adam at a constant rate with ``deep.weight_decay``; its lr ``deep.lrs``. resnet's ranker is
+    whole-network phase of ``deep.full_epochs`` (``head_epochs=0``, ``epochs=`` capping it) and
+    ``deep.optimizer`` (Adam at a constant rate); its lr ``deep.lrs``. resnet's ranker is
     this run's too (`_candidate`); the others build their own model and train as it does."""
     deep = cfg.deep
     common = {f.name: getattr(cfg, f.name) for f in fields(CommonConfig)}
@@ -95,8 +96,8 @@ def finetuning(cfg: BaselineConfig) -> FinetuneConfig:
         strategy="full",
         pretrained="none",
         head_epochs=0,
-        full_epochs=deep.max_epochs,
-        optimizer=replace(DEEP_OPTIMIZER, lr=deep.lrs[0], weight_decay=deep.weight_decay),
+        full_epochs=deep.full_epochs,
+        optimizer=replace(deep.optimizer, lr=deep.lrs[0]),
         teacher=cfg.teacher,
         teaching=cfg.teaching,
     )
@@ -225,8 +226,9 @@ def _training(cfg: BaselineConfig, prepared: PreparedData, runtime: Runtime) -> 
 
 SEARCH_KEYS = ("lr", "weight_decay", "dropout", "full_epochs", "loss", "noise_std", "head_hidden")
 # The search's names for a deep baseline's keys: resnet's head is finetuning's, the others
-# have one dropout and one width.
-_NAMES = {"weight_decay": "weight_decay", "full_epochs": "max_epochs", "noise_std": "noise_std"}
+# have one dropout and one width; the weight decay is the optimizer's.
+WEIGHT_DECAY = "optimizer.weight_decay"
+_NAMES = {"weight_decay": WEIGHT_DECAY, "full_epochs": "full_epochs", "noise_std": "noise_std"}
 _RESNET_NAMES = _NAMES | {"dropout": "head_dropout", "head_hidden": "head_hidden"}
 _OTHER_NAMES = _NAMES | {"dropout": "dropout", "head_hidden": "hidden"}
 
@@ -234,7 +236,7 @@ _OTHER_NAMES = _NAMES | {"dropout": "dropout", "head_hidden": "hidden"}
 def search_space(method: str, options: DeepBaselineOptions) -> Space:
     """The searched keys of ``deep.search``; the grid's points are the first trials."""
     names = _RESNET_NAMES if method == "resnet" else _OTHER_NAMES
-    recipe = {key: getattr(options, name) for key, name in names.items()}
+    recipe = {key: attrgetter(name)(options) for key, name in names.items()}
     recipe["loss"] = options.loss.name
     fixed = [recipe | point for point in grid(method, options)]
     choices = {"cross_layers": options.cross_layers} if method == "dcnv2" else {}
@@ -250,6 +252,9 @@ def with_params(cfg: BaselineConfig, params: dict) -> BaselineConfig:
         changes["hidden"] = max(
             options.n_heads, changes["hidden"] // options.n_heads * options.n_heads
         )
+    if WEIGHT_DECAY in changes:
+        decay = changes.pop(WEIGHT_DECAY)
+        changes["optimizer"] = replace(options.optimizer, weight_decay=decay)
     if "loss" in params:
         changes["loss"] = replace(options.loss, name=params["loss"])
     changes["lrs"] = [params.get("lr", options.lrs[0])]
