@@ -108,7 +108,8 @@ def command_help(command: str, name: str | None = None, stage_file: Path | None 
     merged = merge_config(schema, overrides, stage_file=stage_file)
     values = {}
     for doc in describe(schema):
-        value = OmegaConf.select(merged, doc.key)
+        # a key the config leaves out when empty (pretraining's objective mapping): its default
+        value = OmegaConf.select(merged, doc.key, default=doc.default)
         values[doc.key] = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
     what = f"<{'|'.join(available(stage.config_folder))}>" if stage.config_folder else ""
     if command in POSITIONAL:

@@ -155,7 +155,7 @@ OBJECTIVE_SECTION = SectionSpelling(
 # lists of 2), and no eval_item_budget, patience or noise_std go with them.
 @dataclass(frozen=True)
 class PretrainConfig(DeviceKeys, CommonConfig):
-    method: str = "simclr-rank"  # the objective: the command-line name
+    method: str = "simclr-rank"  # the objective: the command-line name (or objective.name)
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     heads: HeadsConfig = field(default_factory=HeadsConfig)
@@ -189,8 +189,8 @@ class PretrainConfig(DeviceKeys, CommonConfig):
     # (`objective_options`).
     temperature: float = 0.1  # contrastive objectives
     vime_alpha: float = 2.0  # vime: weight of feature reconstruction against mask estimation
-    # the method's own options, those no key above holds (`objectives.base.own_option`), by
-    # field name: objective.<option>=<value>; in a run's config.yaml when the method has any
+    # objective.<option>=<value>: the method's options no key above holds (`own_option` in its
+    # module), by field name; in a run's config.yaml when the method has any
     objective: dict[str, Any] = field(default_factory=dict)
     # The `objective:` section (name: the method; its other keys: the method's options by field
     # name) spelled in the keys above before the config is built (`core.config_sections`).

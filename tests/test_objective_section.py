@@ -151,6 +151,12 @@ def test_a_config_file_a_sweeps_overrides_and_the_keywords_spell_it_too(tmp_path
     assert to_yaml(resolved) == to_yaml(expected)
 
 
+def test_help_shows_the_mapping_of_own_options_empty(capsys):
+    run(["pretrain", "vime", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:5] == ["objective:", "dict[str,", "Any]", "=", "{}"] for line in lines)
+
+
 def test_old_config_files_load_unchanged():
     """Each method's shipped file composes a config whose saved YAML holds every key of the
     schema but the (empty) own-options mapping: the bytes every earlier run wrote."""
