@@ -164,6 +164,10 @@ def test_a_deep_baseline_trains_as_finetunings_scratch_full_run() -> None:
     composed = _scratch_full(*DATA, *SCRATCH_FULL, "optimizer.weight_decay=0.001")
     # the search's ranges are each preset's (resnet.yaml's full_epochs reach 300), unread here
     assert replace(finetuning(cfg), search=composed.search) == composed
+    adamw = _baseline("resnet", "deep.optimizer.name=adamw", "deep.optimizer.schedule=cosine")
+    assert finetuning(adamw).optimizer == replace(
+        composed.optimizer, lr=1e-2, weight_decay=0.0, name="adamw", schedule="cosine"
+    )  # finetuning's optimizer keys under deep. are read as finetuning reads them
     capped = finetuning(replace(cfg, epochs=2))
     assert [(p.name, p.epochs, p.train_encoder) for p in capped.phases()] == [("full", 2, True)]
     dasalc = finetuning(_baseline("dasalc", *DATA))
