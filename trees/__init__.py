@@ -5,7 +5,8 @@
   vali-best fit in memory) and `tuning` (a searched backend's shared keys, `SearchOptions`);
 - the backends: `lightgbm` (LightGBM, its paper grid and search, its PCA and pseudo-label
   variants, its model text, scorer, raw-threshold export and parameter aliases, and
-  `lightgbm.hybrid`, gbdt-ssl: LightGBM on pretrained embeddings), `catboost`, `xgboost`.
+  `lightgbm.hybrid`, gbdt-ssl: LightGBM on pretrained embeddings), `catboost`, `xgboost`;
+  `backends` registers the one-module backends (`TREE_BACKENDS`: CatBoost, XGBoost).
 
 Below `baselines` (whose config holds each backend's section and whose `run` dispatches
 ``./run.sh baseline <name>``), above `finetune` (gbdt-ssl embeds with a pretrained encoder).

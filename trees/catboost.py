@@ -12,8 +12,9 @@ chosen on the project's vali NDCG@5 (`trees.tree_run`). The bundle holds CatBoos
 
 A tree backend in one module (docs/architecture.md, "A tree backend"): its `NAME`, its options
 (`CatBoostOptions`: the ``catboost:`` section of the baseline config, checked), the backend the
-tree pipeline searches (`CatBoostBackend`), the scorer of its bundles (`CatBoostScorer`), `main`
-and its family entry `FAMILY`.
+tree pipeline searches (`CatBoostBackend`), the scorer of its bundles (`CatBoostScorer`), `main`,
+`fit`, its family entry `FAMILY`, its package `EXTRA` and its registry entry `BACKEND` (its line
+in `trees.backends.TREE_BACKENDS`).
 """
 
 from __future__ import annotations

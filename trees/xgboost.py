@@ -10,8 +10,9 @@ vali-best round.
 
 A tree backend in one module (docs/architecture.md, "A tree backend"): its `NAME`, its options
 (`XGBoostOptions`: the ``xgboost:`` section of the baseline config, checked), the backend the
-tree pipeline searches (`XGBoostBackend`), the scorer of its bundles (`XGBoostScorer`), `main`
-and its family entry `FAMILY`.
+tree pipeline searches (`XGBoostBackend`), the scorer of its bundles (`XGBoostScorer`), `main`,
+`fit`, its family entry `FAMILY`, its package `EXTRA` and its registry entry `BACKEND` (its line
+in `trees.backends.TREE_BACKENDS`).
 """
 
 from __future__ import annotations
