@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, ClassVar
@@ -274,30 +273,23 @@ class TreeRanker(Ranker):
         folder: Path | None,
     ) -> None:
         given: dict[str, Any] = {"scarcity.fraction": data.fraction}
-        with tempfile.TemporaryDirectory(prefix="scarce-ltr-encoder-") as spare:
-            if self.method == "gbdt-ssl":
-                if source is None:
-                    source = self._pretrain(self.pretrain_method, data, overrides, folder)
-                # gbdt-ssl reads its encoder from a run folder (trees.lightgbm.hybrid): an encoder
-                # in memory alone is saved there for the fit's length
-                given["pretrained"] = str(source.folder or _saved(source, Path(spare)))
-            self.encoder_ = source
-            self.pretrain_run_ = None if source is None else source.folder
-            step = StageConfig("baseline", self.method, given, overrides["baseline"])
-            cfg, run = self._stage_config(step, folder)
-            self._adopt(baselines.fit(cfg, data.splits, labeled=data.labeled, run=run), run)
+        if self.method == "gbdt-ssl":
+            if source is None:
+                source = self._pretrain(self.pretrain_method, data, overrides, folder)
+            given["pretrained"] = _named(source)
+        self.encoder_ = source
+        self.pretrain_run_ = None if source is None else source.folder
+        step = StageConfig("baseline", self.method, given, overrides["baseline"])
+        cfg, run = self._stage_config(step, folder)
+        encoder = None if source is None else source.encoder  # None: cfg.pretrained's folder
+        fitted = baselines.fit(cfg, data.splits, labeled=data.labeled, run=run, encoder=encoder)
+        self._adopt(fitted, run)
 
 
 def _named(source: PretrainedEncoder | None) -> str:
-    """``pretrained=`` of the finetuning config: the encoder's folder, or none (one in memory
-    is handed to `finetune.fit`, which names it)."""
+    """``pretrained=`` of the finetuning or gbdt-ssl config: the encoder's folder, or none (one
+    in memory is handed to `finetune.fit` or `baselines.fit`, which names it)."""
     return "none" if source is None or source.folder is None else str(source.folder)
-
-
-def _saved(source: PretrainedEncoder, spare: Path) -> Path:
-    """An in-memory encoder written as a pretraining run's ``encoder.pt`` in ``spare``."""
-    source.encoder.save(spare)
-    return spare
 
 
 def load_estimator(path: str | Path) -> Ranker:

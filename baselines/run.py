@@ -10,10 +10,11 @@ The command line refuses a ``method=`` override that contradicts the name.
 `fit` trains the same on in-memory splits, the labeled train QGs given as a mask, and returns
 the fitted ranker (`trees.fitted.FittedTrees` for the trees, finetuning's
 `FinetunedRanker` for the deep baselines: each scores raw features and ``save``s the bundle a
-run writes); no file is written unless ``run=`` is given. What still needs files: gbdt-ssl's
-encoder (``pretrained=``, a run folder), a taught run's teacher (``gbdt.teacher=``,
-``teacher=``: a finished run's scores), and a search kept in storage (``<section>.storage``)
-needs ``run=``; the deep baselines' search (``deep.search.n_trials``) runs as a command only.
+run writes); no file is written unless ``run=`` is given (gbdt-ssl's encoder comes as
+``encoder=``, in memory, or from the run folder ``pretrained=`` names). What still needs files:
+a taught run's teacher (``gbdt.teacher=``, ``teacher=``: a finished run's scores), and a search
+kept in storage (``<section>.storage``) needs ``run=``; the deep baselines' search
+(``deep.search.n_trials``) runs as a command only.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from scarce_ltr.core.families import ModelFamily
 from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.finetune.fitted import FinetunedRanker
+from scarce_ltr.pretrain.checkpoint import Encoder
 from scarce_ltr.trees.backends import TREE_BACKENDS
 from scarce_ltr.trees.fitted import FittedTrees
 from scarce_ltr.trees.lightgbm import train as lightgbm
@@ -51,6 +53,7 @@ def fit(
     *,
     labeled: np.ndarray | None = None,
     run: Run | None = None,
+    encoder: Encoder | None = None,
 ) -> FittedTrees | FinetunedRanker:
     """Train ``cfg.method`` on in-memory splits: ``splits`` holds raw ``train`` and ``vali``
     `RankingSplit`s (``test`` optional: without one, nothing is an outlier), transformed as
@@ -59,9 +62,17 @@ def fit(
     method's search, nothing scored on test; the same config, splits and labels give the
     command's model, bit for bit. ``run``: a started `core.runs.Run` whose folder keeps what
     the search keeps there (a deep grid's checkpoints, a stored study's default name); its
-    report and bundle are the caller's. See the module docstring for what needs files."""
+    report and bundle are the caller's. ``encoder``: gbdt-ssl's pretrained `Encoder` in memory
+    (`pretrain.fit`'s), in place of ``cfg.pretrained``. See the module docstring for what needs
+    files."""
     _check_method(cfg)
-    return FITS[cfg.method](cfg, splits, labeled=labeled, run=run)
+    if encoder is None:
+        return FITS[cfg.method](cfg, splits, labeled=labeled, run=run)
+    if cfg.method not in HYBRID.names:
+        raise ValueError(
+            f"encoder: only {', '.join(HYBRID.names)} embeds with an encoder, not {cfg.method}"
+        )
+    return hybrid.fit(cfg, splits, labeled=labeled, run=run, encoder=encoder)
 
 
 def _check_method(cfg: BaselineConfig) -> None:

@@ -22,6 +22,7 @@ from scarce_ltr.data.datasets import load_dataset
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.scarcity import apply_scarcity
 from scarce_ltr.finetune.fitted import FinetunedRanker
+from scarce_ltr.pretrain.checkpoint import Encoder
 from scarce_ltr.serving.ranker import load_ranker
 from scarce_ltr.trees.fitted import FittedTrees
 
@@ -80,17 +81,18 @@ def check_equals_the_command(
     *,
     with_test: bool = True,
     command_keys: tuple[str, ...] = (),
+    encoder: Encoder | None = None,
 ) -> FittedTrees | FinetunedRanker:
-    """Fit ``name`` with ``keys`` in memory (no file written), then run the command on the same
-    data and draw (``command_keys`` added): the same vali and test scores, bit for bit; saved,
-    the bundle scores the same."""
+    """Fit ``name`` with ``keys`` (and gbdt-ssl's ``encoder``) in memory (no file written), then
+    run the command on the same data and draw (``command_keys`` added): the same vali and test
+    scores, bit for bit; saved, the bundle scores the same."""
     cfg = config(name, *keys)
     splits = load_dataset(cfg.data)
     labeled = drawn(cfg, splits)
     data = {s: splits[s] for s in ("train", "vali", "test")[: 3 if with_test else 2]}
     places = empty_places(tmp_path, monkeypatch)
 
-    ranker = baselines.fit(cfg, data, labeled=labeled)
+    ranker = baselines.fit(cfg, data, labeled=labeled, encoder=encoder)
 
     assert all(sorted(folder.rglob("*")) == [] for folder in places), name
     kind = FinetunedRanker if name == "resnet" else FittedTrees
@@ -129,19 +131,36 @@ def test_a_baseline_fit_in_memory_equals_its_command(tmp_path: Path, monkeypatch
 
 
 @pytest.mark.cpu
-def test_gbdt_ssl_fits_in_memory_on_its_encoders_run(tmp_path: Path, monkeypatch) -> None:
-    """The encoder still comes from the pretraining run ``pretrained=`` names; its embeddings
-    of a new split (vali and test, scored through the ranker) are the command's. The fit reads
-    and writes no embedding cache there (``embedding.cache`` left on; the command's off)."""
+@pytest.mark.parametrize("source", ["folder", "memory"])
+def test_gbdt_ssl_fits_in_memory_on_its_encoders_run(tmp_path: Path, monkeypatch, source) -> None:
+    """The encoder comes from the pretraining run ``pretrained=`` names (``folder``) or as an
+    `Encoder` in memory (``memory``: the same weights, no folder, no file written for it); its
+    embeddings of a new split (vali and test, scored through the ranker) are the command's on
+    that run. The fit reads and writes no embedding cache there (``embedding.cache`` left on;
+    the command's off)."""
     pretrained = tmp_path / "pre"
     run(["pretrain", "simclr-rank", *tiny_pretraining(), "epochs=1", "monitor.enabled=false",
          f"run_dir={pretrained}"])  # fmt: skip
-    keys = [*LIGHTGBM, f"pretrained={pretrained}"]
+    named = f"pretrained={pretrained}"
+    in_memory = source == "memory"
+    encoder = replace(Encoder.load(pretrained), folder=None) if in_memory else None
     ranker = check_equals_the_command(
-        tmp_path, monkeypatch, "gbdt-ssl", keys, command_keys=("embedding.cache=false",)
-    )
+        tmp_path, monkeypatch, "gbdt-ssl", LIGHTGBM if in_memory else [*LIGHTGBM, named],
+        command_keys=("embedding.cache=false", *([named] if in_memory else [])), encoder=encoder,
+    )  # fmt: skip
     assert ranker.selected["embedding"] != "none"  # the booster reads embedding columns
     assert not (pretrained / "embeddings.npz").exists()
+
+
+def test_only_gbdt_ssl_takes_an_encoder_in_memory(tmp_path: Path) -> None:
+    pretrained = tmp_path / "pre"
+    run(["pretrain", "simclr-rank", *tiny_pretraining(), "epochs=1", "monitor.enabled=false",
+         f"run_dir={pretrained}"])  # fmt: skip
+    cfg = config("gbdt", *LIGHTGBM)
+    splits = load_dataset(cfg.data)
+    data = {"train": splits["train"], "vali": splits["vali"]}
+    with pytest.raises(ValueError, match="encoder: only gbdt-ssl embeds with an encoder, not gbdt"):
+        baselines.fit(cfg, data, encoder=Encoder.load(pretrained))
 
 
 def test_bad_in_memory_inputs_are_one_clear_error(tmp_path: Path, monkeypatch) -> None:

@@ -346,7 +346,8 @@ def test_the_readme_from_python_section_runs(tmp_path, monkeypatch, capsys) -> N
 
 def test_a_fit_without_work_dir_writes_no_file(splits, tmp_path, monkeypatch) -> None:
     """The stages run in memory: fit and predict write nothing to the working folder, the runs'
-    and the cache's folders or the temporary folder (``TMPDIR``)."""
+    and the cache's folders or the temporary folder (``TMPDIR``), not even for the fit's length
+    (gbdt-ssl hands its encoder on in memory)."""
     import tempfile
 
     empty = {name: tmp_path / name for name in ("cwd", "runs", "cache", "tmp")}
@@ -357,19 +358,33 @@ def test_a_fit_without_work_dir_writes_no_file(splits, tmp_path, monkeypatch) ->
     monkeypatch.setenv("LTR_CACHE_DIR", str(empty["cache"]))
     monkeypatch.setenv("TMPDIR", str(empty["tmp"]))
     monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    made: list[str] = []  # temporary folders, gone by the end but written all the same
+    mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(
+        tempfile, "mkdtemp", lambda *a, **k: made.append(mkdtemp(*a, **k)) or made[-1]
+    )
     (labeled, unlabeled), vali = at_fraction(splits["train"], 0.5), arrays(splits["vali"])
     x_test, _, qid_test = arrays(splits["test"])
     for ranker in (
         PretrainedRanker("simclr-rank", "full", **DEEP),
         TreeRanker("gbdt", **GBDT),
         TreeRanker(n_estimators=5, verbose=-1),
+        # its encoder pretrained in fit and handed on in memory, never saved for the hybrid
+        TreeRanker(
+            "gbdt-ssl",
+            pretrain__epochs=1,
+            embedding__components=[4],
+            embedding__raw=False,
+            **{f"pretrain__{k}": v for k, v in ENCODER.items()},
+            **GBDT,
+        ),
     ):
         given = {} if ranker.method == "lightgbm" else {"unlabeled": unlabeled}  # LGBMRanker's
         ranker.fit(*labeled, eval_set=vali, **given)
         assert np.isfinite(ranker.predict(x_test, qid_test)).all() and ranker.run_ is None
     written = {name: sorted(p for p in folder.rglob("*") if not _torch_own(p, folder))
                for name, folder in empty.items()}  # fmt: skip
-    assert written == {name: [] for name in empty}
+    assert written == {name: [] for name in empty} and made == []
 
 
 def _torch_own(path: Path, folder: Path) -> bool:

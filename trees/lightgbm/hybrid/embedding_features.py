@@ -10,6 +10,8 @@ Embeddings depend on the encoder and on the transformed features, not on the lab
 seed: they are cached in ``embeddings.npz`` in the source run directory, keyed on a hash of the
 encoder file and the data config, and shared by every gbdt-ssl run on that encoder. A cache
 that does not match is recomputed; one that cannot be written is skipped with a warning.
+An encoder in memory (`pretrain.checkpoint.Encoder`, `pretrain.fit`'s) embeds the same way and
+is never cached: it has no run folder, and an estimator's fit writes no file.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,6 +34,9 @@ from scarce_ltr.core.runs import run_model
 from scarce_ltr.data.batching import QueryGroupBatcher
 from scarce_ltr.data.pipeline import PreparedData
 from scarce_ltr.data.ranking_split import RankingSplit, rows_of_groups
+
+if TYPE_CHECKING:
+    from scarce_ltr.pretrain.checkpoint import Encoder
 
 EMBEDDINGS_FILE = "embeddings.npz"
 SPLITS = ("train", "vali", "test")
@@ -104,6 +110,19 @@ def load_encoder(run_dir: str | Path) -> tuple[nn.Module, dict]:
     )
 
 
+def encoder_in_memory(encoder: Encoder) -> tuple[nn.Module, dict]:
+    """`load_encoder`'s ``(encoder, info)`` of an `Encoder` in memory: its module built as
+    ``encoder.pt`` builds it (the same weights, so the same embeddings), ``file`` None."""
+    return encoder.module(), {
+        "kind": "pretrain",
+        "model": (run_model(encoder.folder) if encoder.folder else None) or encoder.method,
+        "n_features": encoder.n_features,
+        "transform": encoder.data.get("transform"),
+        "file": None,
+        "encoder_config": encoder.config.to_dict(),
+    }
+
+
 def embed_split(
     encoder: nn.Module, split: RankingSplit, *, item_budget: int, device: str = "cpu"
 ) -> np.ndarray:
@@ -120,27 +139,41 @@ def embed_split(
 
 
 def compute_embeddings(
-    run_dir: str | Path, prepared: PreparedData, data_cfg, *, item_budget: int, cache: bool
+    source: str | Path | Encoder,
+    prepared: PreparedData,
+    data_cfg,
+    *,
+    item_budget: int,
+    cache: bool,
 ) -> Embeddings:
-    """Every split's embeddings by the encoder of ``run_dir``, cached there when ``cache``."""
+    """Every split's embeddings by the encoder of ``source``: a run folder (cached there when
+    ``cache``) or an `Encoder` in memory (never cached)."""
     start = time.perf_counter()
-    run_dir = Path(run_dir)
-    encoder, info = load_encoder(run_dir)
+    if isinstance(source, str | Path):
+        run_dir: Path | None = Path(source)
+        encoder, info = load_encoder(run_dir)
+        where = f"pretrained={run_dir}"
+    else:
+        run_dir, cache = source.folder, False
+        encoder, info = encoder_in_memory(source)
+        where = f"encoder ({info['model']}, in memory)"
     if info["n_features"] != prepared.n_features:
         raise UserError(
-            f"pretrained={run_dir}: the encoder takes {info['n_features']} features; "
+            f"{where}: the encoder takes {info['n_features']} features; "
             f"data {data_cfg.name} has {prepared.n_features}"
         )
     if info["transform"] not in (None, data_cfg.transform):
         print(
-            f"warning: pretrained={run_dir} was trained on features with transform "
+            f"warning: {where} was trained on features with transform "
             f"{info['transform']}; this run uses {data_cfg.transform}",
             file=sys.stderr,
         )
-    key = _cache_key(Path(info["file"]), data_cfg)
-    path = run_dir / EMBEDDINGS_FILE
-    arrays = _read_cache(path, key, prepared) if cache else None
-    cached = arrays is not None
+    arrays, cached = None, False
+    if cache:
+        assert run_dir is not None
+        key, path = _cache_key(Path(info["file"]), data_cfg), run_dir / EMBEDDINGS_FILE
+        arrays = _read_cache(path, key, prepared)
+        cached = arrays is not None
     if arrays is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         encoder.to(device)
@@ -150,8 +183,8 @@ def compute_embeddings(
         }
         if cache:
             _write_cache(path, key, arrays)
-    source = {
-        "run": str(run_dir.resolve()),
+    source_info = {
+        "run": f"<in memory: {info['model']}>" if run_dir is None else str(run_dir.resolve()),
         "kind": info["kind"],
         "model": info["model"],
         "dim": int(arrays["train"].shape[1]),
@@ -160,7 +193,7 @@ def compute_embeddings(
     }
     encoder.to("cpu")
     return Embeddings(
-        **arrays, source=source, encoder=encoder, encoder_config=info["encoder_config"]
+        **arrays, source=source_info, encoder=encoder, encoder_config=info["encoder_config"]
     )
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -62,6 +64,9 @@ from scarce_ltr.trees.tree_run import (
     tree_report,
     write_tree_run,
 )
+
+if TYPE_CHECKING:
+    from scarce_ltr.pretrain.checkpoint import Encoder
 
 EMBEDDING_WEIGHTS = "encoder.safetensors"  # in the bundle
 EMBEDDING_PCA = "embedding_pca.npz"
@@ -144,15 +149,23 @@ def fit(
     *,
     labeled: np.ndarray | None = None,
     run: Run | None = None,
+    encoder: Encoder | None = None,
 ) -> FittedTrees:
-    """`main`'s search on in-memory splits (`baselines.run.fit`). The encoder still comes from
-    the run folder ``pretrained=`` names; the embeddings are computed, never read from nor
-    written to its cache (keyed on a data set's config, not on these splits)."""
+    """`main`'s search on in-memory splits (`baselines.run.fit`). ``encoder``: a pretrained
+    `Encoder` in memory (`pretrain.fit`'s), in place of the run folder ``pretrained=`` names
+    (None: that folder's); no file is written for it. The embeddings are computed, never read
+    from nor written to a run folder's cache (keyed on a data set's config, not on these
+    splits). The same encoder's weights, from memory or its folder, give the same model."""
+    if encoder is not None:
+        named = f"<in memory: {encoder.method}>" if encoder.folder is None else encoder.folder
+        # Its name in records; ``pretrained`` is a key of the baselines' config, the layer
+        # above (`pretrained_of`), so it is set by name.
+        cfg = replace(cfg, **{"pretrained": str(named)})
     pretrained_of(cfg)
     check_rounds(cfg)
     prepared = prepare_tree_splits(cfg, splits, labeled, check_labels)
     study = tree_study(gbdt_of(cfg), run, "gbdt")
-    return fit_prepared(cfg, prepared, Tracker(), study=study, cache=False)
+    return fit_prepared(cfg, prepared, Tracker(), study=study, cache=False, encoder=encoder)
 
 
 def fit_prepared(
@@ -162,10 +175,13 @@ def fit_prepared(
     *,
     study: StudyStore | None,
     cache: bool,
+    encoder: Encoder | None = None,
 ) -> FittedTrees:
-    """Embed every split, search each candidate's features, keep the vali-best of them all."""
+    """Embed every split (by ``encoder``, else by the encoder of ``pretrained=``'s run folder),
+    search each candidate's features, keep the vali-best of them all."""
+    source: str | Path | Encoder = pretrained_of(cfg) if encoder is None else encoder
     embeddings = compute_embeddings(
-        pretrained_of(cfg),
+        source,
         prepared,
         cfg.data,
         item_budget=embedding_of(cfg).item_budget,
