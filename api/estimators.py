@@ -32,6 +32,7 @@ from scarce_ltr.api.base import ESTIMATOR_FORMAT, NAN_TREES, PretrainedEncoder, 
 from scarce_ltr.api.fit_data import FitData
 from scarce_ltr.api.inputs import MISSING_POLICIES
 from scarce_ltr.api.stages import StageConfig
+from scarce_ltr.baselines.config import sections
 from scarce_ltr.baselines.run import BASELINES
 from scarce_ltr.core.bundle import BUNDLE_DIR, MANIFEST
 from scarce_ltr.core.errors import UserError
@@ -244,8 +245,10 @@ class TreeRanker(Ranker):
         """LightGBM's and XGBoost's ranking objectives take integer grades only (LGBMRanker
         stops at y=0.5: "label should be int type"); CatBoost and the deep baselines take
         real ones."""
-        backend = {"gbdt": "LightGBM", "xgboost": "XGBoost"}.get(aliases.family_of(self.method))
-        return None if backend is None else f"TreeRanker({self.method!r}) ({backend})"
+        options = sections().get(aliases.family_of(self.method))  # its backend's section
+        if not getattr(options, "integer_labels", False):
+            return None
+        return f"TreeRanker({self.method!r}) ({options.library})"
 
     def _missing_policy(self) -> str:
         if self.missing is None:

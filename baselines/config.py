@@ -167,6 +167,10 @@ class BaselineConfig(TreeRunConfig):
         keeps NaN; the other methods refuse it (``data.pipeline.prepare_data``)."""
         return self.method in MISSING_AS_NAN
 
+    @property
+    def nan_trees(self) -> tuple[str, ...]:
+        return MISSING_AS_NAN
+
 
 def section_readers(schema: type) -> dict[str, tuple[str, ...]]:
     """Each section of ``schema`` whose options name the methods that read it (``read_by``)

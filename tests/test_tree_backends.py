@@ -69,6 +69,22 @@ def test_the_trees_that_keep_nan_come_from_their_options() -> None:
     assert set(MISSING_AS_NAN) <= set(BASELINES)
     kept = [name for name in BASELINES if BaselineConfig(method=name).keeps_missing]
     assert kept == ["gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost"]
+    assert BaselineConfig(method="gbdt-pca").nan_trees is MISSING_AS_NAN  # its NaN refusal's
+
+
+def test_the_estimators_name_the_backends_that_take_integer_grades_only() -> None:
+    """From each backend's options (``integer_labels``, ``library``): LightGBM's methods (the
+    hybrid's too) and XGBoost refuse a real grade naming the library; CatBoost takes it."""
+    from scarce_ltr.api import TreeRanker
+
+    named = {m: TreeRanker(m)._integer_labels() for m in ("gbdt", "gbdt-ssl", *TREE_BACKENDS)}
+    assert named == {
+        "gbdt": "TreeRanker('gbdt') (LightGBM)",
+        "gbdt-ssl": "TreeRanker('gbdt-ssl') (LightGBM)",
+        "catboost": None,
+        "xgboost": "TreeRanker('xgboost') (XGBoost)",
+    }
+    assert TreeRanker("resnet")._integer_labels() is None
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,8 @@ class CatBoostBackend:
         self.stochastic = options.loss == "StochasticRank"
 
     def check_labels(self, split: RankingSplit, what: str) -> None:
-        check_labels(split, what, backend=self.name, integer=False, max_label=None)
+        integer = self.options.integer_labels
+        check_labels(split, what, backend=self.name, integer=integer, max_label=None)
 
     def suggest(self, trial: Any) -> dict:
         fixed = self.options.params

@@ -57,7 +57,7 @@ def refuse_missing(cfg: TreeRunConfig, splits: Mapping[str, RankingSplit]) -> No
         if not cfg.keeps_missing:
             raise ValueError(
                 f"{found}; {cfg.method} needs every value (fill them in, or use a tree that "
-                "splits on NaN: gbdt, gbdt-optuna, gbdt-pseudo, catboost, xgboost)"
+                f"splits on NaN: {', '.join(cfg.nan_trees)})"
             )
         if name in measured:
             raise ValueError(

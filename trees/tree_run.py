@@ -74,6 +74,12 @@ class TreeRunConfig(CommonConfig):
         """Whether this method's trees take NaN as a missing value (`BaselineConfig` says)."""
         return False
 
+    @property
+    def nan_trees(self) -> tuple[str, ...]:
+        """The methods whose trees take NaN as a missing value, for messages: `BaselineConfig`
+        derives them from the registered backends, a layer above this module."""
+        return ()
+
 
 class SectionOptions(Protocol):
     """A tree method's options: a section of the baselines' config, named by ``section``

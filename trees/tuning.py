@@ -36,6 +36,9 @@ class SearchOptions:
 
     section: ClassVar[str] = "backend"  # the config section, for messages
     library: ClassVar[str] = "the backend"  # its library's name, for messages
+    # Whether its ranking objectives take integer grades only (its `check_labels`; the
+    # estimators name the library when a real grade is given).
+    integer_labels: ClassVar[bool] = False
     # The backend's parameters the project sets itself -> the key a user sets them with instead.
     reserved_params: ClassVar[dict[str, str]] = {}
 

@@ -84,6 +84,7 @@ EXTRA = Extra("xgboost", "xgboost-cpu", "trees")
 class XGBoostOptions(SearchOptions):
     section: ClassVar[str] = NAME
     library: ClassVar[str] = "XGBoost"
+    integer_labels: ClassVar[bool] = True  # rank:ndcg and rank:pairwise read integer grades
     reserved_params: ClassVar[dict[str, str]] = RESERVED_PARAMS
     # Its methods whose trees split on NaN (a missing value takes a branch of its own): the
     # command line keeps NaN for them and refuses it for the others (`baselines.config`).
@@ -139,7 +140,8 @@ class XGBoostBackend:
         self.fixed = {ALIASES.get(k, k) for k in options.params}
 
     def check_labels(self, split: RankingSplit, what: str) -> None:
-        check_labels(split, what, backend=self.name, integer=True, max_label=MAX_XGBOOST_LABEL)
+        integer = self.options.integer_labels
+        check_labels(split, what, backend=self.name, integer=integer, max_label=MAX_XGBOOST_LABEL)
 
     def suggest(self, trial: Any) -> dict:
         space = {

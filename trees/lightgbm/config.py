@@ -71,6 +71,8 @@ class GBDTOptions:
     # away from its default (`baselines.config`).
     read_by: ClassVar[tuple[str, ...]] = (*LIGHTGBM_METHODS, "gbdt-ssl")
     section: ClassVar[str] = "gbdt"  # its field of the config (`trees.tree_run.section_of`)
+    library: ClassVar[str] = "LightGBM"  # for messages
+    integer_labels: ClassVar[bool] = True  # lambdarank's gain table: grades 0..30 (`check_labels`)
 
     # paper-grid: the paper's grid | optuna: seeded TPE | random: seeded random (search/strategies)
     search: str = "paper-grid"
