@@ -243,7 +243,9 @@ class Ranker(Scores, Saving, lgbm.LightGBMAttributes, BaseEstimator):
 
     def _stage_config(self, step: StageConfig, folder: Path | None) -> tuple[Any, Run | None]:
         """``step``'s config, recorded in ``commands_``, and its run (``<folder>/<stage>``,
-        started: ``config.yaml`` written) when fit keeps runs (``work_dir``)."""
+        started: ``config.yaml`` written) when fit keeps runs (``work_dir``); started as
+        ``./run.sh`` starts one, with the stage's defaults (a folder saved before a key existed,
+        or under a key's old name, `core.run_config.KEY_ALIASES`, is no other setting)."""
         self.commands_.append(step.record)
         if self._progress:
             print(f"{type(self).__name__}: {step.stage} {step.name}", file=self._terminal,
@@ -252,7 +254,7 @@ class Ranker(Scores, Saving, lgbm.LightGBMAttributes, BaseEstimator):
         if folder is None:
             return cfg, None
         run = Run(cfg.identity(), folder / step.stage, logger=cfg.logger)
-        run.start(resolved)
+        run.start(resolved, defaults=step.defaults())
         return cfg, run
 
     def _pretrain(self, method: str, data: fit_data.FitData, overrides: dict,

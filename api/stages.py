@@ -15,12 +15,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
 from scarce_ltr.baselines.config import BaselineConfig
-from scarce_ltr.core.config import CONFIG_ROOT, available, load_config
+from scarce_ltr.core.config import CONFIG_ROOT, available, load_config, merge_config
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.data.stage_config import CommonConfig
 from scarce_ltr.finetune.config import FinetuneConfig
@@ -149,17 +150,33 @@ class StageConfig:
         <- ``configs/<stage>/<name>.yaml`` (<- a pretraining preset's keys) <- ``given`` and the
         keywords as Python values, checked by `core.config.load_config`, the loader of the
         command line (`cli_compose.compose_named` composes the same; a test holds them equal)."""
+        overrides, stage_file = self._layers()
+        return load_config(
+            SCHEMAS[self.stage],
+            overrides,
+            stage_file=stage_file,
+            values={**self.given, **dict(self.keywords)},
+        )
+
+    def defaults(self) -> DictConfig:
+        """The config as the user left it (no ``given``, no keyword), as the command line's
+        `cli_compose.compose` gives it to `core.runs.Run.start`: a key a run folder's older
+        ``config.yaml`` lacks is no change when it holds this value."""
+        overrides, stage_file = self._layers()
+        return merge_config(
+            SCHEMAS[self.stage], overrides, stage_file=stage_file, defaults_only=True
+        )
+
+    def _layers(self) -> tuple[list[str], Path]:
+        """The command line's overrides and stage file of ``./run.sh <stage> <name>
+        data=arrays`` (a pretraining preset's keys among the overrides)."""
         name, preset = split_preset(self.name)
         names = available(self.stage)
         if name not in names:
             raise UserError(f"unknown {self.stage} '{name}'; valid: {', '.join(names)}")
         keys = preset_overrides(self.name) if preset is not None else []  # pretraining's alone
-        return load_config(
-            SCHEMAS[self.stage],
-            [f"{NAME_KEYS[self.stage]}={name}", *keys, "data=arrays"],
-            stage_file=CONFIG_ROOT / self.stage / f"{name}.yaml",
-            values={**self.given, **dict(self.keywords)},
-        )
+        overrides = [f"{NAME_KEYS[self.stage]}={name}", *keys, "data=arrays"]
+        return overrides, CONFIG_ROOT / self.stage / f"{name}.yaml"
 
     @property
     def record(self) -> list[str]:

@@ -140,8 +140,36 @@ def test_an_estimator_stage_config_is_the_command_lines(stage: str, name: str) -
         ("logger", "none"),
         *([("pretrained", "none")] if stage == "finetune" else []),
     ]
-    cfg, resolved = StageConfig(stage, name, {}, keys).compose()
+    step = StageConfig(stage, name, {}, keys)
+    cfg, resolved = step.compose()
     composed = cli_compose.compose_named(
         cli.STAGES[stage], name, ["data=arrays"], values=dict(keys)
     )
     assert cfg == composed.cfg and resolved == composed.resolved
+    assert step.defaults() == composed.defaults  # what Run.start takes a missing key at
+
+
+def test_an_estimator_run_folder_of_an_older_version_starts_again(tmp_path: Path) -> None:
+    """A fit's run folder (``work_dir``) whose ``config.yaml`` an older version wrote (a key
+    added since left out at its default, a key renamed since under its old name) is started
+    again as ``./run.sh`` starts it, with the stage's defaults: no other setting; without the
+    defaults the missing key was one."""
+    from scarce_ltr.api import TreeRanker
+    from scarce_ltr.api.stages import StageConfig
+    from scarce_ltr.core.errors import UserError
+
+    ranker = TreeRanker("resnet")
+    ranker.commands_, ranker._progress = [], False
+    step = StageConfig("baseline", "resnet", {"scarcity.fraction": 0.5}, [("logger", "none")])
+    cfg, run = ranker._stage_config(step, tmp_path)
+    path = run.folder / "config.yaml"
+    saved = OmegaConf.load(path)
+    assert saved.deep.head_dropout == step.defaults().deep.head_dropout  # at its default
+    del saved.deep["head_dropout"]
+    saved.deep.max_epochs = saved.deep.pop("full_epochs")  # `core.run_config.KEY_ALIASES`
+    path.write_text(OmegaConf.to_yaml(saved))
+    (run.folder / "checkpoint.pt").write_bytes(b"")  # a run that got going: its settings held
+    with pytest.raises(UserError, match=r"other settings \(deep.head_dropout differ\)"):
+        Run(cfg.identity(), run.folder, logger="none").start(step.compose()[1])
+    again, run = ranker._stage_config(step, tmp_path)
+    assert again == cfg and OmegaConf.load(path).deep.full_epochs == cfg.deep.full_epochs
