@@ -24,6 +24,7 @@ from scarce_ltr.baselines.config import (
 from scarce_ltr.baselines.deep.config import DeepBaselineOptions
 from scarce_ltr.baselines.run import BASELINE_FAMILIES, BASELINES
 from scarce_ltr.core.run_identity import runs_root
+from scarce_ltr.data.pipeline import TREES_TAKING_NAN
 from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.trees import catboost, xgboost
 from scarce_ltr.trees.backends import TREE_BACKENDS
@@ -66,6 +67,7 @@ def test_the_trees_that_keep_nan_come_from_their_options() -> None:
     methods (``BaselineConfig.keeps_missing``) and the estimators (``NAN_TREES``)."""
     assert MISSING_AS_NAN == ("gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost")
     assert NAN_TREES is MISSING_AS_NAN
+    assert TREES_TAKING_NAN == MISSING_AS_NAN  # the data layer's refusal names the same trees
     assert set(MISSING_AS_NAN) <= set(BASELINES)
     kept = [name for name in BASELINES if BaselineConfig(method=name).keeps_missing]
     assert kept == ["gbdt", "gbdt-optuna", "gbdt-pseudo", "catboost", "xgboost"]
