@@ -7,6 +7,10 @@ Test chooses nothing here. For the screens of configs/sweep/yandex-encoders.yaml
 any sweep of the same layout:
 
     .venv/bin/python benchmarks/bench_sweep_pairs.py --sweep $LTR_RUNS_DIR/sweeps/yandex-encoders
+
+``--base vali-best:gbdt,gbdt-optuna,catboost,xgboost`` pairs against the vali-best of those models
+in each unit (the report's GBDT group: its member chosen on vali, its test read), over the units
+where all of them finished.
 """
 
 from __future__ import annotations
@@ -38,6 +42,16 @@ def _vali(report: dict) -> float:
     return report.get("best_vali_ndcg@5", report["metrics"]["vali"]["ndcg@5"])
 
 
+def vali_best(
+    found: dict[tuple[str, str], dict[tuple[int, int], dict]], models: list[str], setting: str
+) -> dict[tuple[int, int], dict]:
+    """Per unit where every one of ``models`` finished at ``setting``: the report of the one
+    with the highest vali NDCG@5 (ties to the earlier in ``models``)."""
+    runs = [found.get((model, setting), {}) for model in models]
+    units = set.intersection(*(set(r) for r in runs)) if runs else set()
+    return {u: max((r[u] for r in runs), key=_vali) for u in sorted(units)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", required=True, help="the sweep's folder")
@@ -46,7 +60,10 @@ def main() -> None:
     args = parser.parse_args()
     found = cells(Path(args.sweep), args.data)
     for setting in sorted({s for _, s in found}):
-        base = found.get((args.base, setting), {})
+        if args.base.startswith("vali-best:"):
+            base = vali_best(found, args.base.removeprefix("vali-best:").split(","), setting)
+        else:
+            base = found.get((args.base, setting), {})
         print(f"\n### {setting}, against `{args.base}`\n")
         print("| model | units | test NDCG@5 | margin over the base | vali margin | CPU s a cell |")
         print("|---|---|---|---|---|---|")

@@ -154,10 +154,13 @@ def run_finetuning(out: Path, arguments: list[str], label: str, *, wait_for: Pat
 
 def fit_seconds(folder: Path, report: dict) -> float:
     """Seconds of training and vali scoring: a finetuning run's epochs (every grid point's, for
-    a grid: a killed and resumed run counts as one), a baseline's own ``seconds``."""
+    a grid: a killed and resumed run counts as one), a baseline's own ``seconds``; NaN for a
+    run that trains nothing (an ensemble of finished runs)."""
     if "seconds" in report:
         return report["seconds"]
     points = [json.loads(p.read_text()) for p in folder.glob("grid/*/result.json")] or [report]
+    if any("seconds_per_epoch" not in point for point in points):
+        return float("nan")
     return sum(p["seconds_per_epoch"] * p["epochs_trained"] for p in points)
 
 
