@@ -163,7 +163,7 @@ def booster_of(ranker) -> Any:
 def per_round_ndcg(ranker, split, ks: tuple[int, ...], policy: str) -> dict[str, list[float]]:
     """``{"ndcg@k": [after round 1, 2, ...]}`` of the bundle's booster on a split (None when
     the bundle is no plain LightGBM booster on the features)."""
-    from scarce_ltr.core.metrics import mean_ndcg
+    from scarce_ltr.core.metrics import mean_ndcg_at
 
     booster = booster_of(ranker)
     model = ranker.model
@@ -176,9 +176,9 @@ def per_round_ndcg(ranker, split, ks: tuple[int, ...], policy: str) -> dict[str,
     labels = np.asarray(split.labels)
     for i in range(n_rounds):
         total += booster.predict(features, start_iteration=i, num_iteration=1, raw_score=True)
-        for k in ks:
-            value = mean_ndcg(total, labels, split.offsets, k=k, policy=policy)
-            curves[f"ndcg@{k}"].append(float(value))
+        values = mean_ndcg_at(total, labels, split.offsets, ks=ks, policy=policy)
+        for k in ks:  # as given: a k listed twice is recorded twice, as before
+            curves[f"ndcg@{k}"].append(float(values[k]))
     return curves
 
 

@@ -59,6 +59,21 @@ def discounts(ranks: np.ndarray) -> np.ndarray:
     return 1.0 / np.log2(np.asarray(ranks, dtype=np.float64) + 1.0)
 
 
+def mean_ndcg_at(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    ks: Sequence[int],
+    policy: str = "skip",
+) -> dict[int, float]:
+    """``{k: mean_ndcg(..., k=k)}`` for every k of ``ks``, the QGs sorted once for all of them
+    (a curve of many scorings, e.g. after each boosting round, pays one sort a scoring)."""
+    fill = check_policy(policy)
+    ranked = _RankedGains.build(scores, labels, offsets)
+    return {k: _nanmean(ranked.ndcg_at(check_k(k), fill)) for k in ks}
+
+
 def ndcg_per_group(
     scores: np.ndarray,
     labels: np.ndarray,

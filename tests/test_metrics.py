@@ -13,6 +13,7 @@ from sklearn.metrics import ndcg_score
 from scarce_ltr.core.metrics import (
     evaluate_ranking,
     mean_ndcg,
+    mean_ndcg_at,
     ndcg_per_group,
     precision_per_group,
 )
@@ -388,3 +389,18 @@ def test_precision_hand_computed() -> None:
         got = precision_per_group(scores, labels, offsets, k=k, policy="zero")
         np.testing.assert_allclose(got, [value, 0.0], atol=1e-12)
     assert math.isnan(precision_per_group(scores, labels, offsets, k=2)[1])  # skip
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_mean_ndcg_at_equals_mean_ndcg_for_every_k(policy: str) -> None:
+    """One sort for several cutoffs gives each cutoff's `mean_ndcg` exactly (ties, empty QGs)."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        sizes = rng.integers(1, 30, size=rng.integers(1, 40))
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        scores = rng.normal(size=offsets[-1]).round(1)
+        labels = rng.integers(0, 5, size=offsets[-1]) * (rng.random(offsets[-1]) < 0.5)
+        at = mean_ndcg_at(scores, labels, offsets, ks=(1, 3, 5, 10), policy=policy)
+        for k in (1, 3, 5, 10):
+            want = mean_ndcg(scores, labels, offsets, k=k, policy=policy)
+            assert at[k] == want or (np.isnan(at[k]) and np.isnan(want))
