@@ -10,7 +10,9 @@ any sweep of the same layout:
 
 ``--base vali-best:gbdt,gbdt-optuna,catboost,xgboost`` pairs against the vali-best of those models
 in each unit (the report's GBDT group: its member chosen on vali, its test read), over the units
-where all of them finished.
+where all of them finished. ``--pooled`` adds one table over every setting's units together
+(a unit is then (setting, fold, seed)) with the margin's two-sided 95 % t-interval: issue 61's
+portfolio bar reads its lower end ("no worse than the 30-trial search by more than 0.005").
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from ohsumed_folds import finished_report, paired
+from scipy import stats
 
 
 def cells(sweep: Path, data: str) -> dict[tuple[str, str], dict[tuple[int, int], dict]]:
@@ -57,13 +60,11 @@ def main() -> None:
     parser.add_argument("--sweep", required=True, help="the sweep's folder")
     parser.add_argument("--data", default="yandex")
     parser.add_argument("--base", default="scratch+full")
+    parser.add_argument("--pooled", action="store_true", help="a table over all settings' units")
     args = parser.parse_args()
     found = cells(Path(args.sweep), args.data)
-    for setting in sorted({s for _, s in found}):
-        if args.base.startswith("vali-best:"):
-            base = vali_best(found, args.base.removeprefix("vali-best:").split(","), setting)
-        else:
-            base = found.get((args.base, setting), {})
+    bases = {setting: _base(found, args.base, setting) for setting in {s for _, s in found}}
+    for setting, base in sorted(bases.items()):
         print(f"\n### {setting}, against `{args.base}`\n")
         print("| model | units | test NDCG@5 | margin over the base | vali margin | CPU s a cell |")
         print("|---|---|---|---|---|---|")
@@ -83,6 +84,45 @@ def main() -> None:
                 f"| `{model}` | {len(units)} | {np.mean(test):.4f} | {margin} | "
                 f"{vali_margin} | {cpu:.0f} |"
             )
+    if args.pooled:
+        _pooled(found, bases, args.base)
+
+
+def _base(
+    found: dict[tuple[str, str], dict[tuple[int, int], dict]], base: str, setting: str
+) -> dict[tuple[int, int], dict]:
+    """The base's report per unit at ``setting``: a model's, or the vali-best of several."""
+    if base.startswith("vali-best:"):
+        return vali_best(found, base.removeprefix("vali-best:").split(","), setting)
+    return found.get((base, setting), {})
+
+
+def _pooled(
+    found: dict[tuple[str, str], dict[tuple[int, int], dict]],
+    bases: dict[str, dict[tuple[int, int], dict]],
+    base_name: str,
+) -> None:
+    """Each model's test margin over the base pooled over every setting's units."""
+    print(f"\n### every setting pooled, against `{base_name}`\n")
+    print("| model | settings | units | margin over the base | 95 % interval |")
+    print("|---|---|---|---|---|")
+    for model in sorted({m for m, _ in found} - {base_name}):
+        pairs = [
+            (runs[u]["metrics"]["test"]["ndcg@5"], bases[at][u]["metrics"]["test"]["ndcg@5"])
+            for (m, at), runs in found.items()
+            if m == model
+            for u in sorted(set(runs) & set(bases[at]))
+        ]
+        if len(pairs) < 2:
+            continue
+        diff = np.subtract(*np.array(pairs).T)
+        half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
+        settings = sorted(at for (m, at) in found if m == model)
+        print(
+            f"| `{model}` | {', '.join(settings)} | {len(diff)} | "
+            f"{paired(*map(list, np.array(pairs).T))} | "
+            f"[{diff.mean() - half:+.4f}, {diff.mean() + half:+.4f}] |"
+        )
 
 
 if __name__ == "__main__":
