@@ -11,7 +11,11 @@ chooses everything; test is only reported.
 
     nice -n 10 .venv/bin/python benchmarks/bench_search_cost.py [--folds 1 2 3 4 5]
         [--seeds 0] [--fractions 0.2 0.05] [--candidates none patience20 median10]
-        [--jobs 2] [--report-only]
+        [--jobs 2] [--report-only] [--portfolio <file>]
+
+``--portfolio <file>`` adds the candidate ``portfolio``: the file's K recipes
+(``search.strategy=portfolio``, no Optuna trials; docs/finetune.md "A portfolio instead of a
+search"), issue 61's cost bar (at most 4x ``gbdt-optuna`` on OHSUMED Fold1 at 20 %).
 
 Runs live in ``runs/bench/search-cost/<data>/fold=<k>/<candidate>/frac=<f>/seed=<s>/``; a run
 holding ``DONE`` is skipped, so the benchmark resumes.
@@ -39,6 +43,7 @@ CANDIDATES = {
         "search.prune_warmup=30",
     ],
     "median5": ["patience=20", "search.pruner=median", "search.prune_warmup=20"],
+    "portfolio": [],  # search.strategy=portfolio with --portfolio's file, in place of the trials
 }
 
 
@@ -62,7 +67,11 @@ def arguments(args, name: str, fold: int, seed: int, fraction: float) -> list[st
     if name == TREE:
         tree = ["gbdt.num_threads=1", "gbdt.n_trials=30"]
         return ["baseline", TREE, *common(args, fold, seed, fraction), *tree]
-    search = ["pretrained=none", "optimizer.lr=2.0e-4", "search.n_trials=30", *CANDIDATES[name]]
+    if name == "portfolio":
+        trials = ["search.strategy=portfolio", f"search.portfolio={args.portfolio}"]
+    else:
+        trials = ["search.n_trials=30", *CANDIDATES[name]]
+    search = ["pretrained=none", "optimizer.lr=2.0e-4", *trials]
     return ["finetune", "full", *common(args, fold, seed, fraction), *search]
 
 
@@ -162,7 +171,12 @@ def parse_args():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--root", type=Path, default=ROOT / "runs" / "bench" / "search-cost")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--portfolio", type=Path, help="the portfolio file of candidate portfolio")
     args = parser.parse_args()
+    if ("portfolio" in args.candidates) != (args.portfolio is not None):
+        parser.error("--candidates portfolio and --portfolio <file> go together")
+    if args.portfolio is not None:
+        args.portfolio = args.portfolio.resolve()
     if "none" not in args.candidates:
         parser.error("--candidates must hold none: every candidate is paired against it")
     return args
