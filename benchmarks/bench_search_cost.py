@@ -43,8 +43,9 @@ CANDIDATES = {
         "search.prune_warmup=30",
     ],
     "median5": ["patience=20", "search.pruner=median", "search.prune_warmup=20"],
-    "portfolio": [],  # search.strategy=portfolio with --portfolio's file, in place of the trials
 }
+# Not a search setting but the search's replacement: --portfolio's file, K recipes, no trials.
+PORTFOLIO = "portfolio"
 
 
 def run_path(args, name: str, fold: int, seed: int, fraction: float) -> Path:
@@ -67,7 +68,7 @@ def arguments(args, name: str, fold: int, seed: int, fraction: float) -> list[st
     if name == TREE:
         tree = ["gbdt.num_threads=1", "gbdt.n_trials=30"]
         return ["baseline", TREE, *common(args, fold, seed, fraction), *tree]
-    if name == "portfolio":
+    if name == PORTFOLIO:
         trials = ["search.strategy=portfolio", f"search.portfolio={args.portfolio}"]
     else:
         trials = ["search.n_trials=30", *CANDIDATES[name]]
@@ -166,14 +167,17 @@ def parse_args():
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.2, 0.05])
     parser.add_argument(
-        "--candidates", nargs="+", default=["none", "patience20", "median10"], choices=CANDIDATES
+        "--candidates",
+        nargs="+",
+        default=["none", "patience20", "median10"],
+        choices=[*CANDIDATES, PORTFOLIO],
     )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--root", type=Path, default=ROOT / "runs" / "bench" / "search-cost")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--portfolio", type=Path, help="the portfolio file of candidate portfolio")
     args = parser.parse_args()
-    if ("portfolio" in args.candidates) != (args.portfolio is not None):
+    if (PORTFOLIO in args.candidates) != (args.portfolio is not None):
         parser.error("--candidates portfolio and --portfolio <file> go together")
     if args.portfolio is not None:
         args.portfolio = args.portfolio.resolve()

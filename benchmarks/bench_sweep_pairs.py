@@ -107,21 +107,22 @@ def _pooled(
     print("| model | settings | units | margin over the base | 95 % interval |")
     print("|---|---|---|---|---|")
     for model in sorted({m for m, _ in found} - {base_name}):
-        pairs = [
-            (runs[u]["metrics"]["test"]["ndcg@5"], bases[at][u]["metrics"]["test"]["ndcg@5"])
+        pairs = [  # (setting, (the model's test NDCG@5, the base's)) per paired unit
+            (at, (runs[u]["metrics"]["test"]["ndcg@5"], bases[at][u]["metrics"]["test"]["ndcg@5"]))
             for (m, at), runs in found.items()
             if m == model
             for u in sorted(set(runs) & set(bases[at]))
         ]
         if len(pairs) < 2:
             continue
-        diff = np.subtract(*np.array(pairs).T)
-        half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
-        settings = sorted(at for (m, at) in found if m == model)
+        test, base_test = (
+            list(column) for column in zip(*(pair for _, pair in pairs), strict=True)
+        )
+        low, high = stats.ttest_rel(test, base_test).confidence_interval(0.95)
+        settings = sorted({at for at, _ in pairs})  # those with a unit paired
         print(
-            f"| `{model}` | {', '.join(settings)} | {len(diff)} | "
-            f"{paired(*map(list, np.array(pairs).T))} | "
-            f"[{diff.mean() - half:+.4f}, {diff.mean() + half:+.4f}] |"
+            f"| `{model}` | {', '.join(settings)} | {len(pairs)} | {paired(test, base_test)} | "
+            f"[{low:+.4f}, {high:+.4f}] |"
         )
 
 
