@@ -88,16 +88,19 @@ def test_a_deep_baseline_drops_the_keys_it_does_not_have(tmp_path: Path) -> None
     assert params[2]["head_hidden"] == 8 and got["search"]["strategy"] == "portfolio"
 
 
-def test_the_shipped_portfolio_is_the_fixed_recipe_of_full() -> None:
-    """configs/portfolio/deep.yaml, the default, is a placeholder until mined: trial 0 of
-    `full`'s search (configs/finetune/full.yaml)."""
+def test_the_shipped_portfolio_is_mined_on_both_real_data_sets() -> None:
+    """configs/portfolio/deep.yaml, the default, is a mined portfolio: at most eight recipes that
+    pass a run's checks, mined from searched cells of OHSUMED and Yandex, its record in the file."""
     shipped = read_portfolio("deep")
     assert shipped.path == CONFIG_ROOT / "portfolio" / "deep.yaml"
-    assert shipped.recipes == [{
-        "lr": 5e-5, "weight_decay": 0.0, "dropout": 0.0, "head_epochs": 100, "full_epochs": 100,
-        "noise_std": 0.0, "head_hidden": 128, "loss": "lambdarank",
-    }]  # fmt: skip
-    assert "placeholder" in shipped.path.read_text().lower()
+    assert 1 < len(shipped.recipes) <= 8
+    assert all(set(recipe) <= set(RECIPE_KEYS) for recipe in shipped.recipes)
+    record = yaml.safe_load(shipped.path.read_text())
+    assert record["k"] == len(shipped.recipes) == len(record["mean_rank"])
+    assert {cell["dataset"] for cell in record["mined_from"]} == {"ohsumed", "yandex"}
+    chosen = [c["recipe"] for c in record["candidates"] if c["chosen"]]
+    assert sorted(map(str, chosen)) == sorted(map(str, record["recipes"]))
+    assert "placeholder" not in shipped.path.read_text().lower()
 
 
 def test_optuna_stays_the_default_and_its_identity_unchanged(tmp_path: Path) -> None:
