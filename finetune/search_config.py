@@ -89,7 +89,7 @@ class SearchConfig:
     # ``portfolio`` names, in file order, no sampling; n_trials stays 0 (docs/finetune.md)
     strategy: str = "optuna"
     # strategy=portfolio: a YAML file of recipes, or the name of a shipped one
-    # (configs/portfolio/<name>.yaml; deep: a placeholder until mined on the sweeps)
+    # (configs/portfolio/<name>.yaml; deep: eight recipes mined on the Yandex and OHSUMED searches)
     portfolio: str = DEFAULT_PORTFOLIO
     # A searched run's folder: train the recipe its search chose, as one trial, instead of
     # searching (a seed ensemble's other members take the recipe of the member of the cell's
