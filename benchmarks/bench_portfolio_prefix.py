@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from bench_sweep_pairs import cells
-from ohsumed_folds import paired
+from ohsumed_folds import paired, run_dir
 from scipy import stats
 
 from scarce_ltr.core.device import Runtime
@@ -37,14 +37,14 @@ from scarce_ltr.data.pipeline import prepare_data
 from scarce_ltr.finetune.config import FinetuneConfig
 from scarce_ltr.finetune.model import load_model
 from scarce_ltr.finetune.scoring import predict
+from scarce_ltr.search.selection import select_best
 
 METRIC = "ndcg@5"
 
 
 def prefix_choice(trials: list[dict], k: int) -> int:
-    """The trial vali picks among the first ``k`` (ties to the earlier)."""
-    vali = [t[f"best_vali_{METRIC}"] for t in trials[:k]]
-    return int(np.argmax(vali))
+    """The trial vali picks among the first ``k``, by the search's own rule (`select_best`)."""
+    return select_best([t[f"best_vali_{METRIC}"] for t in trials[:k]])
 
 
 def trial_tests(folder: Path, trials: list[int]) -> dict[int, float]:
@@ -81,8 +81,8 @@ def unit_rows(sweeps: list[Path], models: list[str], base: str) -> list[dict]:
                         raise SystemExit(f"{sweep} {setting} fold {fold} seed {seed}: the "
                                          f"prefix rule picks trial {picks[-1]}, the run "
                                          f"{search['chosen_trial']}")  # fmt: skip
-                    folder = (sweep / data / f"fold={fold}" / "finetune" / model / setting
-                              / f"seed={seed}")  # fmt: skip
+                    fraction = float(setting.removeprefix("frac="))
+                    folder = run_dir(sweep, model, fold, seed, fraction, data)
                     tests = trial_tests(folder, sorted(set(picks)))
                     if abs(tests[picks[-1]] - report["metrics"]["test"][METRIC]) > 1e-9:
                         raise SystemExit(f"{folder}: trial {picks[-1]} scores "
