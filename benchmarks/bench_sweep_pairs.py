@@ -13,6 +13,15 @@ in each unit (the report's GBDT group: its member chosen on vali, its test read)
 where all of them finished. ``--pooled`` adds one table over every setting's units together
 (a unit is then (setting, fold, seed)) with the margin's two-sided 95 % t-interval: issue 61's
 portfolio bar reads its lower end ("no worse than the 30-trial search by more than 0.005").
+
+``--sweep`` and ``--data`` repeat, pairwise (one ``--data`` serves every sweep), for a model
+judged on several data sets: each setting is then named with its data set (sweeps of one data
+set share its settings and units: the same label draws), and ``--pooled`` pools the units of all
+of them (issue 61's bar: >= 45 units over Yandex and OHSUMED)::
+
+    .venv/bin/python benchmarks/bench_sweep_pairs.py --pooled \
+        --sweep $LTR_RUNS_DIR/sweeps/yandex-hybrid --data yandex \
+        --sweep $LTR_RUNS_DIR/sweeps/ohsumed-search --data ohsumed
 """
 
 from __future__ import annotations
@@ -25,8 +34,11 @@ from ohsumed_folds import finished_report, paired
 from scipy import stats
 
 
-def cells(sweep: Path, data: str) -> dict[tuple[str, str], dict[tuple[int, int], dict]]:
-    """``{(model, setting): {(fold, seed): report}}`` of every finished cell."""
+def cells(
+    sweep: Path, data: str, prefix: str = ""
+) -> dict[tuple[str, str], dict[tuple[int, int], dict]]:
+    """``{(model, setting): {(fold, seed): report}}`` of every finished cell; a setting is the
+    cell's ``frac=`` folder, after ``prefix``."""
     found: dict[tuple[str, str], dict[tuple[int, int], dict]] = {}
     for folder in sorted(sweep.glob(f"{data}/fold=*/*/*/frac=*/seed=*")):
         if folder.parts[-4] == "pretrain":
@@ -36,7 +48,7 @@ def cells(sweep: Path, data: str) -> dict[tuple[str, str], dict[tuple[int, int],
             continue
         fold = int(folder.parts[-5].split("=")[1])
         seed = int(folder.name.split("=")[1])
-        found.setdefault((folder.parts[-3], folder.parts[-2]), {})[(fold, seed)] = report
+        found.setdefault((folder.parts[-3], prefix + folder.parts[-2]), {})[(fold, seed)] = report
     return found
 
 
@@ -57,12 +69,21 @@ def vali_best(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sweep", required=True, help="the sweep's folder")
-    parser.add_argument("--data", default="yandex")
+    parser.add_argument("--sweep", required=True, action="append", help="a sweep's folder")
+    parser.add_argument("--data", action="append", help="its data set (default: yandex)")
     parser.add_argument("--base", default="scratch+full")
     parser.add_argument("--pooled", action="store_true", help="a table over all settings' units")
     args = parser.parse_args()
-    found = cells(Path(args.sweep), args.data)
+    datas = args.data or ["yandex"]
+    if len(datas) == 1:
+        datas = datas * len(args.sweep)
+    if len(datas) != len(args.sweep):
+        parser.error(f"{len(args.sweep)} --sweep and {len(datas)} --data: give one or one each")
+    found: dict[tuple[str, str], dict[tuple[int, int], dict]] = {}
+    for sweep, data in zip(args.sweep, datas, strict=True):
+        prefix = f"{data} " if len(set(datas)) > 1 else ""
+        for key, runs in cells(Path(sweep), data, prefix).items():
+            found.setdefault(key, {}).update(runs)  # two sweeps of one data set: one setting
     bases = {setting: _base(found, args.base, setting) for setting in {s for _, s in found}}
     for setting, base in sorted(bases.items()):
         print(f"\n### {setting}, against `{args.base}`\n")

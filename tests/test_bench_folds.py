@@ -314,3 +314,34 @@ def test_pool_candidates_pair_each_use_with_its_control_and_the_ceiling(
     out = capsys.readouterr().out
     assert "yandex-joint) | 2 | 0.5400 | +0.030 ± 0.014" in out and "| +50% |" in out
     assert "against yandex-hybrid's scratch+full (0 units)" in out
+
+
+def test_sweep_pairs_pools_the_units_of_two_data_sets(monkeypatch, tmp_path: Path, capsys) -> None:
+    """bench_sweep_pairs.py with a --sweep and --data each: every setting named with its data set,
+    and --pooled pairs the units of both (2 + 1 here) in one margin."""
+    import bench_sweep_pairs as bench
+
+    yandex, ohsumed = tmp_path / "yandex-hybrid", tmp_path / "ohsumed-search"
+    # (data set's sweep, fold): (the model's test, the base's test); margins +0.02, +0.04, -0.03
+    units = {(yandex, "yandex", 1): (0.52, 0.50), (yandex, "yandex", 2): (0.54, 0.50),
+             (ohsumed, "ohsumed", 1): (0.40, 0.43)}  # fmt: skip
+    for (sweep, data, fold), (test, base_test) in units.items():
+        for model, value in (("tabm+full", test), ("scratch+full", base_test)):
+            folder = sweep / f"{data}/fold={fold}/finetune/{model}/frac=0.05/seed=0"
+            _finished_cell(folder, 0.5, value, 1.0)
+    argv = ["bench", "--sweep", str(yandex), "--data", "yandex", "--sweep", str(ohsumed),
+            "--data", "ohsumed", "--pooled"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
+    out = capsys.readouterr().out
+    assert "### yandex frac=0.05, against `scratch+full`" in out
+    assert "| `tabm+full` | 2 | 0.5300 | +0.030 ± 0.014" in out
+    assert "### ohsumed frac=0.05, against `scratch+full`" in out
+    assert "| `tabm+full` | ohsumed frac=0.05, yandex frac=0.05 | 3 | +0.010 ± 0.036" in out
+
+    monkeypatch.setattr(sys, "argv", [*argv[:5], "--sweep", str(ohsumed)])  # 2 sweeps, 1 --data
+    bench.main()
+    assert "### frac=0.05" in capsys.readouterr().out  # one data set: settings unprefixed
+    monkeypatch.setattr(sys, "argv", [*argv[:4], "--data", "x", "--data", "y", "--data", "z"])
+    with pytest.raises(SystemExit):  # three --data for one --sweep
+        bench.main()
