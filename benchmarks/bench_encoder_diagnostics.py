@@ -19,7 +19,13 @@ unit's ``resnet`` of ``--oracle-sweep`` trained on every train label, ``frac=1``
 2. the full finetuning's test NDCG@5: ``<method>+full`` of the sweep, ``scratch+full`` for the
    random init, ``oracle+full`` of ``<oracle-sweep>-oracle/`` for the oracle (blank if absent);
 3. linear CKA (Kornblith et al. 2019) to the oracle's embeddings on up to ``--cka-items`` vali
-   items, the same items for every encoder and unit of a fold (drawn with a fixed seed);
+   items, the same items for every encoder and unit of a fold (drawn with a fixed seed): over the
+   items as they are, and within QGs (each QG's mean taken off both sides first, `within_qg`):
+   NDCG compares the items of a QG only, so what an encoder writes about which QG an item is in
+   (the between-QG share, 5.) no ranking can use, yet it can dominate the plain CKA; and the
+   within-QG CKA of the *finetuned* encoder (``scratch+full``'s for the random init,
+   ``<method>+full``'s for a pretraining): whether finetuning from that start ends closer to the
+   oracle than finetuning from a fresh one;
 4. the effective rank (pretrain.monitor) of the embeddings on those items;
 5. the between-QG share of the embeddings' variance on every vali item (`between_qg_share`):
    how much of what the encoder writes says which QG an item is in rather than how it differs
@@ -30,9 +36,9 @@ init (``scratch+full`` for the finetuning), as `ohsumed_folds.paired` prints it.
 
 The reading (`reading`): a margin is *up* (*down*) where its one-sided paired t-test over the
 units gives p < 0.05 (`paired_greater`). An encoder *learned something* where the probe or the
-CKA to the oracle is up over the random init, and *pays* where ``<method>+full`` is up over
-``scratch+full``. Learned and pays: "closer to the oracle and pays" (CKA up) or "a linear signal
-that pays" (probe up alone); learned, not paying: "learned something the labels do not use";
+within-QG CKA to the oracle is up over the random init, and *pays* where ``<method>+full`` is up
+over ``scratch+full``. Learned and pays: "closer to the oracle and pays" (CKA up) or "a linear
+signal that pays" (probe up alone); learned, not paying: "learned something the labels do not use";
 neither up: "learned nothing (probe and CKA within the random init's spread)", or "below the
 random init" where one of them is down; either adds whether finetuning pays or costs anyway
 (``scratch+full`` over ``<method>+full``: down). Where no oracle is found the CKA is blank and
@@ -67,6 +73,7 @@ from scarce_ltr.core.run_config import read_config
 from scarce_ltr.data.pipeline import PreparedData, prepare_data
 from scarce_ltr.data.ranking_split import rows_of_groups
 from scarce_ltr.data.stage_config import CommonConfig
+from scarce_ltr.finetune.model import MODEL_FILE, load_model
 from scarce_ltr.pretrain.checkpoint import ENCODER_FILE, load_pretrained_encoder
 from scarce_ltr.pretrain.encoders import build_encoder
 from scarce_ltr.pretrain.monitor import effective_rank
@@ -93,6 +100,18 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
     if not scale > 0:
         return float("nan")
     return float(np.linalg.norm(y.T @ x) ** 2 / scale)
+
+
+def within_qg(x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``x [n_items, D]`` with the mean of its QG (``offsets [n_groups + 1]``) taken off every
+    item: what is left is how the items of a QG differ, all a ranking of that QG can use.
+    Example: items [[0], [2], [10], [13]] in QGs of two -> [[-1], [1], [-1.5], [1.5]]."""
+    x = np.asarray(x, dtype=np.float64)
+    sizes = np.diff(offsets)
+    means = np.zeros((len(sizes), x.shape[1]))
+    filled = sizes > 0
+    means[filled] = np.add.reduceat(x, offsets[:-1][filled], axis=0) / sizes[filled, None]
+    return x - np.repeat(means, sizes, axis=0)
 
 
 def between_qg_share(x: np.ndarray, offsets: np.ndarray) -> float:
@@ -220,6 +239,18 @@ def unit_encoders(args, fold: int, seed: int, models: list[str]) -> dict:
     return encoders
 
 
+def finetuned_encoders(args, fold: int, seed: int, names) -> dict:
+    """``{name: encoder}`` (CPU, eval mode) of the unit's finished full finetunings: the encoder
+    of ``scratch+full`` for the random init, of ``<name>+full`` for a pretraining."""
+    encoders = {}
+    for name in names:
+        folder = cell(args.sweep, SCRATCH if name == RANDOM else f"{name}+full", fold, seed,
+                      args.fraction, args.data)  # fmt: skip
+        if finished_report(folder) is not None and (folder / MODEL_FILE).is_file():
+            encoders[name] = load_model(folder)[0].encoder
+    return encoders
+
+
 def oracle_folder(args, fold: int, seed: int) -> Path | None:
     """bench_oracle_encoder's oracle encoder of the unit (written there from the finished
     ``resnet`` at ``frac=1`` on first use); None where that run is missing."""
@@ -232,7 +263,8 @@ def oracle_folder(args, fold: int, seed: int) -> Path | None:
 
 
 def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dict]:
-    """``{encoder: {probe_test, probe_vali, alpha, cka, rank, finetune}}`` of one unit."""
+    """``{encoder: {probe_test, probe_vali, alpha, cka, cka_qg, tuned_cka_qg, rank, qg_share,
+    finetune}}`` of one unit."""
     encoders = unit_encoders(args, fold, seed, models)
     if not encoders:
         return {}
@@ -250,7 +282,21 @@ def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dic
                              f"features, the data has {prepared.n_features}")  # fmt: skip
         embedded[name] = [embed_split(encoder, s, item_budget=ITEM_BUDGET)
                           for s in (train, prepared.vali, prepared.test)]  # fmt: skip
-    oracle = embedded[ORACLE][1][sample] if ORACLE in embedded else None
+    offsets = prepared.vali.offsets
+    oracle = embedded[ORACLE][1] if ORACLE in embedded else None
+
+    def cka(vali_x: np.ndarray, *, within: bool) -> float | None:
+        if oracle is None:
+            return None
+        if within:
+            vali_x, reference = within_qg(vali_x, offsets), within_qg(oracle, offsets)
+            return linear_cka(vali_x[sample], reference[sample])
+        return linear_cka(vali_x[sample], oracle[sample])
+
+    tuned = finetuned_encoders(args, fold, seed, [n for n in embedded if n != ORACLE])
+    tuned_vali = {
+        n: embed_split(e, prepared.vali, item_budget=ITEM_BUDGET) for n, e in tuned.items()
+    }
     out = {}
     for name, (train_x, vali_x, test_x) in embedded.items():
         probe = linear_probe(
@@ -263,7 +309,9 @@ def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dic
             "probe_test": probe["test"],
             "probe_vali": probe["vali"],
             "alpha": probe["alpha"],
-            "cka": None if oracle is None else linear_cka(vali_x[sample], oracle),
+            "cka": cka(vali_x, within=False),
+            "cka_qg": cka(vali_x, within=True),
+            "tuned_cka_qg": cka(tuned_vali[name], within=True) if name in tuned_vali else None,
             "rank": effective_rank(vali_x[sample]),
             "qg_share": between_qg_share(vali_x, prepared.vali.offsets),
             "finetune": finetuned(args, name, fold, seed),
@@ -302,20 +350,23 @@ def margin(x: dict, y: dict) -> str:
 def table_row(per_unit: dict, name: str) -> str:
     """One encoder's Markdown row: its measures, paired margins over the random init (the
     finetuning's over scratch+full) and its reading."""
-    keys = ("probe_test", "probe_vali", "finetune", "cka", "rank", "qg_share")
+    keys = ("probe_test", "probe_vali", "finetune", "cka", "cka_qg", "tuned_cka_qg", "rank",
+            "qg_share")  # fmt: skip
     get = {key: column(per_unit, name, key) for key in keys}
     base = {key: column(per_unit, RANDOM, key) for key in keys}
     units = sum(name in m for m in per_unit.values())
     margins = {k: "" if name == RANDOM else margin(get[k], base[k]) for k in keys}
     if name in (RANDOM, ORACLE):
         read = "the reference" if name == RANDOM else "has seen every train label"
-        margins["cka"] = margins["cka"] if name == RANDOM else ""
+        if name == ORACLE:  # its CKA is 1 by definition
+            margins.update(cka="", cka_qg="", tuned_cka_qg="")
     else:
-        read = reading(*(direction(get[k], base[k]) for k in ("probe_test", "cka", "finetune")))
+        read = reading(*(direction(get[k], base[k]) for k in ("probe_test", "cka_qg", "finetune")))
     label = {RANDOM: "random init", ORACLE: "oracle (resnet, frac=1)"}.get(name, f"`{name}`")
     cells = [label, str(units), mean_std(get["probe_test"]), mean_std(get["probe_vali"]),
              margins["probe_test"], mean_std(get["finetune"]), margins["finetune"],
-             mean_std(get["cka"]), margins["cka"], mean_std(get["rank"], 1),
+             mean_std(get["cka"]), margins["cka"], mean_std(get["cka_qg"]), margins["cka_qg"],
+             mean_std(get["tuned_cka_qg"]), margins["tuned_cka_qg"], mean_std(get["rank"], 1),
              mean_std(get["qg_share"]), read]  # fmt: skip
     return "| " + " | ".join(cells) + " |"
 
@@ -323,8 +374,9 @@ def table_row(per_unit: dict, name: str) -> str:
 HEADER = (
     "| encoder | units | probe test NDCG@5 | probe vali NDCG@5 | probe - random init "
     "| full finetuning test NDCG@5 | - scratch+full | CKA to the oracle | CKA - random init "
+    "| CKA within QGs | - random init | finetuned: CKA within QGs | - scratch+full's "
     "| effective rank (vali) | between-QG share (vali) | reading |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 

@@ -18,6 +18,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import bench_encoder_diagnostics as bench  # noqa: E402
 
+from scarce_ltr.finetune.model import Ranker, head_on, ranker_spec, save_model  # noqa: E402
 from scarce_ltr.pretrain.checkpoint import save_encoder  # noqa: E402
 from scarce_ltr.pretrain.encoders import EncoderConfig, build_encoder  # noqa: E402
 
@@ -58,6 +59,16 @@ def test_between_qg_share_by_hand_and_at_its_ends() -> None:
     assert bench.between_qg_share(same_means, offsets) == 0.0
     coinciding = np.array([[3.0], [3.0], [-1.0], [-1.0]])
     assert bench.between_qg_share(coinciding, offsets) == pytest.approx(1.0)
+
+
+def test_within_qg_by_hand() -> None:
+    """The docstring's example; an empty QG takes no rows and shifts nothing."""
+    x = np.array([[0.0], [2.0], [10.0], [13.0]])
+    assert bench.within_qg(x, np.array([0, 2, 4])).tolist() == [[-1.0], [1.0], [-1.5], [1.5]]
+    assert bench.within_qg(x, np.array([0, 2, 2, 4])).tolist() == [[-1.0], [1.0], [-1.5], [1.5]]
+    # A side that only says which QG an item is in has nothing within QGs: CKA NaN there.
+    by_group = np.array([[1.0], [1.0], [5.0], [5.0]])
+    assert np.isnan(bench.linear_cka(bench.within_qg(by_group, np.array([0, 2, 4])), x))
 
 
 def test_probe_reads_a_linear_label() -> None:
@@ -104,8 +115,16 @@ def _encoder(folder: Path, seed: int, method: str) -> None:
                  epochs=1)  # fmt: skip
 
 
-def _finetuned(folder: Path, seed: int, test: float) -> None:
+def _finetuned(folder: Path, seed: int, test: float, encoder_seed: int | None = None) -> None:
+    """A finished full finetuning; with ``encoder_seed`` its ``model.pt``, whose encoder is the
+    one `_encoder` saves with that seed (the finetuning left it as it started)."""
     folder.mkdir(parents=True)
+    if encoder_seed is not None:
+        torch.manual_seed(encoder_seed)
+        encoder = build_encoder(ARCH, n_features=12)
+        model = Ranker(encoder=encoder, head=head_on(encoder, "linear", hidden=4, dropout=0.0))
+        spec = ranker_spec(n_features=12, encoder=ARCH, head="linear", hidden=4, dropout=0.0)
+        save_model(folder, model, spec=spec, data={}, source={})
     config = {"data": {"name": "synthetic", "synthetic": TINY}, "seed": seed, "logger": "none",
               "scarcity": {"fraction": 0.2, "val": "full"}}  # fmt: skip
     (folder / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
@@ -127,9 +146,10 @@ def test_end_to_end_on_a_mocked_folded_sweep(monkeypatch, tmp_path: Path, capsys
             _encoder(oracle, 100 + seed, "oracle")
             _encoder(place / f"pretrain/copy/seed={seed}", 100 + seed, "copy")
             _encoder(place / f"pretrain/other@v1/seed={seed}", 200 + seed, "other")
-            for model, test in [("scratch+full", 0.5), ("copy+full", 0.6), ("other@v1+full", 0.5)]:
+            for model, test, start in [("scratch+full", 0.5, seed), ("copy+full", 0.6, 100 + seed),
+                                       ("other@v1+full", 0.5, None)]:  # fmt: skip
                 test += 0.01 * (fold + 2 * seed) * (model != "scratch+full")
-                _finetuned(place / f"finetune/{model}/frac=0.2/seed={seed}", seed, test)
+                _finetuned(place / f"finetune/{model}/frac=0.2/seed={seed}", seed, test, start)
             _finetuned(oracle_root / f"yandex/fold={fold}/finetune/oracle+full/frac=0.2/"
                        f"seed={seed}", seed, 0.7 + 0.01 * seed)  # fmt: skip
     argv = ["bench", "--sweep", str(sweep), "--oracle-sweep", str(oracle_sweep), "--folds",
@@ -144,10 +164,14 @@ def test_end_to_end_on_a_mocked_folded_sweep(monkeypatch, tmp_path: Path, capsys
     assert list(rows) == ["encoder", "random init", "`copy`", "`other@v1`", oracle_row]
     copy, oracle, random = rows["`copy`"], rows[oracle_row], rows["random init"]
     assert copy[1] == "4" and copy[7] == "1.000 ± 0.000" and copy[2] == oracle[2]
+    # Within QGs too, and after its finetuning (model.pt holds the oracle's weights); the random
+    # init's finetuned column is scratch+full's encoder, the fresh one; other@v1 has no model.pt.
+    assert copy[9] == "1.000 ± 0.000" and copy[11] == "1.000 ± 0.000" and "4/4 > 0" in copy[12]
+    assert random[11] == random[9] != "" and rows["`other@v1`"][11] == ""
     assert copy[5] == "0.625 ± 0.013" and oracle[5] == "0.705 ± 0.006"
-    assert random[5] == "0.500 ± 0.000" and random[11] == "the reference |"
-    assert "4/4 > 0" in copy[6] and copy[11].startswith("closer to the oracle and pays")
-    assert oracle[11] == "has seen every train label |"
+    assert random[5] == "0.500 ± 0.000" and random[15] == "the reference |"
+    assert "4/4 > 0" in copy[6] and copy[15].startswith("closer to the oracle and pays")
+    assert oracle[15] == "has seen every train label |" and oracle[8] == oracle[10] == ""
     # The random init: the pretrainings' architecture and seed (torch.manual_seed, then
     # build_encoder), as pretraining draws its own starting point.
     encoders = bench.unit_encoders(bench_args(argv, monkeypatch), 1, 0, ["copy"])
