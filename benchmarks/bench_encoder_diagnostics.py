@@ -31,6 +31,11 @@ unit's ``resnet`` of ``--oracle-sweep`` trained on every train label, ``frac=1``
    how much of what the encoder writes says which QG an item is in rather than how it differs
    from its QG's other items (NDCG compares items within a QG only).
 
+``--label-trained`` adds a row for the oracle sweep's ``resnet`` at ``--fraction``: a fresh
+network trained on the unit's own labels (the same draw) with that sweep's lr grid, measured as
+the encoders are (its "finetuning" is its own test NDCG@5): how close the labels alone bring an
+encoder to the oracle, against what a pretraining brings before any label.
+
 Each column is the mean ± std over units; a margin column is the paired margin over the random
 init (``scratch+full`` for the finetuning), as `ohsumed_folds.paired` prints it.
 
@@ -73,17 +78,20 @@ from scarce_ltr.core.run_config import read_config
 from scarce_ltr.data.pipeline import PreparedData, prepare_data
 from scarce_ltr.data.ranking_split import rows_of_groups
 from scarce_ltr.data.stage_config import CommonConfig
-from scarce_ltr.finetune.model import MODEL_FILE, load_model
+from scarce_ltr.finetune.model import MODEL_FILE
 from scarce_ltr.pretrain.checkpoint import ENCODER_FILE, load_pretrained_encoder
 from scarce_ltr.pretrain.encoders import build_encoder
 from scarce_ltr.pretrain.monitor import effective_rank
 from scarce_ltr.reports.stats import paired_greater
-from scarce_ltr.trees.lightgbm.hybrid.embedding_features import embed_split
+from scarce_ltr.trees.lightgbm.hybrid.embedding_features import embed_split, load_encoder
 
 ALPHAS = (1e3, 1e2, 1e1, 1.0, 1e-1, 1e-2)  # strongest first: a tie on vali keeps the stronger
 CKA_SEED = 0
 ITEM_BUDGET = 8192
 RANDOM, ORACLE, SCRATCH = "random init", "oracle", "scratch+full"
+# --label-trained's row: the oracle sweep's ``resnet`` at --fraction, a fresh network trained on
+# the unit's own labels (the same draw: same seed and fraction) with its sweep's lr grid.
+LABELS = "resnet"
 # The probe's view of a split: [n, D] embeddings, [n] labels, [n_groups + 1] QG offsets.
 Items = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -221,7 +229,8 @@ def unit_data(args, fold: int, seed: int, models: list[str]) -> tuple[PreparedDa
 
 def unit_encoders(args, fold: int, seed: int, models: list[str]) -> dict:
     """``{name: (encoder, n_features)}`` (CPU, eval mode) of the unit: its finished
-    pretrainings, the random init of their architecture, and the oracle where it can be had."""
+    pretrainings, the random init of their architecture, the oracle where it can be had and, with
+    ``--label-trained``, the network trained on the unit's labels (`LABELS`) where finished."""
     encoders, config = {}, None
     for model in models:
         folder = args.sweep / args.data / f"fold={fold}" / "pretrain" / model / f"seed={seed}"
@@ -236,6 +245,10 @@ def unit_encoders(args, fold: int, seed: int, models: list[str]) -> dict:
     if oracle is not None:
         encoder, info = load_pretrained_encoder(oracle)
         encoders[ORACLE] = encoder, info["n_features"]
+    labeled = cell(args.oracle_sweep, LABELS, fold, seed, args.fraction, args.data)
+    if args.label_trained and finished_report(labeled) is not None:
+        encoder, info = load_encoder(labeled)
+        encoders[LABELS] = encoder, info["n_features"]
     return encoders
 
 
@@ -247,7 +260,7 @@ def finetuned_encoders(args, fold: int, seed: int, names) -> dict:
         folder = cell(args.sweep, SCRATCH if name == RANDOM else f"{name}+full", fold, seed,
                       args.fraction, args.data)  # fmt: skip
         if finished_report(folder) is not None and (folder / MODEL_FILE).is_file():
-            encoders[name] = load_model(folder)[0].encoder
+            encoders[name] = load_encoder(folder)[0]
     return encoders
 
 
@@ -293,7 +306,7 @@ def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dic
             return linear_cka(vali_x[sample], reference[sample])
         return linear_cka(vali_x[sample], oracle[sample])
 
-    tuned = finetuned_encoders(args, fold, seed, [n for n in embedded if n != ORACLE])
+    tuned = finetuned_encoders(args, fold, seed, [n for n in embedded if n not in (ORACLE, LABELS)])
     tuned_vali = {
         n: embed_split(e, prepared.vali, item_budget=ITEM_BUDGET) for n, e in tuned.items()
     }
@@ -320,9 +333,12 @@ def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dic
 
 
 def finetuned(args, name: str, fold: int, seed: int) -> float | None:
-    """Test NDCG@5 of the encoder's full finetuning at ``--fraction`` (None: not finished)."""
+    """Test NDCG@5 of the encoder's full finetuning at ``--fraction`` (None: not finished);
+    for `LABELS`, of that network itself."""
     if name == ORACLE:
         root, model = bench_oracle_encoder.oracle_root(args.oracle_sweep), "oracle+full"
+    elif name == LABELS:
+        root, model = args.oracle_sweep, LABELS
     else:
         root, model = args.sweep, SCRATCH if name == RANDOM else f"{name}+full"
     report = finished_report(cell(root, model, fold, seed, args.fraction, args.data))
@@ -356,13 +372,15 @@ def table_row(per_unit: dict, name: str) -> str:
     base = {key: column(per_unit, RANDOM, key) for key in keys}
     units = sum(name in m for m in per_unit.values())
     margins = {k: "" if name == RANDOM else margin(get[k], base[k]) for k in keys}
-    if name in (RANDOM, ORACLE):
-        read = "the reference" if name == RANDOM else "has seen every train label"
+    if name in (RANDOM, ORACLE, LABELS):
+        read = {RANDOM: "the reference", ORACLE: "has seen every train label",
+                LABELS: "what the labels alone teach a fresh network"}[name]  # fmt: skip
         if name == ORACLE:  # its CKA is 1 by definition
             margins.update(cka="", cka_qg="", tuned_cka_qg="")
     else:
         read = reading(*(direction(get[k], base[k]) for k in ("probe_test", "cka_qg", "finetune")))
-    label = {RANDOM: "random init", ORACLE: "oracle (resnet, frac=1)"}.get(name, f"`{name}`")
+    label = {RANDOM: "random init", ORACLE: "oracle (resnet, frac=1)",
+             LABELS: "`resnet` on the unit's labels"}.get(name, f"`{name}`")  # fmt: skip
     cells = [label, str(units), mean_std(get["probe_test"]), mean_std(get["probe_vali"]),
              margins["probe_test"], mean_std(get["finetune"]), margins["finetune"],
              mean_std(get["cka"]), margins["cka"], mean_std(get["cka_qg"]), margins["cka_qg"],
@@ -400,6 +418,9 @@ def parse_args():
     parser.add_argument("--models", nargs="+", default=None,
                         help="pretrain/<name> folders (default: every one found)")  # fmt: skip
     parser.add_argument("--cka-items", type=int, default=5000)
+    parser.add_argument("--label-trained", action="store_true",
+                        help="a row for the oracle sweep's resnet at --fraction: a fresh network "
+                        "trained on the unit's labels")  # fmt: skip
     args = parser.parse_args()
     if args.oracle_sweep is None:
         name = bench_oracle_encoder.DEFAULTS[args.data][0]
@@ -422,7 +443,7 @@ def main() -> None:
     if not any(ORACLE in m for m in per_unit.values()):
         print(oracle_advice(args) + "\n")
     print(HEADER)
-    for name in [RANDOM, *models, ORACLE]:
+    for name in [RANDOM, *models, LABELS, ORACLE]:
         if any(name in m for m in per_unit.values()):
             print(table_row(per_unit, name))
 

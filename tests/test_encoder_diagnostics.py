@@ -124,7 +124,7 @@ def _finetuned(folder: Path, seed: int, test: float, encoder_seed: int | None = 
         encoder = build_encoder(ARCH, n_features=12)
         model = Ranker(encoder=encoder, head=head_on(encoder, "linear", hidden=4, dropout=0.0))
         spec = ranker_spec(n_features=12, encoder=ARCH, head="linear", hidden=4, dropout=0.0)
-        save_model(folder, model, spec=spec, data={}, source={})
+        save_model(folder, model, spec=spec, data={"n_features": 12}, source={})
     config = {"data": {"name": "synthetic", "synthetic": TINY}, "seed": seed, "logger": "none",
               "scarcity": {"fraction": 0.2, "val": "full"}}  # fmt: skip
     (folder / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
@@ -152,8 +152,12 @@ def test_end_to_end_on_a_mocked_folded_sweep(monkeypatch, tmp_path: Path, capsys
                 _finetuned(place / f"finetune/{model}/frac=0.2/seed={seed}", seed, test, start)
             _finetuned(oracle_root / f"yandex/fold={fold}/finetune/oracle+full/frac=0.2/"
                        f"seed={seed}", seed, 0.7 + 0.01 * seed)  # fmt: skip
+            # --label-trained's network on the unit's labels: the oracle's weights again
+            _finetuned(oracle_sweep / f"yandex/fold={fold}/baseline/resnet/frac=0.2/seed={seed}",
+                       seed, 0.65 + 0.01 * fold, 100 + seed)  # fmt: skip
     argv = ["bench", "--sweep", str(sweep), "--oracle-sweep", str(oracle_sweep), "--folds",
-            "1", "2", "--seeds", "0", "1", "--fraction", "0.2", "--cka-items", "50"]  # fmt: skip
+            "1", "2", "--seeds", "0", "1", "--fraction", "0.2", "--cka-items", "50",
+            "--label-trained"]  # fmt: skip
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
     out = capsys.readouterr().out
@@ -161,7 +165,11 @@ def test_end_to_end_on_a_mocked_folded_sweep(monkeypatch, tmp_path: Path, capsys
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines()
             if line.startswith("| ") and "---" not in line}  # fmt: skip
     oracle_row = "oracle (resnet, frac=1)"
-    assert list(rows) == ["encoder", "random init", "`copy`", "`other@v1`", oracle_row]
+    labels_row = "`resnet` on the unit's labels"
+    assert list(rows) == ["encoder", "random init", "`copy`", "`other@v1`", labels_row, oracle_row]
+    labels = rows[labels_row]
+    assert labels[5] == "0.665 ± 0.006" and labels[9] == "1.000 ± 0.000" and labels[11] == ""
+    assert labels[15] == "what the labels alone teach a fresh network |"
     copy, oracle, random = rows["`copy`"], rows[oracle_row], rows["random init"]
     assert copy[1] == "4" and copy[7] == "1.000 ± 0.000" and copy[2] == oracle[2]
     # Within QGs too, and after its finetuning (model.pt holds the oracle's weights); the random
@@ -180,7 +188,7 @@ def test_end_to_end_on_a_mocked_folded_sweep(monkeypatch, tmp_path: Path, capsys
     assert all(torch.equal(v, fresh[k]) for k, v in encoders["random init"][0].state_dict().items())
     # Without the oracle: blank oracle columns and the command that trains it.
     empty = tmp_path / "nothing"
-    argv = [*argv[:3], "--oracle-sweep", str(empty), *argv[5:], "--models", "copy"]
+    argv = [*argv[:3], "--oracle-sweep", str(empty), *argv[5:-1], "--models", "copy"]
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
     out = capsys.readouterr().out
