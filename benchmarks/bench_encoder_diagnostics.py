@@ -297,13 +297,14 @@ def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dic
                           for s in (train, prepared.vali, prepared.test)]  # fmt: skip
     offsets = prepared.vali.offsets
     oracle = embedded[ORACLE][1] if ORACLE in embedded else None
+    oracle_within = None if oracle is None else within_qg(oracle, offsets)
 
     def cka(vali_x: np.ndarray, *, within: bool) -> float | None:
+        """Linear CKA to the oracle on the sampled vali items, within QGs or as they are."""
         if oracle is None:
             return None
         if within:
-            vali_x, reference = within_qg(vali_x, offsets), within_qg(oracle, offsets)
-            return linear_cka(vali_x[sample], reference[sample])
+            return linear_cka(within_qg(vali_x, offsets)[sample], oracle_within[sample])
         return linear_cka(vali_x[sample], oracle[sample])
 
     tuned = finetuned_encoders(args, fold, seed, [n for n in embedded if n not in (ORACLE, LABELS)])
