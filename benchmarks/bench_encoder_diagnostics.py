@@ -126,13 +126,11 @@ def between_qg_share(x: np.ndarray, offsets: np.ndarray) -> float:
     """The share of the total variance of ``x [n_items, D]`` (summed over dimensions) that lies
     between the QGs ``offsets [n_groups + 1]`` delimit: 0 when every QG has the same mean, 1
     when the items of each QG coincide. Example: items [[0], [2], [10], [12]] in QGs of two:
-    QG means 1 and 11, between 2 * 25 + 2 * 25 = 100 of a total 104, share 0.96."""
-    sizes = np.diff(offsets)
-    starts = offsets[:-1][sizes > 0]
-    centered = x - x.mean(axis=0)
-    means = np.add.reduceat(centered, starts, axis=0) / sizes[sizes > 0, None]
-    total = float((centered**2).sum())
-    return float((sizes[sizes > 0, None] * means**2).sum()) / total if total > 0 else 0.0
+    QG means 1 and 11, between 2 * 25 + 2 * 25 = 100 of a total 104, share 0.96. The between
+    part is the total less what is left within QGs (`within_qg`: 4 here)."""
+    x = np.asarray(x, dtype=np.float64)
+    total = float(((x - x.mean(axis=0)) ** 2).sum())
+    return 1.0 - float((within_qg(x, offsets) ** 2).sum()) / total if total > 0 else 0.0
 
 
 def ridge_scores(train_x: np.ndarray, train_y: np.ndarray, alpha: float, *others: np.ndarray):
@@ -245,7 +243,7 @@ def unit_encoders(args, fold: int, seed: int, models: list[str]) -> dict:
     if oracle is not None:
         encoder, info = load_pretrained_encoder(oracle)
         encoders[ORACLE] = encoder, info["n_features"]
-    labeled = cell(args.oracle_sweep, LABELS, fold, seed, args.fraction, args.data)
+    labeled = result_cell(args, LABELS, fold, seed)
     if args.label_trained and finished_report(labeled) is not None:
         encoder, info = load_encoder(labeled)
         encoders[LABELS] = encoder, info["n_features"]
@@ -257,8 +255,7 @@ def finetuned_encoders(args, fold: int, seed: int, names) -> dict:
     of ``scratch+full`` for the random init, of ``<name>+full`` for a pretraining."""
     encoders = {}
     for name in names:
-        folder = cell(args.sweep, SCRATCH if name == RANDOM else f"{name}+full", fold, seed,
-                      args.fraction, args.data)  # fmt: skip
+        folder = result_cell(args, name, fold, seed)
         if finished_report(folder) is not None and (folder / MODEL_FILE).is_file():
             encoders[name] = load_encoder(folder)[0]
     return encoders
@@ -327,22 +324,28 @@ def measure_unit(args, fold: int, seed: int, models: list[str]) -> dict[str, dic
             "cka_qg": cka(vali_x, within=True),
             "tuned_cka_qg": cka(tuned_vali[name], within=True) if name in tuned_vali else None,
             "rank": effective_rank(vali_x[sample]),
-            "qg_share": between_qg_share(vali_x, prepared.vali.offsets),
+            "qg_share": between_qg_share(vali_x, offsets),
             "finetune": finetuned(args, name, fold, seed),
         }
     return out
 
 
-def finetuned(args, name: str, fold: int, seed: int) -> float | None:
-    """Test NDCG@5 of the encoder's full finetuning at ``--fraction`` (None: not finished);
-    for `LABELS`, of that network itself."""
+def result_cell(args, name: str, fold: int, seed: int) -> Path:
+    """The run at ``--fraction`` that an encoder's finetuning column reads: ``<name>+full`` of
+    the sweep, ``scratch+full`` for the random init, ``oracle+full`` of the oracle's folder, and
+    for `LABELS` that network's own run in the oracle sweep."""
     if name == ORACLE:
         root, model = bench_oracle_encoder.oracle_root(args.oracle_sweep), "oracle+full"
     elif name == LABELS:
         root, model = args.oracle_sweep, LABELS
     else:
         root, model = args.sweep, SCRATCH if name == RANDOM else f"{name}+full"
-    report = finished_report(cell(root, model, fold, seed, args.fraction, args.data))
+    return cell(root, model, fold, seed, args.fraction, args.data)
+
+
+def finetuned(args, name: str, fold: int, seed: int) -> float | None:
+    """Test NDCG@5 of `result_cell` (None: not finished)."""
+    report = finished_report(result_cell(args, name, fold, seed))
     return None if report is None else report["_test"]
 
 
