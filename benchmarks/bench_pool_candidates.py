@@ -32,6 +32,9 @@ FIXED = [
     ("rank-pretext (random monotone orders)", "yandex-released", "rank-pretext+full"),
     ("qg-bins (in-QG quantile bins)", "yandex-released", "qg-bins+full"),
     ("released + joint SimCLR in finetuning (w 0.5)", "yandex-joint", "simclr@released+full"),
+    ("released + rank-pretext (w 1)", "yandex-released", "simclr-pretext@released+full"),
+    ("released + rank-pretext (w 5)", "yandex-released", "simclr-pretext@released-w5+full"),
+    ("released + rank-pretext (w 20)", "yandex-released", "simclr-pretext@released-w20+full"),
 ]
 SEARCHED = [
     ("SimCLR, the released recipe (preset)", "yandex-hybrid", "simclr@released+full"),

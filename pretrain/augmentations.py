@@ -334,7 +334,6 @@ def compose(*augmentations: Augmentation) -> Augmentation:
     return composed
 
 
-
 REPLACE_SOURCES = ("global", "qg")  # augment.replace_source
 
 

@@ -1,6 +1,7 @@
-"""Rank-pretext and QG-bins (pretext tasks from the data's own structure): bins and grades by
-hand, the tasks' draw, padding invariance, seeding, option checks, the loss falling on a toy
-pool, and both methods end to end with a resume after a crash."""
+"""Rank-pretext and QG-bins (pretext tasks from the data's own structure), and SimCLR-Pretext
+(SimCLR plus rank-pretext on one encoder): bins and grades by hand, the tasks' draw, padding
+invariance, seeding, option checks, the loss falling on a toy pool, SimCLR-Pretext at weight 0
+being SimCLR, and every method end to end with a resume after a crash."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ from scarce_ltr.pretrain.objectives.rank_pretext import (
 )
 from scarce_ltr.pretrain.train import CHECKPOINT, CRASH_ENV, SimulatedCrash
 
-METHODS = ("rank-pretext", "qg-bins")
+METHODS = ("rank-pretext", "qg-bins", "simclr-pretext")
+RANKED = ("rank-pretext", "simclr-pretext")  # the methods holding rank-pretext's tasks
+CONTRAST = ("simclr-pretext",)  # the methods with SimCLR's views
 SMALL = ["encoder.width=16", "encoder.hidden=32", "encoder.n_blocks=1", "encoder.dropout=0.0"]
 
 
@@ -196,7 +199,7 @@ def test_seeded(method):
     first, a = loss(0, 0)
     second, b = loss(0, 0)
     assert first == second
-    if method == "rank-pretext":  # the tasks come from the run's seed alone
+    if method in RANKED:  # the tasks come from the run's seed alone
         _, c = loss(0, 99)
         _, d = loss(1, 0)
         assert torch.equal(a.task_weights, c.task_weights)
@@ -213,6 +216,10 @@ def test_seeded(method):
         ("rank-pretext", "pretext.n_bins=3", r"pretext\.n_bins=3: method=rank-pretext does not"),
         ("qg-bins", "augment.replace_source=qg", r"augment\.replace_source=qg: method=qg-bins"),
         ("simclr-rank", "pretext.n_tasks=3", r"pretext\.n_tasks=3: method=simclr-rank does not"),
+        ("simclr-pretext", "pretext.n_active=0", r"pretext\.n_active must be >= 1, got 0"),
+        ("simclr-pretext", "pretext.n_bins=3", r"pretext\.n_bins=3: method=simclr-pretext"),
+        ("simclr-pretext", "objective.rank_weight=-1", r"objective\.rank_weight must be >= 0"),
+        ("simclr", "objective.rank_weight=2", r"objective\.rank_weight.*method=simclr"),
     ],
 )
 def test_bad_options_are_refused_naming_the_key(method, setting, said):
@@ -232,7 +239,8 @@ def test_no_task_and_too_many_active_features_are_refused():
 @pytest.mark.parametrize("method", METHODS)
 def test_the_loss_falls_on_a_toy_pool(method):
     torch.manual_seed(0)
-    objective = _objective(method)
+    # SimCLR's views at the text's noise 1.0 leave 31 items little to tell apart in 30 steps
+    objective = _objective(method, *(["augment.noise_scale=0.3"] if method in CONTRAST else []))
     optimizer = torch.optim.Adam(objective.parameters(), lr=3e-3)
     features, mask = _pool(4)
     objective.set_training_items(features[mask])
@@ -265,12 +273,37 @@ def test_end_to_end_and_resume_after_a_crash(method, tmp_path, monkeypatch):
     with pytest.raises(SimulatedCrash):
         _pretrain(method, tmp_path / "crashed", *args)
     saved = torch.load(tmp_path / "crashed" / CHECKPOINT, weights_only=True)["model"]
-    if method == "rank-pretext":  # the tasks and the statistics travel in the checkpoint
+    if method in RANKED:  # the tasks and the statistics travel in the checkpoint
         assert {"task_weights", "feature_mean", "feature_scale"} <= set(saved)
     monkeypatch.delenv(CRASH_ENV)
     _pretrain(method, tmp_path / "crashed", *args)
     for key, value in _encoder(tmp_path / "straight").items():
         assert torch.equal(value, _encoder(tmp_path / "crashed")[key]), key
+
+
+def test_simclr_pretext_at_weight_0_is_simclr_draw_for_draw():
+    features, mask = _pool(5)
+    torch.manual_seed(0)
+    simclr = _objective("simclr", "augment.replace_p=0.3")
+    torch.manual_seed(0)  # the same encoder and projector; the rank head comes after them
+    both = _objective("simclr-pretext", "augment.replace_p=0.3", "objective.rank_weight=0")
+    both.set_training_items(features[mask])
+    plain = simclr(features, mask, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(both(features, mask, generator=torch.Generator().manual_seed(3)), plain)
+    ranked = _objective("simclr-pretext", "augment.replace_p=0.3", "objective.rank_weight=2")
+    ranked.load_state_dict(both.state_dict())
+    loss = ranked(features, mask, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():  # SimCLR's term plus twice the tasks' LambdaRank of the clean items
+        rank = ranked.rank_loss(ranked.encode(features[mask], mask), features, mask)
+    assert float(loss.detach()) == pytest.approx(float(plain.detach()) + 2 * float(rank))
+
+
+def test_the_released_preset_of_simclr_pretext_runs(tmp_path):
+    out = _pretrain("simclr-pretext@released", tmp_path / "run", "epochs=1", "item_budget=150")
+    stored = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert np.isfinite(stored["loss_curve"]).all() and out["history"]
+    _, meta = load_pretrained_encoder(tmp_path / "run")
+    assert meta["method"] == "simclr-pretext"
 
 
 def _encoder(run_dir) -> dict:

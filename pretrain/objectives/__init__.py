@@ -18,6 +18,7 @@ from scarce_ltr.pretrain.objectives.qg_bins import QGBins
 from scarce_ltr.pretrain.objectives.rank_pretext import RankPretext
 from scarce_ltr.pretrain.objectives.scarf import SCARF
 from scarce_ltr.pretrain.objectives.simclr import SimCLR
+from scarce_ltr.pretrain.objectives.simclr_pretext import SimCLRPretext
 from scarce_ltr.pretrain.objectives.simclr_rank import SimCLRRank
 from scarce_ltr.pretrain.objectives.simclr_sample import SimCLRSample
 from scarce_ltr.pretrain.objectives.simsiam import SimSiam
@@ -50,6 +51,8 @@ OBJECTIVES: Registry[type[Objective]] = Registry(
         # pretext tasks from the data's own structure (issue 60), not methods of the paper
         "rank-pretext": RankPretext,
         "qg-bins": QGBins,
+        # SimCLR plus rank-pretext on one encoder: between-QG contrast and in-QG orders
+        "simclr-pretext": SimCLRPretext,
     },
     reads=lambda objective: objective.options.keys(),
 )

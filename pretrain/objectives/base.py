@@ -219,7 +219,8 @@ class Objective(nn.Module):
             raise ValueError(f"binary_p must be in [0, 1], got {binary_p}")
         self.augment = view_augmentation(**settings)
         self.binary_p = binary_p
-        self.needs_training_items = binary_p > 0  # type: ignore[misc]
+        # an objective that needs them for its own sake keeps needing them
+        self.needs_training_items = type(self).needs_training_items or binary_p > 0  # type: ignore[misc]
 
     def set_training_items(self, items: torch.Tensor) -> None:
         """Every item of the pretraining set, ``[M, d]`` (objectives that draw from it). With

@@ -172,14 +172,13 @@ def _length_buckets(mask: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
 
 
 @dataclass(frozen=True)
-class RankPretextOptions(ObjectiveOptions):
-    """Rank-pretext's keys: how many combinations, of how many features, whether each feature
-    is a task of its own, and the share of entries replaced by a same-QG donor's."""
+class RankTaskOptions(ObjectiveOptions):
+    """The rank-pretext tasks' keys: how many combinations, of how many features, and whether
+    each feature is a task of its own (rank-pretext's and simclr-pretext's)."""
 
     n_tasks: int = option("pretext.n_tasks")
     n_active: int = option("pretext.n_active")
     single_features: bool = option("pretext.single_features")
-    replace_p: float = option("augment.replace_p")
 
     def check(self) -> None:
         super().check()
@@ -191,12 +190,75 @@ class RankPretextOptions(ObjectiveOptions):
             )
         if self.n_active < 1:
             raise ValueError(f"pretext.n_active must be >= 1, got {self.n_active}")
+
+
+@dataclass(frozen=True)
+class RankPretextOptions(RankTaskOptions):
+    """Rank-pretext's keys: its tasks', and the share of entries replaced by a same-QG
+    donor's."""
+
+    replace_p: float = option("augment.replace_p")
+
+    def check(self) -> None:
+        super().check()
         check_probability("augment.replace_p", self.replace_p, closed=True)
 
 
-class RankPretext(Objective):
+class RankTasks(Objective):
+    """What an objective with the rank-pretext tasks holds: the tasks' weights and the
+    standardization's statistics (buffers: a resumed run ranks by the same ones) and a linear
+    head of one score per task (``head``); `rank_loss` is the tasks' LambdaRank. An objective
+    calls `init_tasks` once its encoder is set."""
+
     needs_training_items = True  # the per-feature standardization of the task values
     seeded = True
+
+    def init_tasks(
+        self, n_features: int, *, n_tasks: int, n_active: int, single_features: bool, seed: int
+    ) -> None:
+        gen = torch.Generator().manual_seed(derive_seed(seed, _TASK_STREAM))
+        tasks = draw_tasks(
+            n_features,
+            n_tasks=n_tasks,
+            n_active=n_active,
+            single_features=single_features,
+            generator=gen,
+        )
+        self.register_buffer("task_weights", tasks)  # [d, T]
+        self.register_buffer("feature_mean", torch.zeros(n_features))
+        self.register_buffer("feature_scale", torch.ones(n_features))
+        self.head = nn.Linear(self.width, tasks.shape[1])
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.task_weights.shape[1])
+
+    def set_training_items(self, items: torch.Tensor) -> None:
+        """The per-feature mean and standard deviation of ``items [M, d]`` (the pretraining
+        set) that standardize the task values (a constant feature keeps scale 1)."""
+        super().set_training_items(items)
+        items = items.float()
+        std = items.std(dim=0) if items.shape[0] > 1 else torch.zeros_like(items[0])
+        self.feature_mean.copy_(items.mean(dim=0))
+        self.feature_scale.copy_(torch.where(std > 0, std, 1.0))
+
+    @torch.no_grad()
+    def task_values(self, items: torch.Tensor) -> torch.Tensor:
+        """``[N, T]`` value of each task for ``items [N, d]``, in float32."""
+        with torch.autocast(device_type=items.device.type, enabled=False):
+            standardized = (items.float() - self.feature_mean) / self.feature_scale
+            return standardized @ self.task_weights
+
+    def rank_loss(
+        self, embeddings: torch.Tensor, features: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """The tasks' LambdaRank (`rank_pretext_loss`) of the head's scores of ``embeddings``
+        ``[N, D]`` (the real items of ``mask``, from any input) against the clean items'
+        values, ``features [B, L, d]``."""
+        return rank_pretext_loss(self.head(embeddings), self.task_values(features[mask]), mask)
+
+
+class RankPretext(RankTasks):
     options = RankPretextOptions
 
     def __init__(
@@ -214,19 +276,14 @@ class RankPretext(Objective):
         RankPretextOptions(  # the same checks
             n_tasks=n_tasks, n_active=n_active, single_features=single_features, replace_p=replace_p
         )
-        gen = torch.Generator().manual_seed(derive_seed(seed, _TASK_STREAM))
-        tasks = draw_tasks(
+        self.init_tasks(
             n_features,
             n_tasks=n_tasks,
             n_active=n_active,
             single_features=single_features,
-            generator=gen,
+            seed=seed,
         )
-        self.register_buffer("task_weights", tasks)  # [d, T]
-        self.register_buffer("feature_mean", torch.zeros(n_features))
-        self.register_buffer("feature_scale", torch.ones(n_features))
         self.replace_p = replace_p
-        self.head = nn.Linear(self.width, tasks.shape[1])
 
     @classmethod
     def build(
@@ -234,32 +291,12 @@ class RankPretext(Objective):
     ) -> RankPretext:
         return cls(encoder=encoder, n_features=n_features, seed=seed, **options.arguments())
 
-    @property
-    def n_tasks(self) -> int:
-        return int(self.task_weights.shape[1])
-
-    def set_training_items(self, items: torch.Tensor) -> None:
-        """The per-feature mean and standard deviation of ``items [M, d]`` (the pretraining
-        set) that standardize the task values (a constant feature keeps scale 1)."""
-        items = items.float()
-        std = items.std(dim=0) if items.shape[0] > 1 else torch.zeros_like(items[0])
-        self.feature_mean.copy_(items.mean(dim=0))
-        self.feature_scale.copy_(torch.where(std > 0, std, 1.0))
-
-    @torch.no_grad()
-    def task_values(self, items: torch.Tensor) -> torch.Tensor:
-        """``[N, T]`` value of each task for ``items [N, d]``, in float32."""
-        with torch.autocast(device_type=items.device.type, enabled=False):
-            standardized = (items.float() - self.feature_mean) / self.feature_scale
-            return standardized @ self.task_weights
-
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
         x, view_mask = self.inputs(features, mask)
-        values = self.task_values(features[mask] if view_mask is not None else x)
         if self.replace_p > 0:
             x = qg_corrupt(
                 x, view_mask, p=self.replace_p, generator=generator, groups=group_index(mask)
             )
-        return rank_pretext_loss(self.head(self.encode(x, mask)), values, mask)
+        return self.rank_loss(self.encode(x, mask), features, mask)

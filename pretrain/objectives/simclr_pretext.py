@@ -1,0 +1,84 @@
+"""SimCLR (eq. 2) and the rank-pretext tasks on one encoder: between-QG contrast plus in-QG orders.
+
+Not a method of the paper (issue 60). Why the pair: on the Yandex folds the released recipe
+(`simclr@released`: same-QG swap views, batch-wide negatives) pays because its encoder tells QGs
+apart (87-90 % of its embeddings' variance lies between QGs) *and* sits closer to a label-trained
+oracle within QGs than a random encoder; rank-pretext moves the encoder towards the oracle within
+QGs (linear CKA +0.057) but separates no QGs, and pays nothing alone (docs/results.md, the
+diagnostics table). The sum asks the encoder for both:
+
+    loss = simclr(view_0, view_1) + objective.rank_weight * rank_pretext(h(x))
+
+SimCLR's term is `simclr.SimCLR`'s on its two views (any of its view settings); the rank term is
+rank-pretext's LambdaRank on the tasks of `rank_pretext.RankTasks` (``pretext.n_tasks`` sparse
+monotone combinations of the standardized features and, with ``pretext.single_features``, each
+feature's own order), scored by a linear head from the encoder's embedding of the *clean* items,
+a third pass beside the two views: the orders finetuning will rank by are the clean items'. At
+``rank_weight`` 0 the rank term is not computed and the loss is SimCLR's, draw for draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from scarce_ltr.core.config_fields import NON_NEGATIVE
+from scarce_ltr.pretrain.objectives.base import own_option
+from scarce_ltr.pretrain.objectives.rank_pretext import RankTaskOptions, RankTasks
+from scarce_ltr.pretrain.objectives.simclr import SimCLR, SimCLROptions
+
+
+@dataclass(frozen=True)
+class SimCLRPretextOptions(SimCLROptions, RankTaskOptions):
+    """SimCLR's keys, the rank-pretext tasks' and the rank term's weight."""
+
+    rank_weight: float = own_option(1.0)  # the rank-pretext loss's weight beside SimCLR's
+
+    def check(self) -> None:
+        super().check()
+        NON_NEGATIVE.check("objective.rank_weight", self.rank_weight)
+
+
+class SimCLRPretext(RankTasks, SimCLR):
+    options = SimCLRPretextOptions
+
+    def __init__(
+        self,
+        *,
+        encoder: nn.Module,
+        n_features: int,
+        n_tasks: int = 32,
+        n_active: int = 3,
+        single_features: bool = True,
+        rank_weight: float = 1.0,
+        seed: int = 0,
+        **simclr,
+    ) -> None:
+        super().__init__(encoder=encoder, **simclr)
+        self.init_tasks(
+            n_features,
+            n_tasks=n_tasks,
+            n_active=n_active,
+            single_features=single_features,
+            seed=seed,
+        )
+        self.rank_weight = rank_weight
+
+    @classmethod
+    def build(
+        cls, encoder: nn.Module, options: SimCLRPretextOptions, *, n_features: int, seed: int = 0
+    ) -> SimCLRPretext:
+        return cls(encoder=encoder, n_features=n_features, seed=seed, **options.arguments())
+
+    def forward(
+        self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
+    ) -> torch.Tensor:
+        z0, z1 = self.project_two_views(features, mask, generator=generator)
+        loss = self.contrast(z0, z1, mask)
+        if self.rank_weight > 0:
+            clean, _ = self.inputs(features, mask)
+            ranked = self.rank_loss(self.encode(clean, mask), features, mask)
+            loss = loss + self.rank_weight * ranked
+        return loss
