@@ -229,6 +229,14 @@ class RankTasks(Objective):
         self.register_buffer("feature_scale", torch.ones(n_features))
         self.head = nn.Linear(self.width, tasks.shape[1])
 
+    @classmethod
+    def build(
+        cls, encoder: nn.Module, options: ObjectiveOptions, *, n_features: int, seed: int = 0
+    ) -> RankTasks:
+        """Its constructor with the options, the feature count and the run's seed (the
+        tasks' draw)."""
+        return cls(encoder=encoder, n_features=n_features, seed=seed, **options.arguments())
+
     @property
     def n_tasks(self) -> int:
         return int(self.task_weights.shape[1])
@@ -284,12 +292,6 @@ class RankPretext(RankTasks):
             seed=seed,
         )
         self.replace_p = replace_p
-
-    @classmethod
-    def build(
-        cls, encoder: nn.Module, options: RankPretextOptions, *, n_features: int, seed: int = 0
-    ) -> RankPretext:
-        return cls(encoder=encoder, n_features=n_features, seed=seed, **options.arguments())
 
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator

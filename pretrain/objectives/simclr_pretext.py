@@ -66,12 +66,6 @@ class SimCLRPretext(RankTasks, SimCLR):
         )
         self.rank_weight = rank_weight
 
-    @classmethod
-    def build(
-        cls, encoder: nn.Module, options: SimCLRPretextOptions, *, n_features: int, seed: int = 0
-    ) -> SimCLRPretext:
-        return cls(encoder=encoder, n_features=n_features, seed=seed, **options.arguments())
-
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
