@@ -298,6 +298,17 @@ def test_simclr_pretext_at_weight_0_is_simclr_draw_for_draw():
     assert float(loss.detach()) == pytest.approx(float(plain.detach()) + 2 * float(rank))
 
 
+def test_simclr_pretext_made_directly_checks_its_options():
+    from scarce_ltr.pretrain.encoders import build_encoder
+    from scarce_ltr.pretrain.objectives.simclr_pretext import SimCLRPretext
+
+    encoder = build_encoder(_config("simclr-pretext").encoder, n_features=6)
+    with pytest.raises(ValueError, match=r"pretext\.n_tasks must be >= 0, got -1"):
+        SimCLRPretext(encoder=encoder, n_features=6, n_tasks=-1)
+    with pytest.raises(ValueError, match=r"objective\.rank_weight"):
+        SimCLRPretext(encoder=encoder, n_features=6, rank_weight=-1.0)
+
+
 def test_the_released_preset_of_simclr_pretext_runs(tmp_path):
     out = _pretrain("simclr-pretext@released", tmp_path / "run", "epochs=1", "item_budget=150")
     stored = json.loads((tmp_path / "run" / "report.json").read_text())

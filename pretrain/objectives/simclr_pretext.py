@@ -57,6 +57,9 @@ class SimCLRPretext(RankTasks, SimCLR):
         **simclr,
     ) -> None:
         super().__init__(encoder=encoder, **simclr)
+        # the checks of the options `build` passes, for a direct call too
+        RankTaskOptions(n_tasks=n_tasks, n_active=n_active, single_features=single_features)
+        NON_NEGATIVE.check("objective.rank_weight", rank_weight)
         self.init_tasks(
             n_features,
             n_tasks=n_tasks,
