@@ -159,13 +159,20 @@ def test_help_shows_the_mapping_of_own_options_empty(capsys):
 
 def test_old_config_files_load_unchanged():
     """Each method's shipped file composes a config whose saved YAML holds every key of the
-    schema but the (empty) own-options mapping: the bytes every earlier run wrote."""
+    schema but the (empty) own-options mapping: the bytes every earlier run wrote. A method
+    with options of its own (simclr-pretext's rank_weight) saves them in that mapping."""
     keys = [f.name for f in fields(PretrainConfig) if f.name != "objective"]
     for method in available("pretrain"):
         cfg, resolved = _load(method, [])
+        own = {k: v for k, v in OBJECTIVES[method].options.spelled().items() if v is None}
+        if own:
+            assert list(resolved.keys()) == [*keys, "objective"]
+            assert set(cfg.objective) == set(own), method
+            continue
         assert list(resolved.keys()) == keys
         assert cfg.objective == {}
         assert "objective" not in _defaults(method, [])
+    assert _load("simclr-pretext", [])[0].objective == {"rank_weight": 1.0}
 
 
 @pytest.mark.parametrize(
@@ -173,7 +180,7 @@ def test_old_config_files_load_unchanged():
     [
         (["objective.temperature=0.3"],
          "command line: objective.temperature=0.3: method=vime does not read it (read with "
-         "method=simclr-rank, simclr-sample, simclr, scarf or dacl); it reads "
+         "method=simclr-rank, simclr-sample, simclr, scarf, dacl or simclr-pretext); it reads "
          "objective.corrupt_p, objective.alpha, objective.replace_source"),
         (["objective.gamma=1"],
          "command line: objective.gamma=1: no method has an option 'gamma'; method=vime reads "
