@@ -294,7 +294,7 @@ def test_simclr_pretext_at_weight_0_is_simclr_draw_for_draw():
     ranked.load_state_dict(both.state_dict())
     loss = ranked(features, mask, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():  # SimCLR's term plus twice the tasks' LambdaRank of the clean items
-        rank = ranked.rank_loss(ranked.encode(features[mask], mask), features, mask)
+        rank = ranked.rank_loss(ranked.encode(features[mask], mask), features[mask], mask)
     assert float(loss.detach()) == pytest.approx(float(plain.detach()) + 2 * float(rank))
 
 

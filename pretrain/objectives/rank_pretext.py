@@ -216,6 +216,8 @@ class RankTasks(Objective):
     def init_tasks(
         self, n_features: int, *, n_tasks: int, n_active: int, single_features: bool, seed: int
     ) -> None:
+        # the checks of the options `build` passes, for a direct call of the constructor too
+        RankTaskOptions(n_tasks=n_tasks, n_active=n_active, single_features=single_features)
         gen = torch.Generator().manual_seed(derive_seed(seed, _TASK_STREAM))
         tasks = draw_tasks(
             n_features,
@@ -258,12 +260,12 @@ class RankTasks(Objective):
             return standardized @ self.task_weights
 
     def rank_loss(
-        self, embeddings: torch.Tensor, features: torch.Tensor, mask: torch.Tensor
+        self, embeddings: torch.Tensor, items: torch.Tensor, mask: torch.Tensor
     ) -> torch.Tensor:
         """The tasks' LambdaRank (`rank_pretext_loss`) of the head's scores of ``embeddings``
-        ``[N, D]`` (the real items of ``mask``, from any input) against the clean items'
-        values, ``features [B, L, d]``."""
-        return rank_pretext_loss(self.head(embeddings), self.task_values(features[mask]), mask)
+        ``[N, D]`` (the real items of ``mask``, from any input) against the values of the clean
+        ``items [N, d]``."""
+        return rank_pretext_loss(self.head(embeddings), self.task_values(items), mask)
 
 
 class RankPretext(RankTasks):
@@ -281,9 +283,6 @@ class RankPretext(RankTasks):
         seed: int = 0,
     ) -> None:
         super().__init__(encoder=encoder)
-        RankPretextOptions(  # the same checks
-            n_tasks=n_tasks, n_active=n_active, single_features=single_features, replace_p=replace_p
-        )
         self.init_tasks(
             n_features,
             n_tasks=n_tasks,
@@ -291,14 +290,16 @@ class RankPretext(RankTasks):
             single_features=single_features,
             seed=seed,
         )
+        check_probability("augment.replace_p", replace_p, closed=True)  # RankPretextOptions'
         self.replace_p = replace_p
 
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator
     ) -> torch.Tensor:
         x, view_mask = self.inputs(features, mask)
+        clean = x if view_mask is None else features[mask]  # the real items, gathered once
         if self.replace_p > 0:
             x = qg_corrupt(
                 x, view_mask, p=self.replace_p, generator=generator, groups=group_index(mask)
             )
-        return self.rank_loss(self.encode(x, mask), features, mask)
+        return self.rank_loss(self.encode(x, mask), clean, mask)

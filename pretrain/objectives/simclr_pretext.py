@@ -57,8 +57,7 @@ class SimCLRPretext(RankTasks, SimCLR):
         **simclr,
     ) -> None:
         super().__init__(encoder=encoder, **simclr)
-        # the checks of the options `build` passes, for a direct call too
-        RankTaskOptions(n_tasks=n_tasks, n_active=n_active, single_features=single_features)
+        # the options' check, for a direct call too (init_tasks checks the tasks')
         NON_NEGATIVE.check("objective.rank_weight", rank_weight)
         self.init_tasks(
             n_features,
@@ -75,7 +74,8 @@ class SimCLRPretext(RankTasks, SimCLR):
         z0, z1 = self.project_two_views(features, mask, generator=generator)
         loss = self.contrast(z0, z1, mask)
         if self.rank_weight > 0:
-            clean, _ = self.inputs(features, mask)
-            ranked = self.rank_loss(self.encode(clean, mask), features, mask)
+            x, view_mask = self.inputs(features, mask)
+            clean = x if view_mask is None else features[mask]  # the real items
+            ranked = self.rank_loss(self.encode(x, mask), clean, mask)
             loss = loss + self.rank_weight * ranked
         return loss
