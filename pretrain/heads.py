@@ -14,6 +14,20 @@ def _check(**sizes: int) -> None:
             raise ValueError(f"{name} must be >= 1, got {value}")
 
 
+class Columns(nn.Module):
+    """Columns ``[start, stop)`` of the embeddings ``[N, D]``: in front of a head that reads
+    part of the embedding (simclr-pretext's ``objective.rank_dims``)."""
+
+    def __init__(self, start: int, stop: int) -> None:
+        super().__init__()
+        if not 0 <= start < stop:
+            raise ValueError(f"need 0 <= start < stop, got [{start}, {stop})")
+        self.start, self.stop = start, stop
+
+    def forward(self, h):  # [N, D] -> [N, stop - start]
+        return h[:, self.start : self.stop]
+
+
 class Projector(nn.Module):
     """SimCLR projector: 2 hidden layers with ReLU, no bias, no normalisation or dropout."""
 

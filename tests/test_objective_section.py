@@ -172,7 +172,7 @@ def test_old_config_files_load_unchanged():
         assert list(resolved.keys()) == keys
         assert cfg.objective == {}
         assert "objective" not in _defaults(method, [])
-    assert _load("simclr-pretext", [])[0].objective == {"rank_weight": 1.0}
+    assert _load("simclr-pretext", [])[0].objective == {"rank_weight": 1.0, "rank_dims": 0}
 
 
 @pytest.mark.parametrize(

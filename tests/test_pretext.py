@@ -219,6 +219,7 @@ def test_seeded(method):
         ("simclr-pretext", "pretext.n_active=0", r"pretext\.n_active must be >= 1, got 0"),
         ("simclr-pretext", "pretext.n_bins=3", r"pretext\.n_bins=3: method=simclr-pretext"),
         ("simclr-pretext", "objective.rank_weight=-1", r"objective\.rank_weight must be >= 0"),
+        ("simclr-pretext", "objective.rank_dims=-1", r"objective\.rank_dims must be >= 0"),
         ("simclr", "objective.rank_weight=2", r"objective\.rank_weight.*method=simclr"),
     ],
 )
@@ -307,6 +308,29 @@ def test_simclr_pretext_made_directly_checks_its_options():
         SimCLRPretext(encoder=encoder, n_features=6, n_tasks=-1)
     with pytest.raises(ValueError, match=r"objective\.rank_weight"):
         SimCLRPretext(encoder=encoder, n_features=6, rank_weight=-1.0)
+
+
+def test_simclr_pretext_rank_dims_gives_each_term_its_own_part_of_the_embedding():
+    features, mask = _pool(6)
+    torch.manual_seed(0)
+    split = _objective("simclr-pretext", "augment.replace_p=0.3", "objective.rank_dims=4")
+    split.set_training_items(features[mask])
+    h = torch.randn(7, 16)
+    moved_rank_part, moved_contrast_part = h.clone(), h.clone()
+    moved_rank_part[:, 12:] += 5.0
+    moved_contrast_part[:, :12] += 5.0
+    # SimCLR's projector reads the first 12 entries, the rank head the last 4
+    assert torch.equal(split.projector(moved_rank_part), split.projector(h))
+    assert not torch.equal(split.projector(moved_contrast_part), split.projector(h))
+    assert torch.equal(split.head(moved_contrast_part), split.head(h))
+    assert not torch.equal(split.head(moved_rank_part), split.head(h))
+    assert split.head(h).shape == (7, split.n_tasks)
+    # and the loss stays the same whatever the padding width
+    loss = split(features, mask, generator=torch.Generator().manual_seed(2))
+    wide = split(*_widened(features, mask, 5), generator=torch.Generator().manual_seed(2))
+    assert float(wide.detach()) == pytest.approx(float(loss.detach()), abs=1e-6)
+    with pytest.raises(ValueError, match=r"objective\.rank_dims must be >= 0 and below the enc"):
+        _objective("simclr-pretext", "objective.rank_dims=16")  # the whole 16-wide embedding
 
 
 def test_the_released_preset_of_simclr_pretext_runs(tmp_path):

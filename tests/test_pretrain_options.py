@@ -110,7 +110,7 @@ READS = {
     "simclr-pretext": VIEW_KEYS
     | CONTRAST
     | {f"pretext.{k}" for k in ("n_tasks", "n_active", "single_features")}
-    | {"objective.rank_weight"},
+    | {"objective.rank_weight", "objective.rank_dims"},
 }
 # A value away from PretrainConfig's default for each of those keys.
 SET = {
@@ -134,7 +134,7 @@ SET = {
 }
 # The methods' own options (`own_option`, set as objective.<field>): tests/test_objective_section.py
 # and tests/test_pretext.py refuse and read them.
-OWN = {"objective.rank_weight"}
+OWN = {"objective.rank_weight", "objective.rank_dims"}
 
 
 def test_each_method_reads_its_options_keys():
