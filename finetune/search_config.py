@@ -4,9 +4,13 @@ finetuning, ``deep.search.*`` of the deep baselines (`SearchConfig`; `finetune.s
 ``strategy=portfolio`` trains the recipes of a portfolio file instead of sampling (`Portfolio`,
 `read_portfolio`): YAML whose ``recipes:`` lists 1 to `MAX_RECIPES` mappings over the searched
 keys (`RECIPE_KEYS`), each value inside what its key allows (`SEARCH_BOUNDS`; ``weight_decay``
-and ``l2sp`` may be 0, off). Its other top-level keys (``mined_from``, ``rule``, ...: what
-``./run.sh portfolio`` writes) record where it came from and are not read. The file is read
-when the config is checked, so a bad one stops the run before its folder is made.
+and ``l2sp`` may be 0, off). A recipe may also name a fresh encoder's options (``encoder: {kind:
+tabm, k: 8, num_embeddings: piecewise}``, over the run's ``encoder.*``), so that one portfolio
+holds recipes of several encoders and vali picks among them; each option is checked for its name
+and type here, the encoder it makes when the run applies it (`finetune.train.with_params`). The
+file's other top-level keys (``mined_from``, ``rule``, ...: what ``./run.sh portfolio`` writes)
+record where it came from and are not read. The file is read when the config is checked, so a
+bad one stops the run before its folder is made.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from scarce_ltr.core.config_files import read_yaml
 from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.ray_cluster import endpoint
 from scarce_ltr.losses import LOSSES
+from scarce_ltr.pretrain.encoders import EncoderConfig
 from scarce_ltr.search.studies import check_storage
 from scarce_ltr.search.trial_batches import check_n_jobs
 
@@ -49,7 +54,11 @@ INTEGER_KEYS = ("head_epochs", "full_epochs", "head_hidden")
 # then the log-scale value when on. 0 (the recipe's weight decay) is then a point of the space,
 # so the recipe's trials train exactly the fixed recipe; a portfolio's recipe may hold 0 too.
 OPTIONAL_KEYS = ("weight_decay", "l2sp")
-RECIPE_KEYS = (*SEARCH_BOUNDS, "loss")  # what a portfolio's recipe may set
+# A portfolio recipe's encoder options, applied over a fresh encoder's (a pretrained one keeps its
+# own, and the key is dropped as any key a model does not search). Never drawn by Optuna: a search
+# tunes the training of the run's encoder; a portfolio may mix encoders (TabM beside the ResNet).
+ENCODER_KEY = "encoder"
+RECIPE_KEYS = (*SEARCH_BOUNDS, "loss", ENCODER_KEY)  # what a portfolio's recipe may set
 STRATEGIES = ("optuna", "portfolio")  # search.strategy
 PORTFOLIOS = "portfolio"  # configs/portfolio/<name>.yaml: the shipped portfolios
 DEFAULT_PORTFOLIO = "deep"
@@ -313,6 +322,8 @@ def _recipe(where: str, recipe: object) -> dict:
 
 
 def _value(where: str, key: str, value: object) -> object:
+    if key == ENCODER_KEY:
+        return _encoder_options(where, value)
     if key == "loss":
         if value not in LOSSES:
             choices = ", ".join(LOSSES)
@@ -331,3 +342,36 @@ def _value(where: str, key: str, value: object) -> object:
     except ValueError as exc:
         raise UserError(f"{where}: {exc}") from None
     return value
+
+
+def _encoder_options(where: str, value: object) -> dict:
+    """A recipe's ``encoder``: a non-empty mapping of `EncoderConfig` options, each of its
+    option's type, in the config's order. Whether they make a valid encoder over the run's own
+    options is the run's check, when it applies them."""
+    options = EncoderConfig.__dataclass_fields__
+    if not isinstance(value, dict) or not value:
+        raise UserError(
+            f"{where}: encoder must be a mapping of encoder options ({', '.join(options)}), "
+            f"got {value!r}"
+        )
+    unknown = [key for key in value if key not in options]
+    if unknown:
+        raise UserError(
+            f"{where}: encoder.{unknown[0]} is no encoder option; choose from {', '.join(options)}"
+        )
+    checked = {}
+    for key in options:
+        if key not in value:
+            continue
+        default, given = options[key].default, value[key]
+        if isinstance(default, str):
+            fits, kind = isinstance(given, str), "a string"
+        elif isinstance(default, int):
+            fits, kind = isinstance(given, int) and not isinstance(given, bool), "a whole number"
+        else:
+            fits, kind = isinstance(given, int | float) and not isinstance(given, bool), "a number"
+            given = float(given) if fits else given
+        if not fits:
+            raise UserError(f"{where}: encoder.{key} must be {kind}, got {given!r}")
+        checked[key] = given
+    return checked

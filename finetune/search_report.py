@@ -86,4 +86,6 @@ def progress_line(
 
 
 def _short(value) -> str:
+    if isinstance(value, dict):  # a portfolio recipe's encoder options
+        return "{" + ",".join(f"{k}={_short(v)}" for k, v in value.items()) + "}"
     return f"{value:.3g}" if isinstance(value, float) else str(value)

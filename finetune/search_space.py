@@ -30,6 +30,9 @@ class Space:
     first: list[dict]  # the fixed recipe's points, enqueued as the first trials
     # the fixed recipe's first point as it trains (unclipped), over the keys and choices
     base: dict = field(default_factory=dict)
+    # keys a portfolio recipe may set beyond the searched ones, kept only where it names them
+    # (a fresh encoder's `search_config.ENCODER_KEY`); never drawn by Optuna
+    recipe_keys: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -39,9 +42,11 @@ class Space:
         *,
         fixed: Sequence[dict],
         choices: dict[str, list] | None = None,
+        recipe_keys: Sequence[str] = (),
     ) -> Space:
         """``keys``: what the model can vary; ``fixed``: the recipe's values at each of its
-        points, clipped into the ranges (a value outside a categorical list is drawn)."""
+        points, clipped into the ranges (a value outside a categorical list is drawn);
+        ``recipe_keys``: what a portfolio recipe may set beside them."""
         searched = tuple(k for k in keys if getattr(config, k))
         choices = {k: list(v) for k, v in (choices or {}).items() if len(v) > 1}
         first = []
@@ -58,12 +63,17 @@ class Space:
             start |= {k: point[k] for k in choices if point.get(k) in choices[k]}
             if start not in first:
                 first.append(start)
-        return cls(config, searched, choices, first, base)
+        return cls(config, searched, choices, first, base, tuple(recipe_keys))
 
     def fixed_trials(self, recipes: list[dict]) -> list[dict]:
         """Each recipe as a trial's params: its values of the keys this model searches (the
-        others dropped, as a search never draws them), the fixed recipe's where it names none."""
-        return [{k: recipe.get(k, v) for k, v in self.base.items()} for recipe in recipes]
+        others dropped, as a search never draws them), the fixed recipe's where it names none,
+        and its `recipe_keys` where it names them."""
+        return [
+            {k: recipe.get(k, v) for k, v in self.base.items()}
+            | {k: recipe[k] for k in self.recipe_keys if k in recipe}
+            for recipe in recipes
+        ]
 
     def suggest(self, trial) -> dict:
         """One trial's params, in a fixed order (the sampler's draws depend on it)."""
@@ -107,7 +117,7 @@ def chosen_recipe(space: Space) -> dict:
             f"DONE and report.json with search.chosen_params; run it with search.n_trials first)"
         )
     wanted = set(space.keys) | set(space.choices)
-    if set(params) != wanted:
+    if set(params) - set(space.recipe_keys) != wanted:
         raise UserError(
             f"recipe_from={folder}: its search chose {sorted(params)}, this run searches "
             f"{sorted(wanted)}; give the folder of a run of the same model and search keys"

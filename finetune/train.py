@@ -59,6 +59,7 @@ from scarce_ltr.finetune.grid import (
 )
 from scarce_ltr.finetune.model import count_parameters
 from scarce_ltr.finetune.run_settings import check_identity, checkpoint_meta, run_identity
+from scarce_ltr.finetune.search_config import ENCODER_KEY
 from scarce_ltr.finetune.search_space import Space
 from scarce_ltr.pretrain.checkpoint import Encoder
 from scarce_ltr.search.trial_folders import GridPoint
@@ -197,7 +198,9 @@ def search_space(cfg: FinetuneConfig) -> Space:
         "l2sp": cfg.l2sp,
     }
     fixed = [recipe | {"lr": lr} for lr in cfg.learning_rates()]
-    return Space.of(cfg.search, SEARCH_KEYS[cfg.strategy], fixed=fixed)
+    # a portfolio's recipe may name a fresh encoder's options; a pretrained encoder keeps its own
+    recipe_keys = (ENCODER_KEY,) if cfg.from_scratch and cfg.strategy != COMBINE else ()
+    return Space.of(cfg.search, SEARCH_KEYS[cfg.strategy], fixed=fixed, recipe_keys=recipe_keys)
 
 
 def with_params(cfg: FinetuneConfig, params: dict) -> FinetuneConfig:
@@ -209,6 +212,8 @@ def with_params(cfg: FinetuneConfig, params: dict) -> FinetuneConfig:
     changes = {names[k]: v for k, v in params.items() if k in names}
     if "loss" in params:
         changes["loss"] = replace(cfg.loss, name=params["loss"])
+    if ENCODER_KEY in params:  # a portfolio recipe's encoder, over the run's own options
+        changes["encoder"] = replace(cfg.encoder, **params[ENCODER_KEY])
     return replace(cfg, optimizer=replace(cfg.optimizer, **optimizer), lrs=[], **changes)
 
 

@@ -129,6 +129,54 @@ def test_a_portfolio_killed_in_a_trial_resumes_to_the_same_choice(tmp_path: Path
     assert (crashed / "model.pt").read_bytes() == (reference / "model.pt").read_bytes()
 
 
+def test_a_recipe_may_name_a_fresh_encoders_options(tmp_path: Path) -> None:
+    """A portfolio may mix encoders: a recipe's ``encoder`` options, over the run's fresh
+    encoder, train the model a plain run with those ``encoder.*`` trains, bundle included; a
+    pretrained encoder keeps its own (the key dropped, as any key a model does not search)."""
+    pytest.importorskip("tabm", reason="the tabular extra is not installed")
+    from scarce_ltr.serving.ranker import load_ranker
+
+    tabm = {"kind": "tabm", "k": 2}
+    short = {"lr": 1e-3, "head_epochs": 1, "full_epochs": 1}
+    path = portfolio_file(tmp_path, [short, short | {"encoder": tabm}])
+    fresh = ["finetune", "full", *DATA, "pretrained=none", "encoder.width=16",
+             "encoder.n_blocks=2", "head_hidden=16", "head_epochs=1", "full_epochs=1"]  # fmt: skip
+    mixed = run([*fresh, "search.strategy=portfolio", f"search.portfolio={path}",
+                 f"run_dir={tmp_path / 'mixed'}"])  # fmt: skip
+    trials = mixed["search"]["trials"]
+    assert "encoder" not in trials[0] and trials[1]["encoder"] == tabm
+    plain = run([*fresh, "encoder.kind=tabm", "encoder.k=2", "optimizer.lr=1e-3",
+                 f"run_dir={tmp_path / 'plain'}"])  # fmt: skip
+    assert trials[1]["best_vali_ndcg@5"] == pytest.approx(plain["metrics"]["vali"]["ndcg@5"])
+    # the chosen trial's encoder is the bundle's: a one-recipe portfolio scores as the plain run
+    alone = portfolio_file(tmp_path, [short | {"encoder": tabm}], "alone.yaml")
+    run([*fresh, "search.strategy=portfolio", f"search.portfolio={alone}",
+         f"run_dir={tmp_path / 'alone'}"])  # fmt: skip
+    items = np.random.default_rng(0).normal(size=(7, 12)).astype(np.float32)
+    np.testing.assert_allclose(
+        load_ranker(tmp_path / "alone").predict(items),
+        load_ranker(tmp_path / "plain").predict(items),
+        rtol=1e-5,
+    )
+    # options this run's encoder cannot take: refused naming the recipe, before any trial trains
+    bad = portfolio_file(tmp_path, [short, short | {"encoder": {"k": 4}}], "bad.yaml")
+    with pytest.raises(UserError, match=r"recipes\[1\] .*encoder.k is read by encoder.kind"):
+        run([*fresh, "search.strategy=portfolio", f"search.portfolio={bad}",
+             f"run_dir={tmp_path / 'bad'}"])  # fmt: skip
+
+
+def test_a_pretrained_or_baseline_space_drops_a_recipes_encoder() -> None:
+    from scarce_ltr.finetune.search_config import SearchConfig
+    from scarce_ltr.finetune.search_space import Space
+
+    recipes = [{"lr": 1e-3, "encoder": {"kind": "tabm"}}]
+    fixed = [{"lr": 2e-4}]
+    kept = Space.of(SearchConfig(), ["lr"], fixed=fixed, recipe_keys=["encoder"])
+    assert kept.fixed_trials(recipes) == [{"lr": 1e-3, "encoder": {"kind": "tabm"}}]
+    assert kept.fixed_trials([{"lr": 1e-3}]) == [{"lr": 1e-3}]  # named only where given
+    assert Space.of(SearchConfig(), ["lr"], fixed=fixed).fixed_trials(recipes) == [{"lr": 1e-3}]
+
+
 def test_trials_at_once_train_the_same_recipes(tmp_path: Path) -> None:
     """``n_jobs`` with nothing sampled: the same trials and choice as one after another."""
     path = portfolio_file(tmp_path, RECIPES)
@@ -153,6 +201,9 @@ def test_trials_at_once_train_the_same_recipes(tmp_path: Path) -> None:
         ("recipes: [{loss: nope}]", r"recipes\[0\]: loss 'nope' is not a loss"),
         ("recipes: [{lr: fast}]", r"recipes\[0\]: lr must be a finite number"),
         ("recipes: [{lr: 1.0e-3}, {lr: 1.0e-3}]", r"recipes\[1\] repeats recipes\[0\]"),
+        ("recipes: [{encoder: tabm}]", r"recipes\[0\]: encoder must be a mapping of encoder"),
+        ("recipes: [{encoder: {depth: 3}}]", r"recipes\[0\]: encoder.depth is no encoder option"),
+        ("recipes: [{encoder: {k: eight}}]", r"recipes\[0\]: encoder.k must be a whole number"),
         ("recipes: [" + ", ".join(f"{{lr: {i}.0e-4}}" for i in range(1, 10)) + "]",
          r"bad\.yaml: 9 recipes; a portfolio holds at most 8"),
     ],
