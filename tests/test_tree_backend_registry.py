@@ -20,7 +20,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,12 +31,10 @@ from tiny import tiny_data
 from scarce_ltr.core.bundle import bundle_path, read_model_bytes
 from scarce_ltr.core.extras import Extra
 from scarce_ltr.core.families import ModelFamily, ScoringContext
-from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
-from scarce_ltr.trees.fitted import FittedTrees
-from scarce_ltr.trees.tree_fit import fit_tree_backend
-from scarce_ltr.trees.tree_run import Report, TreeRunConfig, run_tree_backend, section_of
+from scarce_ltr.trees.tree_fit import tree_entry_points
+from scarce_ltr.trees.tree_run import Report, TreeRunConfig
 from scarce_ltr.trees.tuning import SearchOptions, TreeBackendEntry, check_labels, require_backend
 
 NAME = "toy"
@@ -114,22 +111,7 @@ class ToyScorer:
         return np.asarray(transform(raw).features, dtype=np.float64) @ coef + intercept
 
 
-def main(cfg: TreeRunConfig, run: Run) -> Outcome:
-    options = section_of(cfg, ToyOptions)
-    backend = ToyBackend(options, seed=cfg.seed, epochs=cfg.epochs)
-    return run_tree_backend(cfg, run, backend, options.search)
-
-
-def fit(
-    cfg: TreeRunConfig,
-    splits: Mapping[str, RankingSplit],
-    *,
-    labeled: np.ndarray | None = None,
-    run: Run | None = None,
-) -> FittedTrees:
-    options = section_of(cfg, ToyOptions)
-    backend = ToyBackend(options, seed=cfg.seed, epochs=cfg.epochs)
-    return fit_tree_backend(cfg, splits, backend, options.search, labeled=labeled, run=run)
+main, fit = tree_entry_points(ToyOptions, ToyBackend, __name__)
 
 
 FAMILY = ModelFamily(

@@ -6,6 +6,7 @@ methods keep NaN from the options. Old runs keep their folders and keys."""
 from __future__ import annotations
 
 import re
+import pickle
 import typing
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
@@ -42,8 +43,11 @@ BACKENDS = {
 @pytest.mark.parametrize("module", list(BACKENDS), ids=lambda m: m.NAME)
 def test_a_searched_backend_is_one_module_named_once_in_each_table(module) -> None:
     options, backend, scorer = (getattr(module, n) for n in BACKENDS[module])
-    for made in (options, backend, scorer, module.main):
+    for made in (options, backend, scorer, module.main, module.fit):
         assert made.__module__ == module.__name__
+    # main and fit (made by trees.tree_fit.tree_entry_points) pickle by reference, as a Ray
+    # task or a child process sends them
+    assert pickle.loads(pickle.dumps((module.main, module.fit))) == (module.main, module.fit)
     assert issubclass(options, SearchOptions) and options.__dataclass_params__.frozen
     assert options.section == module.NAME
     # the config's section of that name is these options, from its registry entry

@@ -23,7 +23,6 @@ import inspect
 import os
 import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,17 +34,12 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import Extra
 from scarce_ltr.core.families import ModelFamily, ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
-from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.search.trials import Pruned
-from scarce_ltr.trees.fitted import FittedTrees
-from scarce_ltr.trees.tree_fit import fit_tree_backend
+from scarce_ltr.trees.tree_fit import tree_entry_points
 from scarce_ltr.trees.tree_run import (
     Report,
-    TreeRunConfig,
-    run_tree_backend,
-    section_of,
 )
 from scarce_ltr.trees.tuning import (
     SearchOptions,
@@ -275,24 +269,9 @@ class CatBoostScorer:
         return np.asarray(scores, dtype=np.float64)
 
 
-def main(cfg: TreeRunConfig, run: Run) -> Outcome:
-    """Train, select on vali, evaluate once on test, write the run directory."""
-    options = section_of(cfg, CatBoostOptions)
-    backend = CatBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
-    return run_tree_backend(cfg, run, backend, options.search)
-
-
-def fit(
-    cfg: TreeRunConfig,
-    splits: Mapping[str, RankingSplit],
-    *,
-    labeled: np.ndarray | None = None,
-    run: Run | None = None,
-) -> FittedTrees:
-    """The search of `main` on in-memory splits; the vali-best model (`baselines.run.fit`)."""
-    options = section_of(cfg, CatBoostOptions)
-    backend = CatBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
-    return fit_tree_backend(cfg, splits, backend, options.search, labeled=labeled, run=run)
+# ``main``: train, select on vali, evaluate once on test, write the run folder; ``fit``: the
+# search of ``main`` on in-memory splits, the vali-best model (`baselines.run.fit`)
+main, fit = tree_entry_points(CatBoostOptions, CatBoostBackend, __name__)
 
 
 FAMILY = ModelFamily(

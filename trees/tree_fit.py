@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from scarce_ltr.core.errors import UserError
-from scarce_ltr.core.runs import Run
+from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.pipeline import _DETECTOR_SPLITS, PreparedData, prepare_splits
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.search.studies import StudyStore
@@ -24,7 +24,9 @@ from scarce_ltr.trees.tree_run import (
     TreeRunConfig,
     checked_tree_data,
     fit_backend,
+    run_tree_backend,
     search_store,
+    section_of,
 )
 
 
@@ -102,3 +104,34 @@ def fit_tree_backend(
     prepared = prepare_tree_splits(cfg, splits, labeled, backend.check_labels)
     study = tree_study(backend.options, run, backend.options.section)
     return fit_backend(cfg, prepared, backend, strategy, study=study)
+
+
+def tree_entry_points(options_type: type, backend_type: Callable[..., TreeBackend], module: str):
+    """Tree backend ``module``'s ``main(cfg, run)`` and ``fit(cfg, splits, *, labeled, run)``:
+    its options read from the config's section (`section_of`), its backend built from them
+    with the run's seed and epochs, and the tree pipeline run on a run folder
+    (`run_tree_backend`: train, select on vali, evaluate once on test) or on in-memory splits
+    (`fit_tree_backend`: the vali-best model, `baselines.run.fit`). Both are named as the
+    module's own (``main, fit = tree_entry_points(..., __name__)``), so that pickle finds them
+    there by reference, as a Ray task or a child process needs."""
+
+    def backend_of(cfg: TreeRunConfig) -> tuple[TreeBackend, str]:
+        options = section_of(cfg, options_type)
+        return backend_type(options, seed=cfg.seed, epochs=cfg.epochs), options.search
+
+    def main(cfg: TreeRunConfig, run: Run) -> Outcome:
+        return run_tree_backend(cfg, run, *backend_of(cfg))
+
+    def fit(
+        cfg: TreeRunConfig,
+        splits: Mapping[str, RankingSplit],
+        *,
+        labeled: np.ndarray | None = None,
+        run: Run | None = None,
+    ) -> FittedTrees:
+        backend, strategy = backend_of(cfg)
+        return fit_tree_backend(cfg, splits, backend, strategy, labeled=labeled, run=run)
+
+    for function in (main, fit):
+        function.__module__, function.__qualname__ = module, function.__name__
+    return main, fit

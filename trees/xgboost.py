@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -32,16 +31,11 @@ from scarce_ltr.core.errors import UserError
 from scarce_ltr.core.extras import Extra
 from scarce_ltr.core.families import ModelFamily, ScoringContext
 from scarce_ltr.core.metrics import SELECTION_K
-from scarce_ltr.core.runs import Outcome, Run
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
-from scarce_ltr.trees.fitted import FittedTrees
-from scarce_ltr.trees.tree_fit import fit_tree_backend
+from scarce_ltr.trees.tree_fit import tree_entry_points
 from scarce_ltr.trees.tree_run import (
     Report,
-    TreeRunConfig,
-    run_tree_backend,
-    section_of,
 )
 from scarce_ltr.trees.tuning import (
     SearchOptions,
@@ -272,24 +266,9 @@ class XGBoostScorer:
         return np.asarray(self.booster.predict(self.xgb.DMatrix(features)), dtype=np.float64)
 
 
-def main(cfg: TreeRunConfig, run: Run) -> Outcome:
-    """Train, select on vali, evaluate once on test, write the run directory."""
-    options = section_of(cfg, XGBoostOptions)
-    backend = XGBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
-    return run_tree_backend(cfg, run, backend, options.search)
-
-
-def fit(
-    cfg: TreeRunConfig,
-    splits: Mapping[str, RankingSplit],
-    *,
-    labeled: np.ndarray | None = None,
-    run: Run | None = None,
-) -> FittedTrees:
-    """The search of `main` on in-memory splits; the vali-best model (`baselines.run.fit`)."""
-    options = section_of(cfg, XGBoostOptions)
-    backend = XGBoostBackend(options, seed=cfg.seed, epochs=cfg.epochs)
-    return fit_tree_backend(cfg, splits, backend, options.search, labeled=labeled, run=run)
+# ``main``: train, select on vali, evaluate once on test, write the run folder; ``fit``: the
+# search of ``main`` on in-memory splits, the vali-best model (`baselines.run.fit`)
+main, fit = tree_entry_points(XGBoostOptions, XGBoostBackend, __name__)
 
 
 FAMILY = ModelFamily(
