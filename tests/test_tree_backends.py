@@ -5,8 +5,8 @@ methods keep NaN from the options. Old runs keep their folders and keys."""
 
 from __future__ import annotations
 
-import re
 import pickle
+import re
 import typing
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
