@@ -34,9 +34,7 @@ from scarce_ltr.core.metrics import SELECTION_K
 from scarce_ltr.data.ranking_split import RankingSplit
 from scarce_ltr.data.transforms import FeatureTransform
 from scarce_ltr.trees.tree_fit import tree_entry_points
-from scarce_ltr.trees.tree_run import (
-    Report,
-)
+from scarce_ltr.trees.tree_run import Report
 from scarce_ltr.trees.tuning import (
     SearchOptions,
     TreeBackendEntry,
